@@ -1,0 +1,148 @@
+#include "io/prompt_input.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/error.h"
+#include "core/npy.h"
+#include "io/model_config.h"
+#include "io/tokenizer.h"
+
+namespace splitdec {
+
+using nlohmann::json;
+
+namespace {
+
+std::vector<float> read_media_rows(const std::string& path, const ModelConfig& c) {
+  NpyArray a = read_npy(path);
+  if (a.shape.size() != 2 || a.shape[1] != c.hidden_size)
+    throw InputError(path + ": media embeddings must be float32 [n, hidden_size=" + std::to_string(c.hidden_size) + "]");
+  return std::move(a.data);
+}
+
+// Reads a [batch][seq] array of `key`; `convert` maps one JSON value.
+template <typename T, typename F>
+std::vector<T> read_matrix(const json& j, const std::string& key, int batch, int seq, F convert) {
+  const json& m = j[key];
+  if (!m.is_array() || int(m.size()) != batch)
+    throw InputError("input: '" + key + "' must be a list of " + std::to_string(batch) + " sequences");
+  std::vector<T> out;
+  for (int b = 0; b < batch; ++b) {
+    if (!m[size_t(b)].is_array() || int(m[size_t(b)].size()) != seq)
+      throw InputError("input: '" + key + "'[" + std::to_string(b) + "] has " +
+                       std::to_string(m[size_t(b)].is_array() ? m[size_t(b)].size() : 0) + " entries, but tokens[" +
+                       std::to_string(b) + "] has " + std::to_string(seq));
+    for (const json& v : m[size_t(b)]) out.push_back(convert(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+PromptBatch read_prompt_json(const std::string& path, const ModelConfig& c) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot open input file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw InputError(path + ": malformed JSON: " + e.what());
+  }
+  try {
+    if (!j.is_object() || !j.contains("tokens")) throw InputError("input: missing key 'tokens'");
+    if (!j.contains("modality")) throw InputError("input: missing key 'modality'");
+    const json& toks = j["tokens"];
+    if (!toks.is_array() || toks.empty() || !toks[0].is_array() || toks[0].empty())
+      throw InputError("input: 'tokens' must be a non-empty list of non-empty lists of ids");
+    PromptBatch p;
+    p.batch = int(toks.size());
+    p.seq = int(toks[0].size());
+    p.tokens = read_matrix<int>(j, "tokens", p.batch, p.seq, [](const json& v) {
+      if (!v.is_number_integer()) throw InputError("input: token ids must be integers, got " + v.dump());
+      const int64_t x = v.get<int64_t>();
+      if (x < INT32_MIN || x > INT32_MAX) throw InputError("input: token id " + v.dump() + " is out of range");
+      return int(x);
+    });
+    p.modality = read_matrix<Modality>(j, "modality", p.batch, p.seq, [](const json& v) {
+      if (!v.is_string()) throw InputError("input: modality entries must be strings, got " + v.dump());
+      return parse_modality(v.get<std::string>());
+    });
+    if (j.contains("attention_mask")) {
+      p.attention_mask = read_matrix<uint8_t>(j, "attention_mask", p.batch, p.seq, [](const json& v) {
+        if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
+          throw InputError("input: attention_mask entries must be 0 or 1, got " + v.dump());
+        return uint8_t(v.get<int>());
+      });
+    } else {
+      p.attention_mask.assign(size_t(p.rows()), 1);
+    }
+    if (j.contains("block_ids")) {
+      p.block_ids = read_matrix<int>(j, "block_ids", p.batch, p.seq, [](const json& v) {
+        if (!v.is_number_integer()) throw InputError("input: block ids must be integers, got " + v.dump());
+        return int(v.get<int64_t>());
+      });
+    }
+    if (j.contains("media_embeddings")) {
+      if (!j["media_embeddings"].is_string()) throw InputError("input: 'media_embeddings' must be a .npy path");
+      std::filesystem::path mp = j["media_embeddings"].get<std::string>();
+      if (mp.is_relative()) mp = std::filesystem::path(path).parent_path() / mp;
+      p.media = read_media_rows(mp.string(), c);
+    }
+    validate_prompt_batch(p, c);
+    return p;
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what());
+  } catch (const FormatError& e) {
+    throw InputError(path + ": " + e.what());
+  }
+}
+
+PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c) {
+  PromptBatch p;
+  p.batch = 1;
+  auto push_text = [&](const std::string& s) {
+    for (int id : tok.encode(s)) {
+      p.tokens.push_back(id);
+      Modality m = Modality::Text;
+      if (id == c.image_token_id) m = Modality::Image;
+      else if (id == c.video_token_id) m = Modality::Video;
+      else if (id == c.audio_token_id) m = Modality::Audio;
+      p.modality.push_back(m);
+    }
+  };
+  p.tokens.push_back(c.bos_token_id);
+  p.modality.push_back(Modality::Text);
+  static const std::regex placeholder("<image:([^>]+)>");
+  auto begin = std::sregex_iterator(text.begin(), text.end(), placeholder);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    push_text(text.substr(last, size_t(it->position()) - last));
+    if (c.image_token_id < 0 || c.boi_token_id < 0)
+      throw InputError("prompt has an image but model_type '" + c.model_type + "' has no image tokens");
+    std::vector<float> rows = read_media_rows((*it)[1], c);
+    const int64_t n = int64_t(rows.size()) / c.hidden_size;
+    if (n == 0) throw InputError(std::string((*it)[1]) + ": media embeddings have no rows");
+    p.tokens.push_back(c.boi_token_id);
+    p.modality.push_back(Modality::Text);
+    for (int64_t k = 0; k < n; ++k) {
+      p.tokens.push_back(c.image_token_id);
+      p.modality.push_back(Modality::Image);
+    }
+    p.tokens.push_back(c.eoi_token_id);
+    p.modality.push_back(Modality::Text);
+    p.media.insert(p.media.end(), rows.begin(), rows.end());
+    last = size_t(it->position() + it->length());
+  }
+  push_text(text.substr(last));
+  p.seq = int(p.tokens.size());
+  p.attention_mask.assign(p.tokens.size(), 1);
+  if (!p.media.empty() && p.media_positions() != int64_t(p.media.size()) / c.hidden_size)
+    throw InputError("prompt: the text itself contains media soft tokens besides the <image:...> placeholders");
+  validate_prompt_batch(p, c);
+  return p;
+}
+
+}  // namespace splitdec

@@ -1,0 +1,25 @@
+// Prompt sources for `splitdec generate`: the exact-input JSON file and a
+// text prompt with <image:FILE.npy> placeholders.
+#pragma once
+
+#include <string>
+
+#include "model/prompt_batch.h"
+
+namespace splitdec {
+
+struct ModelConfig;
+class Tokenizer;
+
+// {"tokens": [[ids...], ...], "modality": [["text"|"image"|"video"|"audio", ...], ...],
+//  "attention_mask": [[1, 0, ...], ...], "block_ids": [[...]], "media_embeddings": "file.npy"}
+// attention_mask, block_ids and media_embeddings are optional; the .npy path
+// is relative to the JSON file's folder unless absolute. Every sequence must
+// have the same length (pad explicitly). Errors are InputErrors naming the key.
+PromptBatch read_prompt_json(const std::string& path, const ModelConfig& config);
+
+// BOS + the tokenized text; each <image:PATH> becomes BOI, one image soft
+// token per row of the .npy at PATH, EOI, and those rows become media.
+PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config);
+
+}  // namespace splitdec

@@ -1,0 +1,71 @@
+// safetensors: mmap'd reading with a fully validated header, sharded
+// checkpoints through model.safetensors.index.json, and a writer.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace splitdec {
+
+class MappedFile;
+
+struct TensorView {
+  std::string name;
+  std::string file;  // for error messages
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+
+  int64_t numel() const;
+  // Converts every element to f32 (the reference path works in f32).
+  std::vector<float> to_f32() const;
+};
+
+// Parses and validates a safetensors header held in memory. `bytes` must stay
+// alive as long as the returned views. Every error is a FormatError naming
+// `file_name`, the tensor (when there is one) and the reason.
+std::map<std::string, TensorView> parse_safetensors(const uint8_t* bytes, size_t size,
+                                                    const std::string& file_name);
+
+// All tensors of a model directory: model.safetensors, or the shards listed
+// in model.safetensors.index.json.
+class TensorStore {
+ public:
+  static TensorStore open_dir(const std::string& dir);
+  static TensorStore open_file(const std::string& path);
+
+  TensorStore(TensorStore&&) noexcept;
+  TensorStore& operator=(TensorStore&&) noexcept;
+  ~TensorStore();
+
+  const TensorView* find(const std::string& name) const;
+  // Like find, but a missing tensor is a FormatError naming it.
+  const TensorView& get(const std::string& name) const;
+  const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+  std::string describe() const;  // the file(s) it came from
+
+ private:
+  TensorStore();
+  void add_file(const std::string& path);
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::map<std::string, TensorView> tensors_;
+};
+
+struct TensorToWrite {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+// Writes tensors in the given order, 8-byte aligned data.
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace splitdec

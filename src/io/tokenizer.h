@@ -1,0 +1,40 @@
+// SentencePiece tokenizer.model from a model directory.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace splitdec {
+
+class Tokenizer {
+ public:
+  // Returns nullptr when the directory has no tokenizer.model; a file that
+  // exists but cannot be parsed is a FormatError.
+  static std::unique_ptr<Tokenizer> open_dir(const std::string& dir);
+  static std::unique_ptr<Tokenizer> from_serialized(const std::string& proto, const std::string& source);
+  ~Tokenizer();
+
+  std::vector<int> encode(const std::string& text) const;
+  // Ids outside the tokenizer's pieces (a model vocab can be larger) decode
+  // as "<id:N>" rather than silently vanishing.
+  std::string decode(const std::vector<int>& ids) const;
+  int piece_count() const;
+  // -1 when the piece is unknown.
+  int piece_id(const std::string& piece) const;
+  std::string piece(int id) const;
+
+ private:
+  Tokenizer();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The special pieces that make-model's tokenizer defines (Gemma's names).
+const std::vector<std::string>& gemma_special_pieces();
+
+// Trains a small SentencePiece model on `corpus` (deterministic for a seed)
+// and returns the serialized model.
+std::string train_tokenizer(const std::string& corpus, int vocab_size, unsigned seed);
+
+}  // namespace splitdec

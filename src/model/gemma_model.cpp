@@ -1,0 +1,113 @@
+#include "model/gemma_model.h"
+
+#include <cmath>
+
+#include "io/safetensors.h"
+#include "kernels/reference_ops.h"
+
+namespace splitdec {
+
+Model Model::load(const std::string& dir) {
+  ModelConfig config = load_model_config(dir);
+  TensorStore store = TensorStore::open_dir(dir);
+  ModelWeights weights = load_weights(config, store);
+  return Model(std::move(config), std::move(weights));
+}
+
+Model::Model(ModelConfig config, ModelWeights weights) : config_(std::move(config)), weights_(std::move(weights)) {}
+
+void Model::embed(const int* tokens, int rows, float* hidden) const {
+  const int H = config_.hidden_size;
+  const float scale = round_to_dtype(std::sqrt(float(H)), weights_.dtype);
+  for (int r = 0; r < rows; ++r) {
+    const float* e = weights_.embed_tokens.data() + int64_t(tokens[r]) * H;
+    for (int k = 0; k < H; ++k) hidden[int64_t(r) * H + k] = e[k] * scale;
+  }
+}
+
+void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const {
+  for (int l = 0; l < config_.num_layers; ++l) run_layer(l, hidden, rows, positions, attention);
+}
+
+// out = h + post_ff_norm(down(gelu(gate(h')) * up(h'))), h' = pre_ff_norm(h),
+// h = x + post_attn_norm(attn(input_norm(x))); Gemma-4 then scales by layer_scalar.
+void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const {
+  const ModelConfig& c = config_;
+  const LayerSpec& spec = c.layers[size_t(l)];
+  const LayerWeights& w = weights_.layers[size_t(l)];
+  const int H = c.hidden_size, hd = spec.head_dim, Hq = c.num_heads, Hkv = spec.num_kv_heads;
+  const int I = spec.intermediate_size;
+  const float eps = c.rms_norm_eps;
+  const bool add1 = c.norm_adds_one;
+  const bool shared = c.is_kv_shared(l);
+
+  std::vector<float> x(size_t(rows) * H);
+  for (int r = 0; r < rows; ++r)
+    ref::rms_norm(hidden + int64_t(r) * H, w.input_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
+
+  std::vector<float> q(size_t(rows) * Hq * hd), k, v;
+  ref::linear(x.data(), rows, H, w.q_proj.data(), Hq * hd, q.data());
+  for (int r = 0; r < rows; ++r)
+    for (int h = 0; h < Hq; ++h) {
+      float* qh = q.data() + (int64_t(r) * Hq + h) * hd;
+      ref::rms_norm(qh, w.q_norm.data(), hd, eps, add1, qh);
+      ref::rope(qh, hd, spec.inv_freq.data(), positions[r]);
+    }
+  if (!shared) {
+    k.resize(size_t(rows) * Hkv * hd);
+    v.resize(k.size());
+    ref::linear(x.data(), rows, H, w.k_proj.data(), Hkv * hd, k.data());
+    if (spec.k_eq_v) v = k;  // raw k_proj output, before k_norm and RoPE
+    else ref::linear(x.data(), rows, H, w.v_proj.data(), Hkv * hd, v.data());
+    for (int r = 0; r < rows; ++r)
+      for (int h = 0; h < Hkv; ++h) {
+        float* kh = k.data() + (int64_t(r) * Hkv + h) * hd;
+        ref::rms_norm(kh, w.k_norm.data(), hd, eps, add1, kh);
+        ref::rope(kh, hd, spec.inv_freq.data(), positions[r]);
+        if (c.family == Family::Gemma4) {  // v_norm: RMS norm without weight
+          float* vh = v.data() + (int64_t(r) * Hkv + h) * hd;
+          ref::rms_norm(vh, nullptr, hd, eps, false, vh);
+        }
+      }
+  }
+
+  std::vector<float> attn(size_t(rows) * Hq * hd);
+  attention.attend(l, q.data(), shared ? nullptr : k.data(), shared ? nullptr : v.data(), attn.data());
+
+  std::vector<float> o(size_t(rows) * H);
+  ref::linear(attn.data(), rows, Hq * hd, w.o_proj.data(), H, o.data());
+  for (int r = 0; r < rows; ++r) {
+    float* hr = hidden + int64_t(r) * H;
+    float* orow = o.data() + int64_t(r) * H;
+    ref::rms_norm(orow, w.post_attention_norm.data(), H, eps, add1, orow);
+    for (int k2 = 0; k2 < H; ++k2) hr[k2] += orow[k2];
+    ref::rms_norm(hr, w.pre_feedforward_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
+  }
+
+  std::vector<float> gate(size_t(rows) * I), up(size_t(rows) * I);
+  ref::linear(x.data(), rows, H, w.gate_proj.data(), I, gate.data());
+  ref::linear(x.data(), rows, H, w.up_proj.data(), I, up.data());
+  for (size_t k2 = 0; k2 < gate.size(); ++k2) gate[k2] = ref::gelu_tanh(gate[k2]) * up[k2];
+  ref::linear(gate.data(), rows, I, w.down_proj.data(), H, o.data());
+  for (int r = 0; r < rows; ++r) {
+    float* hr = hidden + int64_t(r) * H;
+    float* orow = o.data() + int64_t(r) * H;
+    ref::rms_norm(orow, w.post_feedforward_norm.data(), H, eps, add1, orow);
+    for (int k2 = 0; k2 < H; ++k2) hr[k2] = (hr[k2] + orow[k2]) * w.layer_scalar;
+  }
+}
+
+void Model::logits(const float* hidden, int rows, float* out) const {
+  const int H = config_.hidden_size, V = config_.vocab_size;
+  std::vector<float> x(size_t(rows) * H);
+  for (int r = 0; r < rows; ++r)
+    ref::rms_norm(hidden + int64_t(r) * H, weights_.final_norm.data(), H, config_.rms_norm_eps, config_.norm_adds_one,
+                  x.data() + int64_t(r) * H);
+  ref::linear(x.data(), rows, H, weights_.output_matrix().data(), V, out);
+  if (config_.final_logit_softcap) {
+    const float cap = *config_.final_logit_softcap;
+    for (int64_t k = 0; k < int64_t(rows) * V; ++k) out[k] = cap * std::tanh(out[k] / cap);
+  }
+}
+
+}  // namespace splitdec

@@ -1,0 +1,53 @@
+// The Gemma-3 / dense Gemma-4 decoder: the whole model math in one place.
+// Family differences live in ModelConfig data (norm flavour, scale, head
+// dims, KV sharing, layer scalar), not in branches scattered elsewhere.
+//
+// Attention itself is supplied by the caller through AttentionStage, so the
+// same layer math serves the reference oracle and every execution plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+#include "model/weights.h"
+
+namespace splitdec {
+
+// Receives one layer's projected heads for `rows` token rows and writes the
+// attention output. q: [rows, Hq, hd] (normed, rotated); k, v: [rows, Hkv, hd]
+// (k normed and rotated, v through v_norm), or nullptr on a KV-shared layer,
+// which reads the K/V of config.layers[layer].kv_source instead.
+class AttentionStage {
+ public:
+  virtual ~AttentionStage() = default;
+  virtual void attend(int layer, const float* q, const float* k, const float* v, float* out) = 0;
+};
+
+class Model {
+ public:
+  static Model load(const std::string& dir);
+  Model(ModelConfig config, ModelWeights weights);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+
+  // hidden[r] = E[token] * sqrt(hidden_size), the scale rounded to the
+  // checkpoint dtype as HF does. Token ids must already be validated.
+  void embed(const int* tokens, int rows, float* hidden) const;
+
+  // Runs every decoder layer over hidden [rows, hidden_size] in place.
+  // positions: the RoPE position of each row.
+  void run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const;
+
+  // Final norm, LM head and (where configured) final logit softcap.
+  void logits(const float* hidden, int rows, float* out) const;
+
+ private:
+  void run_layer(int layer, float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const;
+  ModelConfig config_;
+  ModelWeights weights_;
+};
+
+}  // namespace splitdec

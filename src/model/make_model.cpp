@@ -1,0 +1,245 @@
+#include "model/make_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/npy.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+#include "model/weights.h"
+
+namespace splitdec {
+
+extern const char* const kTokenizerCorpus;  // data/tokenizer_corpus.txt, embedded at build time
+
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr int kTokenizerVocab = 512;
+
+struct Preset {
+  const char* name;
+  bool tiny;
+};
+constexpr Preset kPresets[] = {
+    {"tiny-gemma3", true}, {"tiny-gemma4", true}, {"gemma3-1b", false}, {"gemma3-12b", false}, {"gemma4-12b", false}};
+
+// Token ids of the special pieces in the trained tokenizer.
+struct SpecialIds {
+  int boi, eoi, image, boa, eoa, audio, video;
+};
+
+ordered_json layer_types_json(int n, int pattern, bool force_last_full) {
+  ordered_json types = ordered_json::array();
+  for (int i = 0; i < n; ++i)
+    types.push_back((i + 1) % pattern == 0 || (force_last_full && i == n - 1) ? "full_attention" : "sliding_attention");
+  return types;
+}
+
+ordered_json preset_config(const std::string& name, int vocab, const SpecialIds& s, std::optional<int> layers) {
+  ordered_json text, top;
+  auto multimodal_gemma3 = [&](int mm_tokens) {
+    top["model_type"] = "gemma3";
+    top["boi_token_index"] = s.boi;
+    top["eoi_token_index"] = s.eoi;
+    top["image_token_index"] = s.image;
+    top["mm_tokens_per_image"] = mm_tokens;
+    text["model_type"] = "gemma3_text";
+  };
+  auto multimodal_gemma4 = [&](int mm_tokens) {
+    top["model_type"] = "gemma4";
+    top["boi_token_id"] = s.boi;
+    top["eoi_token_id"] = s.eoi;
+    top["image_token_id"] = s.image;
+    top["video_token_id"] = s.video;
+    top["boa_token_id"] = s.boa;
+    top["eoa_token_index"] = s.eoa;
+    top["audio_token_id"] = s.audio;
+    top["mm_tokens_per_image"] = mm_tokens;
+    text["model_type"] = "gemma4_text";
+    text["use_bidirectional_attention"] = "vision";
+    text["hidden_size_per_layer_input"] = 0;
+    text["final_logit_softcapping"] = 30.0;
+  };
+  int n_layers = 0;
+  if (name == "tiny-gemma3") {
+    multimodal_gemma3(16);
+    n_layers = 6;
+    text.update({{"vocab_size", vocab}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_attention_heads", 4},
+                 {"num_key_value_heads", 2}, {"head_dim", 16}, {"query_pre_attn_scalar", 16}, {"sliding_window", 8},
+                 {"sliding_window_pattern", 3}, {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                 {"rms_norm_eps", 1e-6}});
+  } else if (name == "tiny-gemma4") {
+    multimodal_gemma4(16);
+    n_layers = 6;
+    // Layers s s f s s f; the last two reuse K/V of layers 3 (sliding) and 2 (full).
+    text.update({{"vocab_size", vocab}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_attention_heads", 4},
+                 {"num_key_value_heads", 2}, {"num_global_key_value_heads", 1}, {"head_dim", 16},
+                 {"global_head_dim", 32}, {"attention_k_eq_v", true}, {"num_kv_shared_layers", 2},
+                 {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
+  } else if (name == "gemma3-1b") {
+    top["model_type"] = "gemma3_text";
+    n_layers = 26;
+    top.update({{"vocab_size", 262144}, {"hidden_size", 1152}, {"intermediate_size", 6912}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 1}, {"head_dim", 256}, {"query_pre_attn_scalar", 256}, {"sliding_window", 512},
+                {"sliding_window_pattern", 6}, {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                {"rms_norm_eps", 1e-6}});
+  } else if (name == "gemma3-12b") {
+    multimodal_gemma3(256);
+    n_layers = 48;
+    text.update({{"vocab_size", 262208}, {"hidden_size", 3840}, {"intermediate_size", 15360},
+                 {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 256},
+                 {"query_pre_attn_scalar", 256}, {"sliding_window", 1024}, {"sliding_window_pattern", 6},
+                 {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                 {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}, {"rms_norm_eps", 1e-6}});
+  } else if (name == "gemma4-12b") {
+    multimodal_gemma4(280);
+    n_layers = 48;
+    text.update({{"vocab_size", 262144}, {"hidden_size", 3840}, {"intermediate_size", 15360},
+                 {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 256},
+                 {"global_head_dim", 512}, {"sliding_window", 1024}, {"rms_norm_eps", 1e-6}});
+  } else {
+    std::string valid;
+    for (const auto& p : kPresets) valid += (valid.empty() ? "" : ", ") + std::string(p.name);
+    throw InputError("unknown preset '" + name + "' (valid: " + valid + ")");
+  }
+  if (layers) {
+    if (*layers < 1 || *layers > n_layers)
+      throw InputError("--layers " + std::to_string(*layers) + " is outside [1, " + std::to_string(n_layers) +
+                       "] for preset " + name);
+    n_layers = *layers;
+  }
+  ordered_json& t = top["model_type"] == "gemma3_text" ? top : text;
+  t["num_hidden_layers"] = n_layers;
+  const bool g4 = name.find("gemma4") != std::string::npos;
+  // The layer-type pattern of the full model, cut to n_layers (5:1 sliding:full,
+  // 2:1 on the tiny presets).
+  const int pattern = name.rfind("tiny", 0) == 0 ? 3 : 6;
+  t["layer_types"] = layer_types_json(n_layers, pattern, g4);
+  if (name == "tiny-gemma4" && n_layers < 6) t["num_kv_shared_layers"] = 0;
+  if (!text.empty() && &t == &text) top["text_config"] = text;
+  top["tie_word_embeddings"] = true;
+  top["pad_token_id"] = 0;
+  top["eos_token_id"] = 1;
+  top["bos_token_id"] = 2;
+  top["torch_dtype"] = "float32";
+  return top;
+}
+
+// splitmix64: a tiny counter-based generator, identical on every platform.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash_name(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// Uniform in [-1, 1), stream keyed by (seed, tensor name, index).
+struct Uniform {
+  uint64_t key;
+  float at(uint64_t i) const { return float(int64_t(splitmix64(key ^ splitmix64(i)) >> 11) * 0x1.0p-52) - 1.f; }
+};
+
+void put(std::vector<uint8_t>& bytes, size_t i, float v, DType dt) {
+  if (dt == DType::F32) std::memcpy(bytes.data() + 4 * i, &v, 4);
+  else {
+    const uint16_t h = dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
+    std::memcpy(bytes.data() + 2 * i, &h, 2);
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& model_preset_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& p : kPresets) v.push_back(p.name);
+    return v;
+  }();
+  return names;
+}
+
+void make_model(const MakeModelOptions& o) {
+  bool tiny = false, known = false;
+  for (const auto& p : kPresets)
+    if (o.preset == p.name) tiny = p.tiny, known = true;
+  if (!known) preset_config(o.preset, 0, {}, std::nullopt);  // throws the listing error
+  const DType dtype = o.dtype.value_or(tiny ? DType::F32 : DType::BF16);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw InputError("--out " + o.out_dir + ": cannot create directory: " + ec.message());
+
+  const std::string tokenizer_model = train_tokenizer(kTokenizerCorpus, kTokenizerVocab, unsigned(o.seed));
+  auto tok = Tokenizer::from_serialized(tokenizer_model, "trained tokenizer");
+  auto id = [&](const char* piece) { return tok->piece_id(piece); };
+  const SpecialIds ids{id("<start_of_image>"), id("<end_of_image>"), id("<image_soft_token>"), id("<start_of_audio>"),
+                       id("<end_of_audio>"), id("<audio_soft_token>"), id("<video_soft_token>")};
+
+  ordered_json cfg_json = preset_config(o.preset, tok->piece_count(), ids, o.layers);
+  cfg_json["torch_dtype"] = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
+  const ModelConfig config = parse_model_config(nlohmann::json::parse(cfg_json.dump()), o.preset);
+
+  const bool text_only = config.model_type == "gemma3_text";
+  const std::string prefix = text_only ? "model." : "model.language_model.";
+  const float H = float(config.hidden_size);
+  std::vector<TensorToWrite> tensors;
+  for (const WeightSpec& spec : decoder_weight_specs(config)) {
+    TensorToWrite t{prefix + spec.name, dtype, spec.shape, {}};
+    size_t n = 1;
+    for (int64_t d : spec.shape) n *= size_t(d);
+    t.bytes.resize(n * dtype_size(dtype));
+    const Uniform u{splitmix64(o.seed ^ hash_name(t.name))};
+    // Scales keep every activation near unit RMS so that logits are finite
+    // and informative: linear weights ~ 1/sqrt(fan_in), embeddings ~
+    // 1/sqrt(hidden) (times sqrt(hidden) at lookup), norm gains near 1.
+    const bool q_norm = spec.name.find("q_norm") != std::string::npos;
+    const int head_dim = spec.shape[0] > 0 ? int(spec.shape[0]) : 1;
+    for (size_t i = 0; i < n; ++i) {
+      const float r = u.at(i);
+      float v = 0;
+      switch (spec.kind) {
+        case WeightSpec::Linear: v = r * std::sqrt(3.f / float(spec.shape[1])); break;
+        case WeightSpec::Embedding: v = r * std::sqrt(3.f / H); break;
+        case WeightSpec::Norm:
+          // Gemma-4 attention has scale 1: a q_norm gain of 2/sqrt(head_dim)
+          // keeps scores at a useful spread.
+          if (config.norm_adds_one) v = 0.1f * r;
+          else v = (q_norm ? 2.f / std::sqrt(float(head_dim)) : 1.f) * (1.f + 0.1f * r);
+          break;
+        case WeightSpec::Scalar: v = 0.75f + 0.25f * r; break;
+      }
+      put(t.bytes, i, v, dtype);
+    }
+    tensors.push_back(std::move(t));
+  }
+  write_safetensors((fs::path(o.out_dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  {
+    std::ofstream out(fs::path(o.out_dir) / "config.json");
+    out << cfg_json.dump(2) << "\n";
+  }
+  {
+    std::ofstream out(fs::path(o.out_dir) / "tokenizer.model", std::ios::binary);
+    out << tokenizer_model;
+  }
+  // A stand-in for one image's post-projector embeddings, for demos and tests.
+  const int mm = config.mm_tokens_per_image;
+  std::vector<float> image(size_t(mm) * size_t(config.hidden_size));
+  const Uniform u{splitmix64(o.seed ^ hash_name("demo_image"))};
+  for (size_t i = 0; i < image.size(); ++i) image[i] = std::sqrt(3.f) * u.at(i);
+  write_npy((fs::path(o.out_dir) / "demo_image.npy").string(), {mm, config.hidden_size}, image.data());
+}
+
+}  // namespace splitdec

@@ -1,0 +1,27 @@
+// `splitdec make-model`: random-weight model directories in the formats of a
+// real checkpoint (config.json, model.safetensors, tokenizer.model), for
+// tests, demos and benchmarks. The same seed gives the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace splitdec {
+
+struct MakeModelOptions {
+  std::string preset;
+  std::string out_dir;
+  uint64_t seed = 0;
+  std::optional<DType> dtype;  // default: f32 for tiny presets, bf16 for full-size ones
+  std::optional<int> layers;   // keep only the first N layers
+};
+
+const std::vector<std::string>& model_preset_names();
+
+void make_model(const MakeModelOptions& options);
+
+}  // namespace splitdec

@@ -1,0 +1,79 @@
+#include "model/prompt_batch.h"
+
+#include "core/error.h"
+#include "io/model_config.h"
+
+namespace splitdec {
+
+int64_t PromptBatch::media_positions() const {
+  int64_t n = 0;
+  for (Modality m : modality) n += m != Modality::Text;
+  return n;
+}
+
+std::vector<int> PromptBatch::sequence_block_ids(int b) const {
+  const auto first = size_t(b) * size_t(seq);
+  if (!block_ids.empty()) return {block_ids.begin() + long(first), block_ids.begin() + long(first + size_t(seq))};
+  return block_ids_from_modality({modality.begin() + long(first), modality.begin() + long(first + size_t(seq))});
+}
+
+std::vector<int64_t> PromptBatch::rope_positions() const {
+  std::vector<int64_t> pos(static_cast<size_t>(rows()));
+  for (int b = 0; b < batch; ++b) {
+    int64_t next = 0;
+    for (int s = 0; s < seq; ++s) {
+      const size_t r = size_t(b) * size_t(seq) + size_t(s);
+      pos[r] = attention_mask[r] ? next++ : 0;
+    }
+  }
+  return pos;
+}
+
+void PromptBatch::append_column(const std::vector<int>& next_tokens) {
+  auto grow = [&](auto& v, auto fill_for_row) {
+    std::remove_reference_t<decltype(v)> out;
+    out.reserve(size_t(batch) * size_t(seq + 1));
+    for (int b = 0; b < batch; ++b) {
+      out.insert(out.end(), v.begin() + long(size_t(b) * size_t(seq)), v.begin() + long(size_t(b + 1) * size_t(seq)));
+      out.push_back(fill_for_row(b));
+    }
+    v = std::move(out);
+  };
+  grow(tokens, [&](int b) { return next_tokens[size_t(b)]; });
+  grow(modality, [](int) { return Modality::Text; });
+  grow(attention_mask, [](int) { return uint8_t(1); });
+  if (!block_ids.empty()) grow(block_ids, [](int) { return -1; });
+  ++seq;
+}
+
+void validate_prompt_batch(const PromptBatch& p, const ModelConfig& c) {
+  if (p.batch <= 0 || p.seq <= 0) throw InputError("input: the batch is empty (need at least one sequence of one token)");
+  const size_t n = size_t(p.rows());
+  if (p.tokens.size() != n || p.modality.size() != n || p.attention_mask.size() != n)
+    throw InputError("input: tokens, modality and attention_mask must each hold batch x seq = " + std::to_string(n) +
+                     " entries");
+  if (!p.block_ids.empty() && p.block_ids.size() != n)
+    throw InputError("input: block_ids must hold batch x seq = " + std::to_string(n) + " entries");
+  for (size_t r = 0; r < n; ++r) {
+    const std::string where = "sequence " + std::to_string(r / size_t(p.seq)) + " position " + std::to_string(r % size_t(p.seq));
+    if (p.tokens[r] < 0 || p.tokens[r] >= c.vocab_size)
+      throw InputError("input: token id " + std::to_string(p.tokens[r]) + " at " + where + " is outside the vocabulary [0, " +
+                       std::to_string(c.vocab_size) + ")");
+    if (p.attention_mask[r] > 1) throw InputError("input: attention_mask at " + where + " must be 0 or 1");
+    if (!p.attention_mask[r] && p.modality[r] != Modality::Text)
+      throw InputError("input: padding at " + where + " must be a text token");
+  }
+  if (!p.block_ids.empty())
+    for (int b = 0; b < p.batch; ++b) validate_block_ids(p.sequence_block_ids(b));
+  if (!p.media.empty()) {
+    const int64_t want = p.media_positions();
+    if (int64_t(p.media.size()) % c.hidden_size != 0)
+      throw InputError("input: media embeddings are not a whole number of rows of hidden_size " + std::to_string(c.hidden_size));
+    const int64_t have = int64_t(p.media.size()) / c.hidden_size;
+    if (have != want)
+      throw InputError("input: " + std::to_string(have) + " media embedding rows given but the batch has " +
+                       std::to_string(want) + " non-text positions");
+  }
+}
+
+}  // namespace splitdec

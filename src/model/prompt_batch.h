@@ -1,0 +1,39 @@
+// A batch of token sequences with everything the mask and the embedding step
+// need: modality per token, padding, optional explicit block ids and the
+// media embeddings spliced in at non-text positions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mask/mask_contract.h"
+
+namespace splitdec {
+
+struct ModelConfig;
+
+struct PromptBatch {
+  int batch = 0;
+  int seq = 0;
+  std::vector<int> tokens;              // [batch * seq]
+  std::vector<Modality> modality;       // [batch * seq]
+  std::vector<uint8_t> attention_mask;  // [batch * seq]; 0 = padding
+  std::vector<int> block_ids;           // [batch * seq] explicit, or empty: derived from modality
+  // Rows [n, hidden] spliced in order at the non-text positions, batch-major.
+  // Empty: those positions use their token embedding.
+  std::vector<float> media;
+
+  int64_t rows() const { return int64_t(batch) * seq; }
+  int64_t media_positions() const;
+  // Block ids of sequence b (explicit or derived).
+  std::vector<int> sequence_block_ids(int b) const;
+  // RoPE positions: real tokens count 0, 1, 2, ... in order; pads take 0.
+  std::vector<int64_t> rope_positions() const;
+  // Appends one token column (text, unmasked) to every sequence.
+  void append_column(const std::vector<int>& next_tokens);
+};
+
+// Throws InputError naming the sequence, position and limit.
+void validate_prompt_batch(const PromptBatch& p, const ModelConfig& config);
+
+}  // namespace splitdec

@@ -1,0 +1,122 @@
+#include "model/reference_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace splitdec {
+
+ReferenceAttention::ReferenceAttention(const ModelConfig& c, const PromptBatch& p, MaskPolicy policy)
+    : c_(c), p_(p), policy_(policy), k_(size_t(c.num_layers)), v_(size_t(c.num_layers)) {
+  for (int b = 0; b < p.batch; ++b) blocks_.push_back(p.sequence_block_ids(b));
+}
+
+void ReferenceAttention::attend(int layer, const float* q, const float* k, const float* v, float* out) {
+  const LayerSpec& spec = c_.layers[size_t(layer)];
+  const int hd = spec.head_dim, Hq = c_.num_heads, Hkv = spec.num_kv_heads, S = p_.seq;
+  const size_t n = size_t(p_.rows()) * size_t(Hkv) * size_t(hd);
+  if (k) {
+    k_[size_t(layer)].assign(k, k + n);
+    v_[size_t(layer)].assign(v, v + n);
+  }
+  const std::vector<float>& K = k_[size_t(spec.kv_source)];
+  const std::vector<float>& V = v_[size_t(spec.kv_source)];
+  const LayerMaskRule rule = layer_mask_rule(policy_, spec.type, spec.window);
+  const int group = Hq / Hkv;
+  std::vector<float> scores(static_cast<size_t>(S));
+  for (int b = 0; b < p_.batch; ++b) {
+    const std::vector<int>& blk = blocks_[size_t(b)];
+    for (int i = 0; i < S; ++i) {
+      for (int h = 0; h < Hq; ++h) {
+        const float* qi = q + ((int64_t(b) * S + i) * Hq + h) * hd;
+        const int kvh = h / group;
+        float m = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < S; ++j) {
+          const bool pad = p_.attention_mask[size_t(b) * size_t(S) + size_t(j)] == 0;
+          if (!visible(rule, i, j, blk[size_t(i)], blk[size_t(j)], pad)) {
+            scores[size_t(j)] = -std::numeric_limits<float>::infinity();
+            continue;
+          }
+          const float* kj = K.data() + ((int64_t(b) * S + j) * Hkv + kvh) * hd;
+          float dot = 0.f;
+          for (int d = 0; d < hd; ++d) dot += qi[d] * kj[d];
+          scores[size_t(j)] = dot * c_.attn_scale;
+          m = std::max(m, scores[size_t(j)]);
+        }
+        float* o = out + ((int64_t(b) * S + i) * Hq + h) * hd;
+        std::fill(o, o + hd, 0.f);
+        if (m == -std::numeric_limits<float>::infinity()) continue;  // no visible key: zeros
+        float denom = 0.f;
+        for (int j = 0; j < S; ++j) {
+          const float e = std::isinf(scores[size_t(j)]) ? 0.f : std::exp(scores[size_t(j)] - m);
+          scores[size_t(j)] = e;
+          denom += e;
+        }
+        for (int j = 0; j < S; ++j) {
+          if (scores[size_t(j)] == 0.f) continue;
+          const float wgt = scores[size_t(j)] / denom;
+          const float* vj = V.data() + ((int64_t(b) * S + j) * Hkv + kvh) * hd;
+          for (int d = 0; d < hd; ++d) o[d] += wgt * vj[d];
+        }
+      }
+    }
+  }
+}
+
+
+std::vector<float> embed_prompt(const Model& model, const PromptBatch& p) {
+  const int H = model.config().hidden_size;
+  std::vector<float> hidden(size_t(p.rows()) * size_t(H));
+  model.embed(p.tokens.data(), int(p.rows()), hidden.data());
+  if (!p.media.empty()) {
+    // Media rows replace the placeholder embeddings unscaled, in order.
+    size_t next = 0;
+    for (int64_t r = 0; r < p.rows(); ++r) {
+      if (p.modality[size_t(r)] == Modality::Text) continue;
+      std::copy_n(p.media.data() + next * size_t(H), H, hidden.data() + size_t(r) * size_t(H));
+      ++next;
+    }
+  }
+  return hidden;
+}
+
+std::vector<float> reference_logits(const Model& model, const PromptBatch& p, MaskPolicy policy) {
+  validate_prompt_batch(p, model.config());
+  std::vector<float> hidden = embed_prompt(model, p);
+  const std::vector<int64_t> positions = p.rope_positions();
+  ReferenceAttention attention(model.config(), p, policy);
+  model.run_layers(hidden.data(), int(p.rows()), positions.data(), attention);
+  std::vector<float> logits(size_t(p.rows()) * size_t(model.config().vocab_size));
+  model.logits(hidden.data(), int(p.rows()), logits.data());
+  return logits;
+}
+
+GreedyResult reference_greedy(const Model& model, PromptBatch p, MaskPolicy policy, int max_new_tokens) {
+  const ModelConfig& c = model.config();
+  const int V = c.vocab_size;
+  GreedyResult result;
+  result.tokens.resize(size_t(p.batch));
+  std::vector<bool> done(size_t(p.batch), false);
+  std::vector<std::vector<float>> per_seq(size_t(p.batch));
+  for (int step = 0; step < max_new_tokens; ++step) {
+    const std::vector<float> logits = reference_logits(model, p, policy);
+    std::vector<int> next(size_t(p.batch));
+    for (int b = 0; b < p.batch; ++b) {
+      const float* row = logits.data() + (int64_t(b) * p.seq + p.seq - 1) * V;
+      next[size_t(b)] = int(std::max_element(row, row + V) - row);
+      per_seq[size_t(b)].insert(per_seq[size_t(b)].end(), row, row + V);
+      if (!done[size_t(b)]) {
+        result.tokens[size_t(b)].push_back(next[size_t(b)]);
+        done[size_t(b)] = std::count(c.eos_token_ids.begin(), c.eos_token_ids.end(), next[size_t(b)]) > 0;
+      }
+    }
+    ++result.steps;
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    // Media rows stay valid: appended tokens are text.
+    p.append_column(next);
+  }
+  for (const auto& s : per_seq) result.step_logits.insert(result.step_logits.end(), s.begin(), s.end());
+  return result;
+}
+
+}  // namespace splitdec

@@ -1,0 +1,44 @@
+// The oracle: the whole prompt recomputed from scratch with naive attention
+// that asks the mask contract about every (query, key) pair. Slow and
+// obviously correct; every execution plan is checked against it.
+#pragma once
+
+#include <vector>
+
+#include "model/gemma_model.h"
+#include "model/prompt_batch.h"
+
+namespace splitdec {
+
+// Full-sequence attention over the whole batch: every (query, key) pair is
+// decided by visible(), softmax in fp32, rows with no visible key give zeros.
+class ReferenceAttention : public AttentionStage {
+ public:
+  ReferenceAttention(const ModelConfig& config, const PromptBatch& prompt, MaskPolicy policy);
+  void attend(int layer, const float* q, const float* k, const float* v, float* out) override;
+
+ private:
+  const ModelConfig& c_;
+  const PromptBatch& p_;
+  MaskPolicy policy_;
+  std::vector<std::vector<int>> blocks_;
+  std::vector<std::vector<float>> k_, v_;  // per layer [rows, Hkv, hd]
+};
+
+// Input embeddings [rows, hidden]: token embeddings, with media rows spliced
+// in at the non-text positions.
+std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt);
+
+// Logits [batch, seq, vocab] for every position.
+std::vector<float> reference_logits(const Model& model, const PromptBatch& prompt, MaskPolicy policy);
+
+struct GreedyResult {
+  std::vector<std::vector<int>> tokens;  // per sequence; stops after an EOS
+  std::vector<float> step_logits;        // [batch, steps, vocab]; row k chose token k
+  int steps = 0;
+};
+
+// Greedy decoding that recomputes the whole sequence every step.
+GreedyResult reference_greedy(const Model& model, PromptBatch prompt, MaskPolicy policy, int max_new_tokens);
+
+}  // namespace splitdec

@@ -1,0 +1,48 @@
+// The decoder's weights, resolved from checkpoint tensor names and checked
+// against the shapes the config implies. Held in f32 for now.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/model_config.h"
+
+namespace splitdec {
+
+class TensorStore;
+
+struct LayerWeights {
+  std::vector<float> q_proj, k_proj, v_proj, o_proj;  // [out, in]; k/v empty on KV-shared layers, v on k_eq_v layers
+  std::vector<float> q_norm, k_norm;                  // [head_dim]
+  std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;  // [hidden]
+  std::vector<float> gate_proj, up_proj, down_proj;
+  float layer_scalar = 1.f;  // Gemma-4 multiplies the layer output by it
+};
+
+struct ModelWeights {
+  DType dtype = DType::F32;        // dtype of the checkpoint's embedding table
+  std::vector<float> embed_tokens;  // [vocab, hidden]
+  std::vector<float> final_norm;    // [hidden]
+  std::vector<float> lm_head;       // [vocab, hidden]; empty when tied to embed_tokens
+  std::vector<LayerWeights> layers;
+
+  const std::vector<float>& output_matrix() const { return lm_head.empty() ? embed_tokens : lm_head; }
+};
+
+// The tensor-name prefix of the decoder in a checkpoint: one of
+// "model.language_model.", "model.", "language_model.model.".
+std::string find_decoder_prefix(const TensorStore& store);
+
+// Tensor names and shapes the config requires, in a stable order; used by
+// the loader and by make-model so that both agree.
+struct WeightSpec {
+  std::string name;  // without prefix
+  std::vector<int64_t> shape;
+  enum Kind { Linear, Embedding, Norm, Scalar } kind;
+};
+std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& config);
+
+ModelWeights load_weights(const ModelConfig& config, const TensorStore& store);
+
+}  // namespace splitdec
