@@ -8,7 +8,9 @@
 #include "io/prompt_input.h"
 #include "io/tokenizer.h"
 #include "model/make_model.h"
+#include "generate/greedy.h"
 #include "model/reference_forward.h"
+#include "pipeline/session.h"
 
 using namespace splitdec;
 
@@ -22,9 +24,18 @@ DType parse_dtype_flag(const std::string& s) {
 }
 
 struct GenerateArgs {
-  std::string model, prompt, input, logits_path, policy;
+  std::string model, prompt, input, logits_path, step_logits_path, policy, plan = "split";
   int max_new_tokens = 16;
+  int chunk = 256;
+  int64_t max_length = 0;
+  bool trace = false, verbose = false;
 };
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / (1 << 20));
+  return buf;
+}
 
 int run_generate(const GenerateArgs& a) {
   if (a.prompt.empty() == a.input.empty()) throw InputError("generate: give exactly one of --prompt or --input");
@@ -32,20 +43,49 @@ int run_generate(const GenerateArgs& a) {
   Model model = Model::load(a.model);
   const ModelConfig& c = model.config();
   auto tokenizer = Tokenizer::open_dir(a.model);
-  PromptBatch prompt;
+  std::vector<Turn> turns;
   if (!a.input.empty()) {
-    prompt = read_prompt_json(a.input, c);
+    turns = read_turns_json(a.input, c, a.max_new_tokens);
   } else {
     if (!tokenizer) throw InputError(a.model + ": --prompt needs a tokenizer.model in the model directory");
-    prompt = prompt_from_text(a.prompt, *tokenizer, c);
+    turns.push_back({prompt_from_text(a.prompt, *tokenizer, c), a.max_new_tokens});
   }
   const MaskPolicy policy = a.policy.empty() ? c.default_policy : parse_mask_policy(a.policy);
-  if (!a.logits_path.empty()) {
-    const std::vector<float> logits = reference_logits(model, prompt, policy);
-    write_npy(a.logits_path, {prompt.batch, prompt.seq, c.vocab_size}, logits.data());
+  const int batch = turns[0].prompt.batch;
+
+  GenerationResult r;
+  if (a.plan == "reference") {
+    r = reference_generate(model, turns, policy);
+  } else {
+    SessionOptions o;
+    o.plan = parse_plan(a.plan);
+    o.chunk = a.chunk;
+    o.policy = policy;
+    int64_t needed = 0;
+    for (const Turn& t : turns) needed += t.prompt.seq + t.max_new_tokens;
+    o.capacity = a.max_length > 0 ? a.max_length : needed;
+    Session session(model, batch, o);
+    if (a.verbose) {
+      const KvMemory m = session.memory();
+      std::fprintf(stderr, "plan %s, policy %s, capacity %lld, chunk %d\n", plan_name(o.plan), mask_policy_name(policy),
+                   static_cast<long long>(o.capacity), o.chunk);
+      std::fprintf(stderr, "KV cache: %d full layers x %lld positions = %s; %d sliding layers x %lld-position rings = %s; %d shared layers own none\n",
+                   m.full_layers, static_cast<long long>(m.full_slots), mib(m.full_bytes).c_str(), m.sliding_layers,
+                   static_cast<long long>(m.sliding_slots), mib(m.sliding_bytes).c_str(), m.shared_layers);
+    }
+    r = generate_greedy(session, turns);
+    if (a.trace) {
+      for (const TraceEntry& e : session.trace())
+        std::printf("trace %-7s positions [%lld, %lld) path %-10s kv allocated %lld B, copied %lld B\n",
+                    e.kind == TraceEntry::Prefill ? "prefill" : "decode", static_cast<long long>(e.begin),
+                    static_cast<long long>(e.end), path_name(e.path), static_cast<long long>(e.kv_bytes_allocated),
+                    static_cast<long long>(e.kv_bytes_copied));
+    }
   }
-  const GreedyResult r = reference_greedy(model, prompt, policy, a.max_new_tokens);
-  for (int b = 0; b < prompt.batch; ++b) {
+  if (!a.logits_path.empty())
+    write_npy(a.logits_path, {batch, turns[0].prompt.seq, c.vocab_size}, r.prompt_logits.data());
+  if (!a.step_logits_path.empty()) write_npy(a.step_logits_path, {batch, r.steps, c.vocab_size}, r.step_logits.data());
+  for (int b = 0; b < batch; ++b) {
     std::printf("[%d] tokens:", b);
     for (int t : r.tokens[size_t(b)]) std::printf(" %d", t);
     std::printf("\n");
@@ -78,6 +118,12 @@ int main(int argc, char** argv) {
   generate->add_option("--max-new-tokens", gen.max_new_tokens, "tokens to generate per sequence");
   generate->add_option("--logits", gen.logits_path, "write prompt logits [batch, seq, vocab] as .npy");
   generate->add_option("--policy", gen.policy, "mask policy (default: the model family's)");
+  generate->add_option("--plan", gen.plan, "single | split | split-copy | unified | reference (default split)");
+  generate->add_option("--chunk", gen.chunk, "prefill chunk size (default 256)");
+  generate->add_option("--max-length", gen.max_length, "KV capacity in positions (default: what the input needs)");
+  generate->add_option("--step-logits", gen.step_logits_path, "write logits of every generated step [batch, steps, vocab]");
+  generate->add_flag("--trace", gen.trace, "print each chunk and step: positions, path, KV bytes allocated/copied");
+  generate->add_flag("-v,--verbose", gen.verbose, "report the KV cache size per layer type");
 
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "generate/greedy.h"
 #include "model/make_model.h"
 #include "model/reference_forward.h"
 #include "test_support.h"
@@ -264,8 +265,8 @@ TEST(ReferenceModel, GreedyIsDeterministicForASeed) {
     make_model(o);
     const Model b = Model::load(o.out_dir);
     const PromptBatch p = image_prompt(a.config(), 16);
-    const GreedyResult ra = reference_greedy(a, p, a.config().default_policy, 6);
-    const GreedyResult rb = reference_greedy(b, p, b.config().default_policy, 6);
+    const GenerationResult ra = reference_generate(a, {{p, 6}}, a.config().default_policy);
+    const GenerationResult rb = reference_generate(b, {{p, 6}}, b.config().default_policy);
     EXPECT_EQ(ra.tokens, rb.tokens);
     EXPECT_EQ(ra.step_logits, rb.step_logits);
     EXPECT_EQ(ra.step_logits.size(), size_t(ra.steps) * size_t(a.config().vocab_size));

@@ -42,62 +42,108 @@ std::vector<T> read_matrix(const json& j, const std::string& key, int batch, int
 
 }  // namespace
 
-PromptBatch read_prompt_json(const std::string& path, const ModelConfig& c) {
+namespace {
+
+json parse_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open input file");
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::exception& e) {
     throw InputError(path + ": malformed JSON: " + e.what());
   }
-  try {
-    if (!j.is_object() || !j.contains("tokens")) throw InputError("input: missing key 'tokens'");
-    if (!j.contains("modality")) throw InputError("input: missing key 'modality'");
-    const json& toks = j["tokens"];
-    if (!toks.is_array() || toks.empty() || !toks[0].is_array() || toks[0].empty())
-      throw InputError("input: 'tokens' must be a non-empty list of non-empty lists of ids");
-    PromptBatch p;
-    p.batch = int(toks.size());
-    p.seq = int(toks[0].size());
-    p.tokens = read_matrix<int>(j, "tokens", p.batch, p.seq, [](const json& v) {
-      if (!v.is_number_integer()) throw InputError("input: token ids must be integers, got " + v.dump());
-      const int64_t x = v.get<int64_t>();
-      if (x < INT32_MIN || x > INT32_MAX) throw InputError("input: token id " + v.dump() + " is out of range");
-      return int(x);
+}
+
+PromptBatch prompt_from_json(const json& j, const std::filesystem::path& base_dir, const ModelConfig& c) {
+  if (!j.is_object() || !j.contains("tokens")) throw InputError("input: missing key 'tokens'");
+  if (!j.contains("modality")) throw InputError("input: missing key 'modality'");
+  const json& toks = j["tokens"];
+  if (!toks.is_array() || toks.empty() || !toks[0].is_array() || toks[0].empty())
+    throw InputError("input: 'tokens' must be a non-empty list of non-empty lists of ids");
+  PromptBatch p;
+  p.batch = int(toks.size());
+  p.seq = int(toks[0].size());
+  p.tokens = read_matrix<int>(j, "tokens", p.batch, p.seq, [](const json& v) {
+    if (!v.is_number_integer()) throw InputError("input: token ids must be integers, got " + v.dump());
+    const int64_t x = v.get<int64_t>();
+    if (x < INT32_MIN || x > INT32_MAX) throw InputError("input: token id " + v.dump() + " is out of range");
+    return int(x);
+  });
+  p.modality = read_matrix<Modality>(j, "modality", p.batch, p.seq, [](const json& v) {
+    if (!v.is_string()) throw InputError("input: modality entries must be strings, got " + v.dump());
+    return parse_modality(v.get<std::string>());
+  });
+  if (j.contains("attention_mask")) {
+    p.attention_mask = read_matrix<uint8_t>(j, "attention_mask", p.batch, p.seq, [](const json& v) {
+      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
+        throw InputError("input: attention_mask entries must be 0 or 1, got " + v.dump());
+      return uint8_t(v.get<int>());
     });
-    p.modality = read_matrix<Modality>(j, "modality", p.batch, p.seq, [](const json& v) {
-      if (!v.is_string()) throw InputError("input: modality entries must be strings, got " + v.dump());
-      return parse_modality(v.get<std::string>());
+  } else {
+    p.attention_mask.assign(size_t(p.rows()), 1);
+  }
+  if (j.contains("block_ids")) {
+    p.block_ids = read_matrix<int>(j, "block_ids", p.batch, p.seq, [](const json& v) {
+      if (!v.is_number_integer()) throw InputError("input: block ids must be integers, got " + v.dump());
+      return int(v.get<int64_t>());
     });
-    if (j.contains("attention_mask")) {
-      p.attention_mask = read_matrix<uint8_t>(j, "attention_mask", p.batch, p.seq, [](const json& v) {
-        if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
-          throw InputError("input: attention_mask entries must be 0 or 1, got " + v.dump());
-        return uint8_t(v.get<int>());
-      });
-    } else {
-      p.attention_mask.assign(size_t(p.rows()), 1);
-    }
-    if (j.contains("block_ids")) {
-      p.block_ids = read_matrix<int>(j, "block_ids", p.batch, p.seq, [](const json& v) {
-        if (!v.is_number_integer()) throw InputError("input: block ids must be integers, got " + v.dump());
-        return int(v.get<int64_t>());
-      });
-    }
-    if (j.contains("media_embeddings")) {
-      if (!j["media_embeddings"].is_string()) throw InputError("input: 'media_embeddings' must be a .npy path");
-      std::filesystem::path mp = j["media_embeddings"].get<std::string>();
-      if (mp.is_relative()) mp = std::filesystem::path(path).parent_path() / mp;
+  }
+  if (j.contains("media_embeddings")) {
+    if (!j["media_embeddings"].is_string()) throw InputError("input: 'media_embeddings' must be a .npy path");
+    std::filesystem::path mp = j["media_embeddings"].get<std::string>();
+    if (mp.is_relative()) mp = base_dir / mp;
+    try {
       p.media = read_media_rows(mp.string(), c);
+    } catch (const FormatError& e) {
+      throw InputError(e.what());
     }
-    validate_prompt_batch(p, c);
-    return p;
+  }
+  validate_prompt_batch(p, c);
+  return p;
+}
+
+}  // namespace
+
+PromptBatch read_prompt_json(const std::string& path, const ModelConfig& c) {
+  const json j = parse_json_file(path);
+  try {
+    return prompt_from_json(j, std::filesystem::path(path).parent_path(), c);
   } catch (const InputError& e) {
     throw InputError(path + ": " + e.what());
-  } catch (const FormatError& e) {
+  }
+}
+
+std::vector<Turn> read_turns_json(const std::string& path, const ModelConfig& c, int default_max_new_tokens) {
+  const json j = parse_json_file(path);
+  const auto base = std::filesystem::path(path).parent_path();
+  std::vector<Turn> turns;
+  try {
+    if (!j.is_object() || !j.contains("turns")) {
+      turns.push_back({prompt_from_json(j, base, c), default_max_new_tokens});
+      return turns;
+    }
+    if (!j["turns"].is_array() || j["turns"].empty()) throw InputError("input: 'turns' must be a non-empty list");
+    for (size_t t = 0; t < j["turns"].size(); ++t) {
+      const json& tj = j["turns"][t];
+      try {
+        Turn turn{prompt_from_json(tj, base, c), default_max_new_tokens};
+        if (tj.contains("max_new_tokens")) {
+          if (!tj["max_new_tokens"].is_number_integer() || tj["max_new_tokens"].get<int64_t>() < 0)
+            throw InputError("input: 'max_new_tokens' must be a non-negative integer");
+          turn.max_new_tokens = tj["max_new_tokens"].get<int>();
+        }
+        if (!turns.empty() && turn.prompt.batch != turns[0].prompt.batch)
+          throw InputError("input: has " + std::to_string(turn.prompt.batch) + " sequences, turn 0 has " +
+                           std::to_string(turns[0].prompt.batch));
+        turns.push_back(std::move(turn));
+      } catch (const InputError& e) {
+        throw InputError("turn " + std::to_string(t) + ": " + e.what());
+      }
+    }
+  } catch (const InputError& e) {
     throw InputError(path + ": " + e.what());
   }
+  return turns;
 }
 
 PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c) {

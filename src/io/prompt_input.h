@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/prompt_batch.h"
 
@@ -17,6 +18,11 @@ class Tokenizer;
 // is relative to the JSON file's folder unless absolute. Every sequence must
 // have the same length (pad explicitly). Errors are InputErrors naming the key.
 PromptBatch read_prompt_json(const std::string& path, const ModelConfig& config);
+
+// A single-turn file as above (one turn of `default_max_new_tokens`), or
+// {"turns": [turn, ...]} where each turn has the single-turn form plus its
+// own "max_new_tokens".
+std::vector<Turn> read_turns_json(const std::string& path, const ModelConfig& config, int default_max_new_tokens);
 
 // BOS + the tokenized text; each <image:PATH> becomes BOI, one image soft
 // token per row of the .npy at PATH, EOI, and those rows become media.

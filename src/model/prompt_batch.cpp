@@ -1,5 +1,7 @@
 #include "model/prompt_batch.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "io/model_config.h"
 
@@ -27,6 +29,52 @@ std::vector<int64_t> PromptBatch::rope_positions() const {
     }
   }
   return pos;
+}
+
+std::pair<int64_t, int64_t> PromptBatch::sequence_media_rows(int b) const {
+  int64_t first = 0, count = 0;
+  for (int64_t r = 0; r < rows(); ++r) {
+    if (modality[size_t(r)] == Modality::Text) continue;
+    if (r / seq < b) ++first;
+    else if (r / seq == b) ++count;
+  }
+  return {first, count};
+}
+
+PromptBatch PromptBatch::concat(const PromptBatch& tail) const {
+  if (tail.batch != batch) throw InputError("cannot join batches of " + std::to_string(batch) + " and " + std::to_string(tail.batch) + " sequences");
+  if (media.empty() != tail.media.empty() && media_positions() > 0 && tail.media_positions() > 0)
+    throw InputError("either every segment with media gives media embeddings or none does");
+  PromptBatch out;
+  out.batch = batch;
+  out.seq = seq + tail.seq;
+  // Blocks are derived per segment, so the joined batch carries explicit ids:
+  // an image ending one segment and one starting the next stay two blocks.
+  const bool explicit_blocks = true;
+  const int64_t H = media.empty() ? (tail.media.empty() ? 0 : int64_t(tail.media.size()) / std::max<int64_t>(1, tail.media_positions()))
+                                  : int64_t(media.size()) / std::max<int64_t>(1, media_positions());
+  for (int b = 0; b < batch; ++b) {
+    for (const PromptBatch* part : {this, &tail}) {
+      const size_t first = size_t(b) * size_t(part->seq), last = first + size_t(part->seq);
+      out.tokens.insert(out.tokens.end(), part->tokens.begin() + long(first), part->tokens.begin() + long(last));
+      out.modality.insert(out.modality.end(), part->modality.begin() + long(first), part->modality.begin() + long(last));
+      out.attention_mask.insert(out.attention_mask.end(), part->attention_mask.begin() + long(first),
+                                part->attention_mask.begin() + long(last));
+      if (explicit_blocks) {
+        // Ids of the tail are shifted past this part's so blocks stay distinct.
+        const std::vector<int> ids = part->sequence_block_ids(b);
+        int offset = 0;
+        if (part == &tail)
+          for (int id : sequence_block_ids(b)) offset = std::max(offset, id + 1);
+        for (int id : ids) out.block_ids.push_back(id < 0 ? -1 : id + offset);
+      }
+      if (!part->media.empty()) {
+        const auto [row, count] = part->sequence_media_rows(b);
+        out.media.insert(out.media.end(), part->media.begin() + long(row * H), part->media.begin() + long((row + count) * H));
+      }
+    }
+  }
+  return out;
 }
 
 void PromptBatch::append_column(const std::vector<int>& next_tokens) {

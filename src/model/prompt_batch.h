@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "mask/mask_contract.h"
@@ -29,8 +30,19 @@ struct PromptBatch {
   std::vector<int> sequence_block_ids(int b) const;
   // RoPE positions: real tokens count 0, 1, 2, ... in order; pads take 0.
   std::vector<int64_t> rope_positions() const;
+  // Media rows of sequence b: [first, first + count) rows of `media`.
+  std::pair<int64_t, int64_t> sequence_media_rows(int b) const;
+  // Sequences b of this batch and of `tail` joined end to end (media rows regrouped per sequence).
+  PromptBatch concat(const PromptBatch& tail) const;
   // Appends one token column (text, unmasked) to every sequence.
   void append_column(const std::vector<int>& next_tokens);
+};
+
+// One turn of a conversation: a prompt appended after everything so far,
+// then up to max_new_tokens generated tokens.
+struct Turn {
+  PromptBatch prompt;
+  int max_new_tokens = 16;
 };
 
 // Throws InputError naming the sequence, position and limit.

@@ -91,32 +91,4 @@ std::vector<float> reference_logits(const Model& model, const PromptBatch& p, Ma
   return logits;
 }
 
-GreedyResult reference_greedy(const Model& model, PromptBatch p, MaskPolicy policy, int max_new_tokens) {
-  const ModelConfig& c = model.config();
-  const int V = c.vocab_size;
-  GreedyResult result;
-  result.tokens.resize(size_t(p.batch));
-  std::vector<bool> done(size_t(p.batch), false);
-  std::vector<std::vector<float>> per_seq(size_t(p.batch));
-  for (int step = 0; step < max_new_tokens; ++step) {
-    const std::vector<float> logits = reference_logits(model, p, policy);
-    std::vector<int> next(size_t(p.batch));
-    for (int b = 0; b < p.batch; ++b) {
-      const float* row = logits.data() + (int64_t(b) * p.seq + p.seq - 1) * V;
-      next[size_t(b)] = int(std::max_element(row, row + V) - row);
-      per_seq[size_t(b)].insert(per_seq[size_t(b)].end(), row, row + V);
-      if (!done[size_t(b)]) {
-        result.tokens[size_t(b)].push_back(next[size_t(b)]);
-        done[size_t(b)] = std::count(c.eos_token_ids.begin(), c.eos_token_ids.end(), next[size_t(b)]) > 0;
-      }
-    }
-    ++result.steps;
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-    // Media rows stay valid: appended tokens are text.
-    p.append_column(next);
-  }
-  for (const auto& s : per_seq) result.step_logits.insert(result.step_logits.end(), s.begin(), s.end());
-  return result;
-}
-
 }  // namespace splitdec

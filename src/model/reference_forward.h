@@ -32,13 +32,4 @@ std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt);
 // Logits [batch, seq, vocab] for every position.
 std::vector<float> reference_logits(const Model& model, const PromptBatch& prompt, MaskPolicy policy);
 
-struct GreedyResult {
-  std::vector<std::vector<int>> tokens;  // per sequence; stops after an EOS
-  std::vector<float> step_logits;        // [batch, steps, vocab]; row k chose token k
-  int steps = 0;
-};
-
-// Greedy decoding that recomputes the whole sequence every step.
-GreedyResult reference_greedy(const Model& model, PromptBatch prompt, MaskPolicy policy, int max_new_tokens);
-
 }  // namespace splitdec

@@ -1,0 +1,54 @@
+// The three attention paths. Each reads keys and values through a KvView,
+// so the same kernel runs over the shared in-place buffer (a ring on sliding
+// layers) or over a contiguous past/present pair.
+//
+//  - masked_prefill_attention: per-row key intervals (O(S) to describe, from
+//    the mask contract); never an S x T bias.
+//  - gqa_attention: causal + the layer's window and each sequence's start;
+//    no mask input. Reads each KV head once for all query heads of its group.
+//  - dense_bias_attention: a float bias [B, S, T] added to every score, as a
+//    generic exported Attention op does.
+//
+// All three give zero output for a row with no visible key.
+#pragma once
+
+#include <cstdint>
+
+#include "mask/mask_contract.h"
+
+namespace splitdec {
+
+// K and V of one layer for a batch: [batch, kv_heads, slots, head_dim].
+// Position p lives in slot p % slots on a ring, slot p otherwise.
+struct KvView {
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int batch = 0, kv_heads = 0, head_dim = 0;
+  int64_t slots = 0;
+  bool ring = false;
+
+  int64_t slot(int64_t pos) const { return ring ? pos % slots : pos; }
+  const float* key(int b, int h, int64_t pos) const { return k + ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
+  const float* value(int b, int h, int64_t pos) const { return v + ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
+};
+
+// Queries [batch, rows, heads, head_dim] at positions first_position + r.
+struct QueryBlock {
+  const float* q = nullptr;
+  int batch = 0, rows = 0, heads = 0, head_dim = 0;
+  int64_t first_position = 0;
+  float scale = 1.f;
+};
+
+// intervals: [batch * rows] visible keys per query row, padding already
+// applied (see mask/chunk_mask.h). out: [batch, rows, heads, head_dim].
+void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out);
+
+// window: the layer's sliding window (0: none). seq_start: [batch] first
+// non-padding position of each sequence (left padding).
+void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out);
+
+// bias: [batch, rows, total] with total = first_position + rows; -inf hides a key.
+void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out);
+
+}  // namespace splitdec

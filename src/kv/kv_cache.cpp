@@ -1,0 +1,86 @@
+#include "kv/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace splitdec {
+
+KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk)
+    : config_(&config), batch_(batch), buffers_(size_t(config.num_layers)) {
+  for (int l = 0; l < config.num_layers; ++l) {
+    if (!owns(l)) continue;
+    const LayerSpec& s = config.layers[size_t(l)];
+    Buffer& buf = buffers_[size_t(l)];
+    const int64_t ring = int64_t(s.window) + max_chunk;
+    buf.ring = s.window > 0 && ring < capacity;
+    buf.slots = buf.ring ? ring : capacity;
+    const size_t n = size_t(batch) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
+    buf.k.assign(n, 0.f);
+    buf.v.assign(n, 0.f);
+  }
+}
+
+KvView KvCache::view(int layer) const {
+  const int src = config_->layers[size_t(layer)].kv_source;
+  const LayerSpec& s = config_->layers[size_t(src)];
+  const Buffer& buf = buffers_[size_t(src)];
+  return {buf.k.data(), buf.v.data(), batch_, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
+}
+
+void KvCache::write(int layer, int64_t first, int n, const float* k, const float* v) {
+  const LayerSpec& s = config_->layers[size_t(layer)];
+  Buffer& buf = buffers_[size_t(layer)];
+  const int H = s.num_kv_heads, hd = s.head_dim;
+  for (int b = 0; b < batch_; ++b)
+    for (int r = 0; r < n; ++r) {
+      const int64_t slot = buf.ring ? (first + r) % buf.slots : first + r;
+      for (int h = 0; h < H; ++h) {
+        const size_t src = ((size_t(b) * size_t(n) + size_t(r)) * size_t(H) + size_t(h)) * size_t(hd);
+        const size_t dst = ((size_t(b) * size_t(H) + size_t(h)) * size_t(buf.slots) + size_t(slot)) * size_t(hd);
+        std::memcpy(buf.k.data() + dst, k + src, size_t(hd) * 4);
+        std::memcpy(buf.v.data() + dst, v + src, size_t(hd) * 4);
+      }
+    }
+}
+
+size_t KvCache::copy_from(int layer, const KvView& src, int64_t from, int64_t to) {
+  Buffer& buf = buffers_[size_t(layer)];
+  const LayerSpec& s = config_->layers[size_t(layer)];
+  from = std::max(from, to - buf.slots);  // older positions would be overwritten anyway
+  size_t bytes = 0;
+  for (int b = 0; b < batch_; ++b)
+    for (int h = 0; h < s.num_kv_heads; ++h)
+      for (int64_t p = from; p < to; ++p) {
+        const int64_t slot = buf.ring ? p % buf.slots : p;
+        const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(buf.slots) + size_t(slot)) * size_t(s.head_dim);
+        std::memcpy(buf.k.data() + dst, src.key(b, h, p), size_t(s.head_dim) * 4);
+        std::memcpy(buf.v.data() + dst, src.value(b, h, p), size_t(s.head_dim) * 4);
+        bytes += size_t(s.head_dim) * 8;
+      }
+  return bytes;
+}
+
+int64_t KvCache::oldest_held(int layer, int64_t length) const {
+  const Buffer& buf = buffers_[size_t(config_->layers[size_t(layer)].kv_source)];
+  return buf.ring ? std::max<int64_t>(0, length - buf.slots) : 0;
+}
+
+KvMemory KvCache::memory() const {
+  KvMemory m;
+  for (int l = 0; l < config_->num_layers; ++l) {
+    const bool sliding = config_->layers[size_t(l)].type == LayerType::Sliding;
+    if (!owns(l)) {
+      ++m.shared_layers;
+      continue;
+    }
+    const Buffer& buf = buffers_[size_t(l)];
+    const size_t bytes = (buf.k.size() + buf.v.size()) * sizeof(float);
+    if (sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = buf.slots;
+    else ++m.full_layers, m.full_bytes += bytes, m.full_slots = buf.slots;
+  }
+  return m;
+}
+
+}  // namespace splitdec
