@@ -7,15 +7,34 @@
 
 namespace splitdec {
 
+int64_t sliding_slots(int window, int64_t capacity, int max_chunk) {
+  return std::min(capacity, int64_t(window) + max_chunk);
+}
+
+KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk) {
+  KvMemory m;
+  for (int l = 0; l < config.num_layers; ++l) {
+    const LayerSpec& s = config.layers[size_t(l)];
+    if (s.kv_source != l) {
+      ++m.shared_layers;
+      continue;
+    }
+    const int64_t slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
+    const size_t bytes = 2 * size_t(batch) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim) * sizeof(float);
+    if (s.type == LayerType::Sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = slots;
+    else ++m.full_layers, m.full_bytes += bytes, m.full_slots = slots;
+  }
+  return m;
+}
+
 KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk)
     : config_(&config), batch_(batch), buffers_(size_t(config.num_layers)) {
   for (int l = 0; l < config.num_layers; ++l) {
     if (!owns(l)) continue;
     const LayerSpec& s = config.layers[size_t(l)];
     Buffer& buf = buffers_[size_t(l)];
-    const int64_t ring = int64_t(s.window) + max_chunk;
-    buf.ring = s.window > 0 && ring < capacity;
-    buf.slots = buf.ring ? ring : capacity;
+    buf.slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
+    buf.ring = buf.slots < capacity;
     const size_t n = size_t(batch) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
     buf.k.assign(n, 0.f);
     buf.v.assign(n, 0.f);

@@ -26,6 +26,8 @@ struct KvMemory {
 class KvCache {
  public:
   KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk);
+  // What a cache of these dimensions holds, without allocating it.
+  static KvMemory plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk);
 
   // The buffer layer `layer` reads (its kv_source's).
   KvView view(int layer) const;
@@ -48,5 +50,8 @@ class KvCache {
   int batch_;
   std::vector<Buffer> buffers_;  // indexed by layer; empty for KV-shared layers
 };
+
+// Slots of a sliding layer's ring (or capacity when the ring would not be smaller).
+int64_t sliding_slots(int window, int64_t capacity, int max_chunk);
 
 }  // namespace splitdec

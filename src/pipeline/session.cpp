@@ -68,7 +68,8 @@ Session::Session(const Model& model, int batch, SessionOptions options)
   if (batch < 1) throw InputError("batch must hold at least one sequence");
   if (options_.chunk < 1) throw InputError("chunk size must be at least 1, got " + std::to_string(options_.chunk));
   if (options_.capacity < 1) throw InputError("KV capacity must be at least 1, got " + std::to_string(options_.capacity));
-  if (options_.max_chunk == 0) options_.max_chunk = std::max(options_.chunk, c.mm_tokens_per_image);
+  // Room for a chunk plus two images: staggered images in a batch can join chunks.
+  if (options_.max_chunk == 0) options_.max_chunk = options_.chunk + 2 * c.mm_tokens_per_image;
   if (options_.max_chunk < options_.chunk)
     throw InputError("max chunk " + std::to_string(options_.max_chunk) + " is smaller than the chunk size " + std::to_string(options_.chunk));
   for (const LayerSpec& l : c.layers)

@@ -21,7 +21,7 @@ struct SessionOptions {
   Plan plan = Plan::Split;
   int64_t capacity = 4096;  // maximum sequence length, padding included
   int chunk = 256;          // prefill chunk size
-  int max_chunk = 0;        // largest chunk (a media block can grow one); 0: max(chunk, mm_tokens_per_image)
+  int max_chunk = 0;        // largest chunk (a media block can grow one); 0: chunk + 2 * mm_tokens_per_image
   std::optional<MaskPolicy> policy;  // default: the model family's
 };
 
