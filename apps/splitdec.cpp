@@ -85,6 +85,8 @@ int run_generate(const GenerateArgs& a) {
   if (!a.logits_path.empty())
     write_npy(a.logits_path, {batch, turns[0].prompt.seq, c.vocab_size}, r.prompt_logits.data());
   if (!a.step_logits_path.empty()) write_npy(a.step_logits_path, {batch, r.steps, c.vocab_size}, r.step_logits.data());
+  std::fprintf(stderr, "plan %s: prefill %.1f ms; decode %d steps in %.1f ms (%.1f tokens/s per sequence)\n", a.plan.c_str(),
+               r.prefill_ms, r.decode_steps, r.decode_ms, r.decode_ms > 0 ? 1000.0 * r.decode_steps / r.decode_ms : 0.0);
   for (int b = 0; b < batch; ++b) {
     std::printf("[%d] tokens:", b);
     for (int t : r.tokens[size_t(b)]) std::printf(" %d", t);

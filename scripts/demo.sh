@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds, makes the built-in default model (tiny-gemma4, random
-# weights) and answers a prompt that holds an image.
+# weights), answers a prompt that holds an image, then runs the same prompt
+# behind a long context under every plan and shows their decode speed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,9 +9,18 @@ scripts/build.sh
 model=out/tiny-gemma4
 ./build/splitdec make-model --preset tiny-gemma4 --out "$model" --seed 1
 echo
-echo "== prompt with an image ($model/demo_image.npy, 16 soft tokens, bidirectional on sliding layers)"
-./build/splitdec generate --model "$model" \
+echo "== a prompt with an image ($model/demo_image.npy: 16 soft tokens, bidirectional on sliding layers)"
+./build/splitdec generate --model "$model" --trace --verbose \
   --prompt "<start_of_turn>user
 What is in this picture? <image:$model/demo_image.npy><end_of_turn>
 <start_of_turn>model
 " --max-new-tokens 12
+
+echo
+echo "== the same question after ~1500 tokens of context, under each plan (all must give the same tokens)"
+context=$(for i in $(seq 100); do printf 'the cat sat on the mat near the house. '; done)
+for plan in single split-copy split unified; do
+  ./build/splitdec generate --model "$model" --plan "$plan" --max-new-tokens 48 \
+    --prompt "$context <image:$model/demo_image.npy> What is in this picture?" 2>&1 |
+    grep -E "^plan|tokens:" | sed "s/^\[0\] tokens:/  tokens:/"
+done

@@ -96,3 +96,48 @@ TEST(Cli, BadInputsAreClearErrors) {
   test::write_file(broken + "/config.json", R"({"model_type": "gemma4", "text_config": {"enable_moe_block": true, "hidden_size_per_layer_input": 0}})");
   expect_fails_with("generate --model " + broken + " --prompt hi", {"enable_moe_block"});
 }
+
+TEST(Cli, PlansAgreeAndTraceShowsTheRouter) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-plans");
+  std::vector<float> media(size_t(12 * 64));
+  for (size_t k = 0; k < media.size(); ++k) media[k] = float((k * 37) % 17) / 8.f - 1.f;
+  write_npy(work + "/img.npy", {12, 64}, media.data());
+  // Two turns; the second brings an image.
+  test::write_file(work + "/turns.json", R"({"turns": [
+    {"tokens": [[2, 40, 41, 42, 43]], "modality": [["text","text","text","text","text"]], "max_new_tokens": 3},
+    {"tokens": [[44, 6, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7, 45]],
+     "modality": [["text","text","image","image","image","image","image","image","image","image","image","image","image","image","text","text"]],
+     "media_embeddings": "img.npy", "max_new_tokens": 4}]})");
+  std::string first_tokens;
+  NpyArray reference;
+  for (const char* plan : {"reference", "single", "split", "split-copy", "unified"}) {
+    const std::string out = work + "/" + plan + ".npy";
+    const auto r = test::run_splitdec("generate --model " + dir + " --input " + work + "/turns.json --chunk 3 --plan " + plan +
+                                      " --step-logits " + out + (std::string(plan) == "split" ? " --trace" : ""));
+    ASSERT_EQ(r.exit_code, 0) << plan << "\n" << r.output;
+    const std::string tokens = r.output.substr(r.output.find("[0] tokens:"));
+    if (first_tokens.empty()) first_tokens = tokens;
+    EXPECT_EQ(tokens, first_tokens) << plan;
+    const NpyArray steps = read_npy(out);
+    EXPECT_EQ(steps.shape, (std::vector<int64_t>{1, 7, 512})) << plan;
+    if (reference.data.empty()) reference = steps;
+    for (size_t k = 0; k < steps.data.size(); ++k) ASSERT_NEAR(steps.data[k], reference.data[k], 2e-4) << plan;
+    if (std::string(plan) == "split") {
+      EXPECT_NE(r.output.find("path masked"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("trace decode  positions [5, 6) path gqa"), std::string::npos) << r.output;
+      // The second turn starts with the last token of the first.
+      EXPECT_NE(r.output.find("trace prefill positions [7, 10) path gqa"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("trace prefill positions [10, 22) path masked"), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("path masked     kv allocated 1"), std::string::npos) << r.output;
+    }
+  }
+}
+
+TEST(Cli, SessionErrors) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"chunk size", "0"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --plan fast", {"fast", "split-copy"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello <image:" + dir + "/demo_image.npy> there' --max-length 10",
+                    {"capacity of 10"});
+}

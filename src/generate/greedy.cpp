@@ -1,6 +1,7 @@
 #include "generate/greedy.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "model/reference_forward.h"
@@ -60,6 +61,10 @@ class ReferenceSource : public LogitsSource {
   PromptBatch seq_;
 };
 
+double elapsed_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 GenerationResult drive(LogitsSource& src, const ModelConfig& c, const std::vector<Turn>& turns) {
   if (turns.empty()) throw InputError("generation needs at least one turn");
   const int B = turns[0].prompt.batch, V = c.vocab_size;
@@ -81,7 +86,9 @@ GenerationResult drive(LogitsSource& src, const ModelConfig& c, const std::vecto
       prompt = col.concat(prompt);
       pending.clear();
     }
+    auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = src.prompt(prompt, t == 0);
+    r.prefill_ms += elapsed_ms(t0);
     if (t == 0) {
       r.prompt_logits = logits;
       std::vector<float> last;
@@ -108,7 +115,10 @@ GenerationResult drive(LogitsSource& src, const ModelConfig& c, const std::vecto
         pending = next;
         break;
       }
+      t0 = std::chrono::steady_clock::now();
       logits = src.step(next);
+      r.decode_ms += elapsed_ms(t0);
+      ++r.decode_steps;
     }
   }
   for (const auto& s : steps) r.step_logits.insert(r.step_logits.end(), s.begin(), s.end());

@@ -18,6 +18,8 @@ struct GenerationResult {
   std::vector<float> step_logits;        // [batch, steps, vocab]; row k chose token k (turns concatenated)
   int steps = 0;
   std::vector<float> prompt_logits;      // [batch, seq, vocab] of the first turn's prompt
+  double prefill_ms = 0, decode_ms = 0;  // wall time in prompt appends and in decode steps
+  int decode_steps = 0;                  // decode calls (one token per sequence each)
 };
 
 GenerationResult generate_greedy(Session& session, const std::vector<Turn>& turns);
