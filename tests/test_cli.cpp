@@ -29,10 +29,9 @@ TEST(Cli, MakeModelAndGenerateWithImagePrompt) {
   EXPECT_NE(r.output.find("[0] tokens:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[0] text:"), std::string::npos) << r.output;
   // Same seed, same output.
-  EXPECT_EQ(test::run_splitdec("generate --model " + dir + " --prompt 'A cat <image:" + dir +
-                               "/demo_image.npy> sits' --max-new-tokens 5")
-                .output,
-            r.output);
+  const auto again = test::run_splitdec("generate --model " + dir + " --prompt 'A cat <image:" + dir +
+                                        "/demo_image.npy> sits' --max-new-tokens 5");
+  EXPECT_EQ(again.output.substr(again.output.find("[0] tokens:")), r.output.substr(r.output.find("[0] tokens:")));
 }
 
 TEST(Cli, InputFileBatchAndLogits) {

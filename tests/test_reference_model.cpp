@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "generate/greedy.h"
+#include "generate/generator.h"
 #include "model/make_model.h"
 #include "model/reference_forward.h"
 #include "test_support.h"

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "generate/greedy.h"
+#include "generate/generator.h"
 #include "kv/kv_cache.h"
 #include "pipeline/session.h"
 #include "test_support.h"

@@ -3,25 +3,17 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "io/media_embeddings.h"
 
 namespace splitdec {
 
 using nlohmann::json;
 
 namespace {
-
-std::vector<float> read_media_rows(const std::string& path, const ModelConfig& c) {
-  NpyArray a = read_npy(path);
-  if (a.shape.size() != 2 || a.shape[1] != c.hidden_size)
-    throw InputError(path + ": media embeddings must be float32 [n, hidden_size=" + std::to_string(c.hidden_size) + "]");
-  return std::move(a.data);
-}
 
 // Reads a [batch][seq] array of `key`; `convert` maps one JSON value.
 template <typename T, typename F>
@@ -93,7 +85,7 @@ PromptBatch prompt_from_json(const json& j, const std::filesystem::path& base_di
     std::filesystem::path mp = j["media_embeddings"].get<std::string>();
     if (mp.is_relative()) mp = base_dir / mp;
     try {
-      p.media = read_media_rows(mp.string(), c);
+      p.media = load_media_embeddings(mp.string(), c).data;
     } catch (const FormatError& e) {
       throw InputError(e.what());
     }
@@ -144,51 +136,6 @@ std::vector<Turn> read_turns_json(const std::string& path, const ModelConfig& c,
     throw InputError(path + ": " + e.what());
   }
   return turns;
-}
-
-PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c) {
-  PromptBatch p;
-  p.batch = 1;
-  auto push_text = [&](const std::string& s) {
-    for (int id : tok.encode(s)) {
-      p.tokens.push_back(id);
-      Modality m = Modality::Text;
-      if (id == c.image_token_id) m = Modality::Image;
-      else if (id == c.video_token_id) m = Modality::Video;
-      else if (id == c.audio_token_id) m = Modality::Audio;
-      p.modality.push_back(m);
-    }
-  };
-  p.tokens.push_back(c.bos_token_id);
-  p.modality.push_back(Modality::Text);
-  static const std::regex placeholder("<image:([^>]+)>");
-  auto begin = std::sregex_iterator(text.begin(), text.end(), placeholder);
-  size_t last = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    push_text(text.substr(last, size_t(it->position()) - last));
-    if (c.image_token_id < 0 || c.boi_token_id < 0)
-      throw InputError("prompt has an image but model_type '" + c.model_type + "' has no image tokens");
-    std::vector<float> rows = read_media_rows((*it)[1], c);
-    const int64_t n = int64_t(rows.size()) / c.hidden_size;
-    if (n == 0) throw InputError(std::string((*it)[1]) + ": media embeddings have no rows");
-    p.tokens.push_back(c.boi_token_id);
-    p.modality.push_back(Modality::Text);
-    for (int64_t k = 0; k < n; ++k) {
-      p.tokens.push_back(c.image_token_id);
-      p.modality.push_back(Modality::Image);
-    }
-    p.tokens.push_back(c.eoi_token_id);
-    p.modality.push_back(Modality::Text);
-    p.media.insert(p.media.end(), rows.begin(), rows.end());
-    last = size_t(it->position() + it->length());
-  }
-  push_text(text.substr(last));
-  p.seq = int(p.tokens.size());
-  p.attention_mask.assign(p.tokens.size(), 1);
-  if (!p.media.empty() && p.media_positions() != int64_t(p.media.size()) / c.hidden_size)
-    throw InputError("prompt: the text itself contains media soft tokens besides the <image:...> placeholders");
-  validate_prompt_batch(p, c);
-  return p;
 }
 
 }  // namespace splitdec

@@ -10,7 +10,6 @@
 namespace splitdec {
 
 struct ModelConfig;
-class Tokenizer;
 
 // {"tokens": [[ids...], ...], "modality": [["text"|"image"|"video"|"audio", ...], ...],
 //  "attention_mask": [[1, 0, ...], ...], "block_ids": [[...]], "media_embeddings": "file.npy"}
@@ -23,9 +22,5 @@ PromptBatch read_prompt_json(const std::string& path, const ModelConfig& config)
 // {"turns": [turn, ...]} where each turn has the single-turn form plus its
 // own "max_new_tokens".
 std::vector<Turn> read_turns_json(const std::string& path, const ModelConfig& config, int default_max_new_tokens);
-
-// BOS + the tokenized text; each <image:PATH> becomes BOI, one image soft
-// token per row of the .npy at PATH, EOI, and those rows become media.
-PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config);
 
 }  // namespace splitdec

@@ -7,10 +7,10 @@
 
 namespace splitdec {
 
-Model Model::load(const std::string& dir) {
+Model Model::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
   ModelConfig config = load_model_config(dir);
   TensorStore store = TensorStore::open_dir(dir);
-  ModelWeights weights = load_weights(config, store);
+  ModelWeights weights = load_weights(config, store, progress);
   return Model(std::move(config), std::move(weights));
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ class AttentionStage {
 
 class Model {
  public:
-  static Model load(const std::string& dir);
+  // progress(done, total) is called as weight tensors are read.
+  static Model load(const std::string& dir, const std::function<void(size_t, size_t)>& progress = {});
   Model(ModelConfig config, ModelWeights weights);
 
   const ModelConfig& config() const { return config_; }

@@ -49,7 +49,7 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
   return s;
 }
 
-ModelWeights load_weights(const ModelConfig& c, const TensorStore& store) {
+ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress) {
   const std::string prefix = find_decoder_prefix(store);
   auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView& v = store.get(name);
@@ -61,7 +61,10 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store) {
   ModelWeights w;
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
   w.layers.resize(size_t(c.num_layers));
-  for (const WeightSpec& spec : decoder_weight_specs(c)) {
+  const std::vector<WeightSpec> specs = decoder_weight_specs(c);
+  size_t done = 0;
+  for (const WeightSpec& spec : specs) {
+    if (progress) progress(done++, specs.size());
     const std::string full = prefix + spec.name;
     if (spec.kind == WeightSpec::Scalar && !store.find(full)) continue;  // HF buffer; default 1
     std::vector<float> data = fetch(full, spec.shape);

@@ -2,6 +2,7 @@
 // against the shapes the config implies. Held in f32 for now.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct WeightSpec {
 };
 std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& config);
 
-ModelWeights load_weights(const ModelConfig& config, const TensorStore& store);
+ModelWeights load_weights(const ModelConfig& config, const TensorStore& store,
+                          const std::function<void(size_t, size_t)>& progress = {});
 
 }  // namespace splitdec

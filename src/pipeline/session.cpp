@@ -127,9 +127,11 @@ std::vector<float> Session::append(const PromptBatch& seg, bool all_positions) {
   const bool bidirectional = policy_has_bidirectional_layer(policy_);
   const int V = model_.config().vocab_size;
   std::vector<float> logits(size_t(batch_) * size_t(all_positions ? seg.seq : 1) * size_t(V));
-  for (const ChunkSpan& ch : chunks)
+  for (const ChunkSpan& ch : chunks) {
     run_chunk(seg, ch.begin, ch.end, route_chunk(options_.plan, ch.media && bidirectional, false), TraceEntry::Prefill,
               all_positions, logits);
+    if (options_.progress) options_.progress(ch.end, seg.seq);
+  }
   return logits;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct SessionOptions {
   int chunk = 256;          // prefill chunk size
   int max_chunk = 0;        // largest chunk (a media block can grow one); 0: chunk + 2 * mm_tokens_per_image
   std::optional<MaskPolicy> policy;  // default: the model family's
+  // Called after each prefill chunk with (positions done, positions in the segment).
+  std::function<void(int64_t, int64_t)> progress;
 };
 
 struct TraceEntry {

@@ -1,0 +1,36 @@
+#include <cstdio>
+
+#include "cli_common.h"
+#include "core/error.h"
+#include "model/make_model.h"
+
+namespace splitdec::cli {
+
+void add_make_model(CLI::App& app, std::function<int()>& run) {
+  auto* cmd = app.add_subcommand("make-model", "write a random-weight model directory");
+  auto o = std::make_shared<MakeModelOptions>();
+  auto dtype = std::make_shared<std::string>();
+  auto layers = std::make_shared<int>(0);
+  cmd->add_option("--preset", o->preset, "tiny-gemma3 | tiny-gemma4 | gemma3-1b | gemma3-12b | gemma4-12b")->required();
+  cmd->add_option("--out", o->out_dir, "output directory")->required();
+  cmd->add_option("--seed", o->seed, "random seed (same seed, same bytes)");
+  cmd->add_option("--dtype", *dtype, "f32 | bf16 | f16 (default: f32 tiny, bf16 full-size)");
+  cmd->add_option("--layers", *layers, "keep only the first N layers");
+  cmd->callback([cmd, o, dtype, layers, &run] {
+    run = [cmd, o, dtype, layers] {
+      if (!dtype->empty()) {
+        if (*dtype == "f32") o->dtype = DType::F32;
+        else if (*dtype == "bf16") o->dtype = DType::BF16;
+        else if (*dtype == "f16") o->dtype = DType::F16;
+        else throw InputError("--dtype " + *dtype + " is not supported (f32, bf16, f16 are)");
+      }
+      if (cmd->count("--layers")) o->layers = *layers;
+      make_model(*o);
+      std::printf("wrote %s (preset %s, seed %llu)\n", o->out_dir.c_str(), o->preset.c_str(),
+                  static_cast<unsigned long long>(o->seed));
+      return 0;
+    };
+  });
+}
+
+}  // namespace splitdec::cli

@@ -1,0 +1,33 @@
+// The splitdec command line: make-model, generate, chat.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli_common.h"
+#include "core/error.h"
+
+namespace splitdec::cli {
+void add_make_model(CLI::App& app, std::function<int()>& run);
+void add_generate(CLI::App& app, std::function<int()>& run);
+void add_chat(CLI::App& app, std::function<int()>& run);
+}  // namespace splitdec::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"splitdec: a runtime for Gemma-style multimodal decoders"};
+  app.require_subcommand(1);
+  std::function<int()> run;
+  splitdec::cli::add_make_model(app, run);
+  splitdec::cli::add_generate(app, run);
+  splitdec::cli::add_chat(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "splitdec: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,80 @@
+#include "generate/prompt_text.h"
+
+#include <regex>
+
+#include "core/error.h"
+#include "io/media_embeddings.h"
+#include "io/model_config.h"
+#include "io/tokenizer.h"
+
+namespace splitdec {
+
+SpecialTokens SpecialTokens::resolve(const ModelConfig& c, const Tokenizer& tok) {
+  SpecialTokens s;
+  auto from_tok = [&](int config_id, const char* piece) { return config_id >= 0 ? config_id : tok.piece_id(piece); };
+  s.bos = c.bos_token_id;
+  s.eos = c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0];
+  s.start_of_turn = tok.piece_id("<start_of_turn>");
+  s.end_of_turn = tok.piece_id("<end_of_turn>");
+  s.boi = from_tok(c.boi_token_id, "<start_of_image>");
+  s.eoi = from_tok(c.eoi_token_id, "<end_of_image>");
+  s.image_soft = from_tok(c.image_token_id, "<image_soft_token>");
+  s.boa = from_tok(c.boa_token_id, "<start_of_audio>");
+  s.eoa = from_tok(c.eoa_token_id, "<end_of_audio>");
+  s.audio_soft = from_tok(c.audio_token_id, "<audio_soft_token>");
+  return s;
+}
+
+int SpecialTokens::require(int id, const char* name) {
+  if (id < 0) throw InputError(std::string("the model has no ") + name + " token (neither config.json nor tokenizer.model defines it)");
+  return id;
+}
+
+PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c, bool add_bos) {
+  const SpecialTokens sp = SpecialTokens::resolve(c, tok);
+  PromptBatch p;
+  p.batch = 1;
+  auto push = [&](int id, Modality m) {
+    p.tokens.push_back(id);
+    p.modality.push_back(m);
+  };
+  auto push_text = [&](const std::string& s) {
+    for (int id : tok.encode(s)) {
+      Modality m = Modality::Text;
+      if (id == c.image_token_id) m = Modality::Image;
+      else if (id == c.video_token_id) m = Modality::Video;
+      else if (id == c.audio_token_id) m = Modality::Audio;
+      if (m != Modality::Text)
+        throw InputError("prompt text contains a media soft token; use <image:FILE> or <audio:FILE> to insert media");
+      push(id, m);
+    }
+  };
+  if (add_bos) push(SpecialTokens::require(sp.bos, "BOS"), Modality::Text);
+  static const std::regex placeholder("<(image|audio):([^>]+)>");
+  size_t last = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder); it != std::sregex_iterator(); ++it) {
+    push_text(text.substr(last, size_t(it->position()) - last));
+    const bool image = (*it)[1] == "image";
+    const MediaEmbeddings media = load_media_embeddings((*it)[2], c);
+    push(SpecialTokens::require(image ? sp.boi : sp.boa, image ? "<start_of_image>" : "<start_of_audio>"), Modality::Text);
+    const int soft = SpecialTokens::require(image ? sp.image_soft : sp.audio_soft, image ? "image soft" : "audio soft");
+    for (int64_t k = 0; k < media.rows; ++k) push(soft, image ? Modality::Image : Modality::Audio);
+    push(SpecialTokens::require(image ? sp.eoi : sp.eoa, image ? "<end_of_image>" : "<end_of_audio>"), Modality::Text);
+    p.media.insert(p.media.end(), media.data.begin(), media.data.end());
+    last = size_t(it->position() + it->length());
+  }
+  push_text(text.substr(last));
+  if (p.tokens.empty()) throw InputError("the prompt is empty");
+  p.seq = int(p.tokens.size());
+  p.attention_mask.assign(p.tokens.size(), 1);
+  validate_prompt_batch(p, c);
+  return p;
+}
+
+std::string chat_user_turn(const std::string& text, bool first_turn, bool reply_closed) {
+  std::string s;
+  if (!first_turn) s += reply_closed ? "\n" : "<end_of_turn>\n";
+  return s + "<start_of_turn>user\n" + text + "<end_of_turn>\n<start_of_turn>model\n";
+}
+
+}  // namespace splitdec

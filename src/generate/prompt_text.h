@@ -1,0 +1,36 @@
+// Text prompts: media placeholders, the Gemma chat template and the special
+// tokens they need.
+#pragma once
+
+#include <string>
+
+#include "model/prompt_batch.h"
+
+namespace splitdec {
+
+struct ModelConfig;
+class Tokenizer;
+
+// Special tokens, from the config (BOS, EOS, media ids) and the tokenizer
+// (turn markers). -1 where neither has one.
+struct SpecialTokens {
+  int bos = -1, eos = -1, start_of_turn = -1, end_of_turn = -1;
+  int boi = -1, eoi = -1, image_soft = -1, boa = -1, eoa = -1, audio_soft = -1;
+
+  static SpecialTokens resolve(const ModelConfig& config, const Tokenizer& tokenizer);
+  // Throws InputError naming the token when it is missing (-1).
+  static int require(int id, const char* name);
+};
+
+// Tokenizes `text` (after a BOS when `add_bos`). Each <image:PATH> becomes
+// <start_of_image>, one image soft token per embedding row of PATH (.npy or
+// .safetensors), <end_of_image>; <audio:PATH> likewise with the audio tokens.
+PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config, bool add_bos = true);
+
+// The Gemma chat template for one user turn and the model's reply header:
+// "<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n".
+// A later turn first closes the model's reply: when it did not end with
+// <end_of_turn> (`reply_closed` false) that marker is added.
+std::string chat_user_turn(const std::string& text, bool first_turn, bool reply_closed);
+
+}  // namespace splitdec
