@@ -140,3 +140,50 @@ TEST(Cli, SessionErrors) {
   expect_fails_with("generate --model " + dir + " --prompt 'hello <image:" + dir + "/demo_image.npy> there' --max-length 10",
                     {"capacity of 10"});
 }
+
+TEST(Cli, ChatThroughAPipeReusesTheCache) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-chat");
+  test::write_file(work + "/turns.txt", "hello there\nwhat is in <image:" + dir + "/demo_image.npy> ?\n");
+  const auto r = test::run_splitdec("chat --model " + dir + " --max-new-tokens 4 --trace < " + work + "/turns.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Turn 1 prefills from 0; turn 2's prefill starts where turn 1 ended and takes the masked path.
+  const size_t first = r.output.find("trace prefill positions [0, ");
+  ASSERT_NE(first, std::string::npos) << r.output;
+  const size_t second = r.output.find("trace prefill positions [", first + 1);
+  ASSERT_NE(second, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("trace prefill positions [0, ", first + 1), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("path masked", second), std::string::npos) << r.output;
+  // The same bytes on stdin give the same transcript.
+  const auto again = test::run_splitdec("chat --model " + dir + " --max-new-tokens 4 --trace < " + work + "/turns.txt");
+  EXPECT_EQ(again.output, r.output);
+}
+
+TEST(Cli, JsonOutputAndSamplingFlags) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const auto r = test::run_splitdec("generate --model " + dir +
+                                    " --prompt 'hello' --chat --json --max-new-tokens 4 --temperature 0.9 --top-k 20 --seed 5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* key : {"\"tokens\"", "\"text\"", "\"prompt_tokens\"", "\"prefill_ms\"", "\"decode_ms\"", "\"decode_tokens\"",
+                          "\"plan\"", "\"trace\"", "\"path\":\"gqa\""})
+    EXPECT_NE(r.output.find(key), std::string::npos) << key << " in " << r.output;
+  const auto same = test::run_splitdec("generate --model " + dir +
+                                       " --prompt 'hello' --chat --json --max-new-tokens 4 --temperature 0.9 --top-k 20 --seed 5");
+  EXPECT_EQ(same.output.substr(same.output.find("\"tokens\"")), r.output.substr(r.output.find("\"tokens\"")));
+  expect_fails_with("generate --model " + dir + " --prompt hi --top-p 1.5", {"--top-p"});
+  expect_fails_with("generate --model " + dir + " --prompt hi --stop ''", {"stop string"});
+}
+
+TEST(Cli, ApiExampleRuns) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const std::string cmd = std::string(CHAT_EXAMPLE_BINARY) + " " + dir + " " + dir + "/demo_image.npy 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string out;
+  char buf[512];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  ASSERT_EQ(::pclose(f), 0) << out;
+  EXPECT_NE(out.find("model: "), std::string::npos) << out;
+  EXPECT_NE(out.find("cache holds"), std::string::npos) << out;
+}

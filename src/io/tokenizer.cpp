@@ -112,7 +112,10 @@ std::string train_tokenizer(const std::string& corpus, int vocab_size, unsigned 
                            " --hard_vocab_limit=false --byte_fallback=true --num_threads=1"
                            " --pad_id=0 --eos_id=1 --bos_id=2 --unk_id=3"
                            " --pad_piece=<pad> --eos_piece=<eos> --bos_piece=<bos> --unk_piece=<unk>"
-                           " --character_coverage=1.0 --minloglevel=2 --user_defined_symbols=" + symbols;
+                           " --character_coverage=1.0 --minloglevel=2"
+                           // Gemma's tokenizer keeps text as is: no dummy prefix, no whitespace folding.
+                           " --add_dummy_prefix=false --remove_extra_whitespaces=false --normalization_rule_name=identity"
+                           " --split_digits=true --allow_whitespace_only_pieces=true --user_defined_symbols=" + symbols;
   LineIterator it(corpus);
   std::string model;
   // The trainer logs its command line to stderr before it reads

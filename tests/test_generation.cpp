@@ -1,0 +1,267 @@
+// Tokenizer, prompt templates, media files, sampling, stop strings and
+// streaming.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "core/npy.h"
+#include "generate/generator.h"
+#include "generate/prompt_text.h"
+#include "generate/sampler.h"
+#include "io/media_embeddings.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+#include "test_support.h"
+
+using namespace splitdec;
+
+namespace {
+const Tokenizer& tiny_tokenizer() {
+  static auto t = Tokenizer::open_dir(test::tiny_model_dir("tiny-gemma4"));
+  return *t;
+}
+}  // namespace
+
+TEST(Tokenizer, RoundTripsAndSpecialPieces) {
+  const Tokenizer& t = tiny_tokenizer();
+  for (const std::string s : {"The cat sits on a red chair.", "hello   world", "Zürich ünïcödé ✓ 123", ""})
+    EXPECT_EQ(t.decode(t.encode(s)), s);
+  for (const std::string& piece : gemma_special_pieces()) {
+    const int id = t.piece_id(piece);
+    ASSERT_GE(id, 0) << piece;
+    EXPECT_EQ(t.encode(piece), std::vector<int>{id}) << piece;  // one token, never split
+    EXPECT_EQ(t.piece(id), piece);
+  }
+  EXPECT_EQ(t.piece_id("<no_such_token>"), -1);
+  EXPECT_EQ(t.decode({t.piece_count() + 5}), "<id:" + std::to_string(t.piece_count() + 5) + ">");
+  EXPECT_THROW(t.piece(-1), InputError);
+  EXPECT_THROW(SpecialTokens::require(-1, "<start_of_turn>"), InputError);
+}
+
+TEST(PromptText, ChatTemplateAndMediaExpansion) {
+  EXPECT_EQ(chat_user_turn("hi", true, true), "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(chat_user_turn("again", false, true), "\n<start_of_turn>user\nagain<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(chat_user_turn("x", false, false), "<end_of_turn>\n<start_of_turn>user\nx<end_of_turn>\n<start_of_turn>model\n");
+
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const ModelConfig& c = m.config();
+  const Tokenizer& tok = tiny_tokenizer();
+  const std::string dir = test::temp_dir("media");
+  std::vector<float> rows(size_t(3 * c.hidden_size), 0.5f);
+  write_npy(dir + "/img.npy", {3, c.hidden_size}, rows.data());
+  const PromptBatch p = prompt_from_text(chat_user_turn("look <image:" + dir + "/img.npy> now", true, true), tok, c);
+  const SpecialTokens sp = SpecialTokens::resolve(c, tok);
+  EXPECT_EQ(p.tokens[0], c.bos_token_id);
+  EXPECT_EQ(p.tokens[1], sp.start_of_turn);
+  const auto boi = std::find(p.tokens.begin(), p.tokens.end(), sp.boi) - p.tokens.begin();
+  ASSERT_LT(boi + 4, p.seq);
+  for (int k = 1; k <= 3; ++k) {
+    EXPECT_EQ(p.tokens[size_t(boi + k)], c.image_token_id);
+    EXPECT_EQ(p.modality[size_t(boi + k)], Modality::Image);
+  }
+  EXPECT_EQ(p.tokens[size_t(boi + 4)], sp.eoi);
+  EXPECT_EQ(p.media.size(), rows.size());
+  EXPECT_EQ(tok.decode(std::vector<int>(p.tokens.begin() + boi + 5, p.tokens.end())),
+            " now<end_of_turn>\n<start_of_turn>model\n");
+  // Audio placeholders use the audio markers.
+  const PromptBatch a = prompt_from_text("hear <audio:" + dir + "/img.npy>", tok, c);
+  EXPECT_EQ(std::count(a.modality.begin(), a.modality.end(), Modality::Audio), 3);
+  EXPECT_NE(std::find(a.tokens.begin(), a.tokens.end(), sp.boa), a.tokens.end());
+  // Gemma-3 has no audio tokens in its config; the tiny tokenizer does, so it works there too,
+  // but a literal soft token in text is refused.
+  EXPECT_THROW(prompt_from_text("<image_soft_token>", tok, c), InputError);
+}
+
+TEST(MediaFiles, ShapesDtypesAndCorruption) {
+  const ModelConfig& c = test::tiny_model("tiny-gemma4").config();
+  const std::string dir = test::temp_dir("media-errors");
+  auto error_of = [&](const std::string& path) {
+    try {
+      load_media_embeddings(path, c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::vector<float> ok(size_t(2 * c.hidden_size), 1.f);
+  write_npy(dir + "/ok.npy", {2, c.hidden_size}, ok.data());
+  EXPECT_EQ(load_media_embeddings(dir + "/ok.npy", c).rows, 2);
+  write_npy(dir + "/batched.npy", {1, 2, c.hidden_size}, ok.data());
+  EXPECT_EQ(load_media_embeddings(dir + "/batched.npy", c).rows, 2);
+  write_npy(dir + "/wide.npy", {1, 2 * c.hidden_size}, ok.data());
+  EXPECT_NE(error_of(dir + "/wide.npy").find("expected [n, hidden_size=64]"), std::string::npos);
+  std::string f64 = test::read_file(dir + "/ok.npy");
+  f64.replace(f64.find("<f4"), 3, "<f8");
+  test::write_file(dir + "/f64.npy", f64);
+  EXPECT_NE(error_of(dir + "/f64.npy").find("'<f8'"), std::string::npos);
+  const std::string whole = test::read_file(dir + "/ok.npy");
+  test::write_file(dir + "/short.npy", whole.substr(0, whole.size() - 7));
+  EXPECT_NE(error_of(dir + "/short.npy").find("bytes"), std::string::npos);
+  std::vector<float> nan = ok;
+  nan[5] = NAN;
+  write_npy(dir + "/nan.npy", {2, c.hidden_size}, nan.data());
+  EXPECT_NE(error_of(dir + "/nan.npy").find("non-finite"), std::string::npos);
+  EXPECT_NE(error_of(dir + "/missing.npy").find("missing.npy"), std::string::npos);
+  // safetensors: bf16 is accepted; two unnamed tensors are ambiguous.
+  std::vector<uint8_t> bf(size_t(2 * c.hidden_size) * 2, 0);
+  write_safetensors(dir + "/one.safetensors", {{"x", DType::BF16, {2, c.hidden_size}, bf}});
+  EXPECT_EQ(load_media_embeddings(dir + "/one.safetensors", c).rows, 2);
+  write_safetensors(dir + "/two.safetensors", {{"x", DType::BF16, {2, c.hidden_size}, bf}, {"y", DType::BF16, {2, c.hidden_size}, bf}});
+  EXPECT_NE(error_of(dir + "/two.safetensors").find("2 tensors"), std::string::npos);
+  write_safetensors(dir + "/named.safetensors", {{"embeddings", DType::BF16, {2, c.hidden_size}, bf}, {"y", DType::BF16, {1}, {0, 0}}});
+  EXPECT_EQ(load_media_embeddings(dir + "/named.safetensors", c).rows, 2);
+}
+
+TEST(Sampling, GreedyByDefaultAndDeterministicUnderASeed) {
+  std::vector<float> logits = {0.1f, 2.f, 1.9f, -1.f};
+  Sampler greedy(SamplingOptions{});
+  auto copy = logits;
+  EXPECT_EQ(greedy.choose(copy, {}), 1);
+  SamplingOptions o;
+  o.sample = true;
+  o.temperature = 1.5f;
+  o.seed = 42;
+  auto draws = [&](uint64_t seed) {
+    o.seed = seed;
+    Sampler s(o);
+    std::vector<int> out;
+    for (int k = 0; k < 50; ++k) {
+      auto l = logits;
+      out.push_back(s.choose(l, {}));
+    }
+    return out;
+  };
+  EXPECT_EQ(draws(42), draws(42));
+  EXPECT_NE(draws(42), draws(43));
+  o.temperature = -1;
+  EXPECT_THROW(o.validate(), InputError);
+}
+
+TEST(Sampling, TopKTopPMinPDistributions) {
+  const std::vector<float> logits = {3.f, 2.5f, 2.f, 1.f, 0.f, -1.f};
+  auto softmax_over = [&](std::vector<int> keep) {
+    std::vector<double> p(logits.size(), 0.0);
+    double z = 0;
+    for (int k : keep) z += std::exp(double(logits[size_t(k)]));
+    for (int k : keep) p[size_t(k)] = std::exp(double(logits[size_t(k)])) / z;
+    return p;
+  };
+  auto empirical = [&](const SamplingOptions& o, int n) {
+    Sampler s(o);
+    std::vector<double> f(logits.size(), 0.0);
+    for (int k = 0; k < n; ++k) {
+      auto l = logits;
+      f[size_t(s.choose(l, {}))] += 1.0 / n;
+    }
+    return f;
+  };
+  SamplingOptions o;
+  o.sample = true;
+  o.temperature = 1.f;
+  o.seed = 7;
+  o.top_k = 3;
+  const auto want_k = softmax_over({0, 1, 2});
+  const auto got_k = empirical(o, 20000);
+  for (size_t t = 0; t < logits.size(); ++t) EXPECT_NEAR(got_k[t], want_k[t], 0.015) << "top-k token " << t;
+  EXPECT_EQ(got_k[3] + got_k[4] + got_k[5], 0.0);
+  // top-p 0.6: p = [.39, .24, .14, ...] -> the first two reach 0.63 >= 0.6.
+  o.top_k = 0;
+  o.top_p = 0.6f;
+  const auto want_p = softmax_over({0, 1});
+  const auto got_p = empirical(o, 20000);
+  for (size_t t = 0; t < logits.size(); ++t) EXPECT_NEAR(got_p[t], want_p[t], 0.015) << "top-p token " << t;
+  const auto dist_p = sampling_distribution(logits, o);
+  for (size_t t = 0; t < logits.size(); ++t) EXPECT_NEAR(dist_p[t], want_p[t], 1e-12);
+  // min-p 0.5 keeps tokens with p >= 0.5 * p_max: exp(-0.5) = .61 and exp(-1) = .37 -> tokens 0 and 1.
+  o.top_p = 1.f;
+  o.min_p = 0.5f;
+  const auto dist = sampling_distribution(logits, o);
+  EXPECT_GT(dist[1], 0.0);
+  EXPECT_EQ(dist[2], 0.0);
+  // Temperature sharpens.
+  o.min_p = 0;
+  o.temperature = 0.5f;
+  EXPECT_GT(sampling_distribution(logits, o)[0], softmax_over({0, 1, 2, 3, 4, 5})[0]);
+}
+
+TEST(Sampling, RepetitionPenaltyFollowsHf) {
+  std::vector<float> l = {2.f, -2.f, 1.f};
+  apply_repetition_penalty(l, {0, 1, 0}, 2.f);
+  EXPECT_EQ(l, (std::vector<float>{1.f, -4.f, 1.f}));
+}
+
+namespace {
+// Emits a fixed token script as the argmax, whatever the prompt.
+class ScriptedSource : public LogitsSource {
+ public:
+  ScriptedSource(std::vector<int> script, int vocab) : script_(std::move(script)), vocab_(vocab) {}
+  std::vector<float> prompt(const PromptBatch& p, bool all) override {
+    std::vector<float> l(size_t(all ? p.seq : 1) * size_t(vocab_), 0.f);
+    l[l.size() - size_t(vocab_) + size_t(script_[next_ % script_.size()])] = 10.f;
+    ++next_;
+    return l;
+  }
+  std::vector<float> step(const std::vector<int>&) override {
+    std::vector<float> l(size_t(vocab_), 0.f);
+    l[size_t(script_[next_ % script_.size()])] = 10.f;
+    ++next_;
+    return l;
+  }
+
+ private:
+  std::vector<int> script_;
+  int vocab_;
+  size_t next_ = 0;
+};
+}  // namespace
+
+TEST(StopStrings, SpanTokenBoundariesAndNeverStream) {
+  const ModelConfig& c = test::tiny_model("tiny-gemma4").config();
+  const Tokenizer& tok = tiny_tokenizer();
+  const std::vector<int> script = tok.encode("the cat sat on the mat near the house");
+  ASSERT_GT(script.size(), 6u);
+  // "t on th" spans several pieces whatever the segmentation.
+  GenerationOptions o;
+  o.tokenizer = &tok;
+  o.stop_strings = {"t on th"};
+  std::string streamed;
+  o.on_text = [&](int, const std::string& t) { streamed += t; };
+  ScriptedSource src(script, c.vocab_size);
+  Generator g(src, c, o);
+  PromptBatch p;
+  p.batch = 1, p.seq = 1, p.tokens = {2}, p.modality = {Modality::Text}, p.attention_mask = {1};
+  const auto texts = g.run_turn({p, 40});
+  EXPECT_EQ(texts[0], "the cat sa");
+  EXPECT_EQ(streamed, "the cat sa");
+  EXPECT_EQ(g.result().stop_reasons[0], StopReason::StopString);
+  EXPECT_LT(g.result().tokens[0].size(), script.size());
+  // Without the stop string the whole script (then more) is produced.
+  GenerationOptions plain;
+  plain.tokenizer = &tok;
+  std::string all;
+  plain.on_text = [&](int, const std::string& t) { all += t; };
+  ScriptedSource src2(script, c.vocab_size);
+  Generator g2(src2, c, plain);
+  g2.run_turn({p, int(script.size())});
+  EXPECT_EQ(all, "the cat sat on the mat near the house");
+  EXPECT_EQ(g2.result().stop_reasons[0], StopReason::MaxTokens);
+}
+
+TEST(StopTokens, EndTheTurnAndAreReported) {
+  const ModelConfig& c = test::tiny_model("tiny-gemma4").config();
+  const Tokenizer& tok = tiny_tokenizer();
+  std::vector<int> script = tok.encode("the cat");
+  script.push_back(c.eos_token_ids[0]);
+  ScriptedSource src(script, c.vocab_size);
+  GenerationOptions o;
+  o.tokenizer = &tok;
+  Generator g(src, c, o);
+  PromptBatch p;
+  p.batch = 1, p.seq = 1, p.tokens = {2}, p.modality = {Modality::Text}, p.attention_mask = {1};
+  EXPECT_EQ(g.run_turn({p, 40})[0], "the cat");
+  EXPECT_EQ(g.result().stop_reasons[0], StopReason::StopToken);
+  EXPECT_EQ(g.result().tokens[0].back(), c.eos_token_ids[0]);
+}
