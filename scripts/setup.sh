@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev
-  libsentencepiece-dev
+  libsentencepiece-dev libopenblas-dev
   libgtest-dev libgmock-dev
 )
 missing=()

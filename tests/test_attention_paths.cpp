@@ -159,3 +159,27 @@ TEST(AttentionPaths, RowWithoutVisibleKeyIsZeroNotNan) {
   dense_bias_attention(p.queries(), p.view(), bias.data(), out.data());
   for (float x : out) EXPECT_EQ(x, 0.f);
 }
+
+TEST(AttentionPaths, GqaDecodeSplitsLongContextsAndMerges) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int window : {0, 700}) {
+    Problem p;
+    p.batch = 1, p.rows = 1, p.kv_heads = 1 + int(rng() % 2), p.head_dim = 64;
+    p.heads = p.kv_heads * 2;
+    p.first = 3000;
+    p.slots = 3001;
+    p.ring = false;
+    p.q.resize(size_t(p.heads * p.head_dim));
+    p.k.resize(size_t(p.kv_heads * p.slots * p.head_dim));
+    p.v.resize(p.k.size());
+    for (auto* vec : {&p.q, &p.k, &p.v})
+      for (float& x : *vec) x = 2.f * u(rng);
+    p.blocks = {{-1}};
+    p.seq_start = {5};
+    auto vis = [&](int, int64_t i, int64_t j) { return j <= i && j >= 5 && (window == 0 || j > i - window); };
+    std::vector<float> got(p.q.size());
+    gqa_attention(p.queries(), p.view(), window, p.seq_start.data(), got.data());
+    expect_close(got, naive(p, vis), "gqa decode split");
+  }
+}

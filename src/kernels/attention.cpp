@@ -5,100 +5,162 @@
 #include <limits>
 #include <vector>
 
+#include "core/thread_pool.h"
+#include "kernels/simd/kernel_table.h"
+
 namespace splitdec {
 
 namespace {
 
-// Online softmax over keys [lo, hi) for the `group` query heads that share
-// KV head `kvh`: each key and value row is read once for the whole group.
-void attend_group(const QueryBlock& q, const KvView& kv, int b, int r, int kvh, int64_t lo, int64_t hi, float* out) {
+// Online-softmax state of one query row for the `group` heads sharing a KV head.
+struct Partial {
+  static constexpr int kMaxGroup = 64;
+  float m[kMaxGroup], l[kMaxGroup];
+};
+
+// Accumulates keys [lo, hi) into acc [group, hd] (unnormalised) and p.m / p.l.
+// Each key and value row is read once for the whole group.
+void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& kv, int b, int r, int kvh, int64_t lo,
+                int64_t hi, Partial& p, float* acc) {
   const int hd = q.head_dim, group = q.heads / kv.kv_heads;
   const float* qrow = q.q + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
-  float* orow = out + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
-  std::fill(orow, orow + int64_t(group) * hd, 0.f);
-  if (hi <= lo) return;
-  float m[64], l[64];  // group size is at most 64 (checked by callers via heads / kv_heads)
-  std::fill(m, m + group, -std::numeric_limits<float>::infinity());
-  std::fill(l, l + group, 0.f);
+  std::fill(acc, acc + int64_t(group) * hd, 0.f);
+  std::fill(p.m, p.m + group, -std::numeric_limits<float>::infinity());
+  std::fill(p.l, p.l + group, 0.f);
   for (int64_t j = lo; j < hi; ++j) {
     const float* kj = kv.key(b, kvh, j);
     const float* vj = kv.value(b, kvh, j);
     for (int g = 0; g < group; ++g) {
-      const float* qg = qrow + int64_t(g) * hd;
-      float s = 0.f;
-      for (int d = 0; d < hd; ++d) s += qg[d] * kj[d];
-      s *= q.scale;
-      float* og = orow + int64_t(g) * hd;
-      if (s > m[g]) {  // rescale what was accumulated under the old maximum
-        const float c = std::exp(m[g] - s);
-        l[g] *= c;
-        for (int d = 0; d < hd; ++d) og[d] *= c;
-        m[g] = s;
+      const float s = t.dot_f32(qrow + int64_t(g) * hd, kj, hd) * q.scale;
+      if (s > p.m[g]) {  // a new maximum: rescale what was accumulated
+        const float c = std::exp(p.m[g] - s);
+        p.l[g] = p.l[g] * c + 1.f;
+        p.m[g] = s;
+        t.scale_axpy(acc + int64_t(g) * hd, c, 1.f, vj, hd);
+      } else {
+        const float e = std::exp(s - p.m[g]);
+        p.l[g] += e;
+        t.scale_axpy(acc + int64_t(g) * hd, 1.f, e, vj, hd);
       }
-      const float p = std::exp(s - m[g]);
-      l[g] += p;
-      for (int d = 0; d < hd; ++d) og[d] += p * vj[d];
     }
   }
+}
+
+void finish(const QueryBlock& q, const KvView& kv, int b, int r, int kvh, const Partial& p, const float* acc, float* out) {
+  const int hd = q.head_dim, group = q.heads / kv.kv_heads;
+  float* orow = out + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
   for (int g = 0; g < group; ++g) {
-    float* og = orow + int64_t(g) * hd;
-    const float inv = 1.f / l[g];
-    for (int d = 0; d < hd; ++d) og[d] *= inv;
+    const float inv = p.l[g] > 0.f ? 1.f / p.l[g] : 0.f;  // no visible key: zeros
+    for (int d = 0; d < hd; ++d) orow[int64_t(g) * hd + d] = acc[int64_t(g) * hd + d] * inv;
   }
+}
+
+// One task per (sequence, row, KV head); `range(b, r)` gives the keys.
+template <class Range>
+void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* out) {
+  const simd::KernelTable& t = simd::best();
+  const int group = q.heads / kv.kv_heads;
+  const int64_t tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
+  ThreadPool::global().parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> acc(size_t(group) * size_t(q.head_dim));
+    Partial p;
+    for (int64_t task = t0; task < t1; ++task) {
+      const int kvh = int(task % kv.kv_heads);
+      const int r = int((task / kv.kv_heads) % q.rows);
+      const int b = int(task / (int64_t(kv.kv_heads) * q.rows));
+      const KeyInterval iv = range(b, r);
+      accumulate(t, q, kv, b, r, kvh, iv.begin, iv.end, p, acc.data());
+      finish(q, kv, b, r, kvh, p, acc.data(), out);
+    }
+  });
 }
 
 }  // namespace
 
 void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
-  for (int b = 0; b < q.batch; ++b)
-    for (int r = 0; r < q.rows; ++r) {
-      const KeyInterval iv = intervals[int64_t(b) * q.rows + r];
-      for (int h = 0; h < kv.kv_heads; ++h) attend_group(q, kv, b, r, h, iv.begin, iv.end, out);
-    }
+  rows_attention(q, kv, [&](int b, int r) { return intervals[int64_t(b) * q.rows + r]; }, out);
 }
 
 void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out) {
-  for (int b = 0; b < q.batch; ++b)
-    for (int r = 0; r < q.rows; ++r) {
-      const int64_t i = q.first_position + r;
-      int64_t lo = seq_start[b];
-      if (window > 0) lo = std::max(lo, i - window + 1);
-      for (int h = 0; h < kv.kv_heads; ++h) attend_group(q, kv, b, r, h, lo, i + 1, out);
+  auto range = [&](int b, int r) {
+    const int64_t i = q.first_position + r;
+    int64_t lo = seq_start[b];
+    if (window > 0) lo = std::max(lo, i - window + 1);
+    return KeyInterval{lo, i + 1};
+  };
+  ThreadPool& pool = ThreadPool::global();
+  const int64_t heads_tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
+  if (q.rows > 1 || heads_tasks >= 2 * pool.size()) {
+    rows_attention(q, kv, range, out);
+    return;
+  }
+  // Decode with few heads per thread: split each context across threads
+  // (flash-decoding) and merge the partial softmaxes by log-sum-exp.
+  const simd::KernelTable& t = simd::best();
+  const int group = q.heads / kv.kv_heads, hd = q.head_dim;
+  int64_t longest = 0;
+  for (int b = 0; b < q.batch; ++b) longest = std::max(longest, range(b, 0).end - range(b, 0).begin);
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((2 * pool.size() + heads_tasks - 1) / heads_tasks, longest / 512));
+  std::vector<Partial> parts(size_t(heads_tasks * splits));
+  std::vector<float> accs(parts.size() * size_t(group) * size_t(hd));
+  pool.parallel_for(heads_tasks * splits, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t head_task = task / splits, split = task % splits;
+      const int kvh = int(head_task % kv.kv_heads), b = int(head_task / kv.kv_heads);
+      const KeyInterval iv = range(b, 0);
+      const int64_t len = std::max<int64_t>(0, iv.end - iv.begin);
+      const int64_t lo = iv.begin + len * split / splits, hi = iv.begin + len * (split + 1) / splits;
+      accumulate(t, q, kv, b, 0, kvh, lo, hi, parts[size_t(task)], accs.data() + size_t(task) * size_t(group) * size_t(hd));
     }
+  });
+  for (int64_t head_task = 0; head_task < heads_tasks; ++head_task) {
+    Partial merged = parts[size_t(head_task * splits)];
+    float* acc = accs.data() + size_t(head_task * splits) * size_t(group) * size_t(hd);
+    for (int64_t s = 1; s < splits; ++s) {
+      const Partial& p = parts[size_t(head_task * splits + s)];
+      const float* a2 = accs.data() + size_t(head_task * splits + s) * size_t(group) * size_t(hd);
+      for (int g = 0; g < group; ++g) {
+        if (p.l[g] == 0.f) continue;
+        const float m = std::max(merged.m[g], p.m[g]);
+        const float c1 = merged.l[g] > 0.f ? std::exp(merged.m[g] - m) : 0.f, c2 = std::exp(p.m[g] - m);
+        merged.l[g] = merged.l[g] * c1 + p.l[g] * c2;
+        merged.m[g] = m;
+        for (int d = 0; d < hd; ++d) acc[g * hd + d] = acc[g * hd + d] * c1 + a2[g * hd + d] * c2;
+      }
+    }
+    finish(q, kv, int(head_task / kv.kv_heads), 0, int(head_task % kv.kv_heads), merged, acc, out);
+  }
 }
 
 void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out) {
   const int64_t total = q.first_position + q.rows;
   const int hd = q.head_dim, group = q.heads / kv.kv_heads;
-  std::vector<float> scores(static_cast<size_t>(total));
-  for (int b = 0; b < q.batch; ++b)
-    for (int r = 0; r < q.rows; ++r) {
+  const simd::KernelTable& t = simd::best();
+  // A generic kernel: every head reads every key, with the bias added.
+  ThreadPool::global().parallel_for(int64_t(q.batch) * q.rows * q.heads, [&](int64_t t0, int64_t t1) {
+    std::vector<float> scores(static_cast<size_t>(total));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int h = int(task % q.heads), r = int((task / q.heads) % q.rows), b = int(task / (int64_t(q.heads) * q.rows));
       const float* brow = bias + (int64_t(b) * q.rows + r) * total;
-      for (int h = 0; h < q.heads; ++h) {
-        // A generic kernel: every head reads every key, with the bias added.
-        const float* qh = q.q + ((int64_t(b) * q.rows + r) * q.heads + h) * hd;
-        float* oh = out + ((int64_t(b) * q.rows + r) * q.heads + h) * hd;
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < total; ++j) {
-          const float* kj = kv.key(b, h / group, j);
-          float s = 0.f;
-          for (int d = 0; d < hd; ++d) s += qh[d] * kj[d];
-          scores[size_t(j)] = s * q.scale + brow[j];
-          m = std::max(m, scores[size_t(j)]);
-        }
-        std::fill(oh, oh + hd, 0.f);
-        if (m == -std::numeric_limits<float>::infinity()) continue;
-        float l = 0.f;
-        for (int64_t j = 0; j < total; ++j) {
-          const float p = std::exp(scores[size_t(j)] - m);
-          if (p == 0.f) continue;
-          l += p;
-          const float* vj = kv.value(b, h / group, j);
-          for (int d = 0; d < hd; ++d) oh[d] += p * vj[d];
-        }
-        for (int d = 0; d < hd; ++d) oh[d] /= l;
+      const float* qh = q.q + ((int64_t(b) * q.rows + r) * q.heads + h) * hd;
+      float* oh = out + ((int64_t(b) * q.rows + r) * q.heads + h) * hd;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < total; ++j) {
+        scores[size_t(j)] = t.dot_f32(qh, kv.key(b, h / group, j), hd) * q.scale + brow[j];
+        m = std::max(m, scores[size_t(j)]);
       }
+      std::fill(oh, oh + hd, 0.f);
+      if (m == -std::numeric_limits<float>::infinity()) continue;
+      float l = 0.f;
+      for (int64_t j = 0; j < total; ++j) {
+        const float p = std::exp(scores[size_t(j)] - m);
+        if (p == 0.f) continue;
+        l += p;
+        t.scale_axpy(oh, 1.f, p, kv.value(b, h / group, j), hd);
+      }
+      for (int d = 0; d < hd; ++d) oh[d] /= l;
     }
+  });
 }
 
 }  // namespace splitdec

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "io/safetensors.h"
+#include "kernels/linear.h"
 #include "kernels/reference_ops.h"
 
 namespace splitdec {
@@ -20,8 +21,9 @@ void Model::embed(const int* tokens, int rows, float* hidden) const {
   const int H = config_.hidden_size;
   const float scale = round_to_dtype(std::sqrt(float(H)), weights_.dtype);
   for (int r = 0; r < rows; ++r) {
-    const float* e = weights_.embed_tokens.data() + int64_t(tokens[r]) * H;
-    for (int k = 0; k < H; ++k) hidden[int64_t(r) * H + k] = e[k] * scale;
+    float* h = hidden + int64_t(r) * H;
+    weights_.embed_tokens.row_f32(tokens[r], h);
+    for (int k = 0; k < H; ++k) h[k] *= scale;
   }
 }
 
@@ -46,7 +48,7 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
     ref::rms_norm(hidden + int64_t(r) * H, w.input_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
 
   std::vector<float> q(size_t(rows) * Hq * hd), k, v;
-  ref::linear(x.data(), rows, H, w.q_proj.data(), Hq * hd, q.data());
+  linear(x.data(), rows, w.q_proj, q.data());
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < Hq; ++h) {
       float* qh = q.data() + (int64_t(r) * Hq + h) * hd;
@@ -56,9 +58,9 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   if (!shared) {
     k.resize(size_t(rows) * Hkv * hd);
     v.resize(k.size());
-    ref::linear(x.data(), rows, H, w.k_proj.data(), Hkv * hd, k.data());
+    linear(x.data(), rows, w.k_proj, k.data());
     if (spec.k_eq_v) v = k;  // raw k_proj output, before k_norm and RoPE
-    else ref::linear(x.data(), rows, H, w.v_proj.data(), Hkv * hd, v.data());
+    else linear(x.data(), rows, w.v_proj, v.data());
     for (int r = 0; r < rows; ++r)
       for (int h = 0; h < Hkv; ++h) {
         float* kh = k.data() + (int64_t(r) * Hkv + h) * hd;
@@ -75,7 +77,7 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   attention.attend(l, q.data(), shared ? nullptr : k.data(), shared ? nullptr : v.data(), attn.data());
 
   std::vector<float> o(size_t(rows) * H);
-  ref::linear(attn.data(), rows, Hq * hd, w.o_proj.data(), H, o.data());
+  linear(attn.data(), rows, w.o_proj, o.data());
   for (int r = 0; r < rows; ++r) {
     float* hr = hidden + int64_t(r) * H;
     float* orow = o.data() + int64_t(r) * H;
@@ -85,10 +87,10 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   }
 
   std::vector<float> gate(size_t(rows) * I), up(size_t(rows) * I);
-  ref::linear(x.data(), rows, H, w.gate_proj.data(), I, gate.data());
-  ref::linear(x.data(), rows, H, w.up_proj.data(), I, up.data());
+  linear(x.data(), rows, w.gate_proj, gate.data());
+  linear(x.data(), rows, w.up_proj, up.data());
   for (size_t k2 = 0; k2 < gate.size(); ++k2) gate[k2] = ref::gelu_tanh(gate[k2]) * up[k2];
-  ref::linear(gate.data(), rows, I, w.down_proj.data(), H, o.data());
+  linear(gate.data(), rows, w.down_proj, o.data());
   for (int r = 0; r < rows; ++r) {
     float* hr = hidden + int64_t(r) * H;
     float* orow = o.data() + int64_t(r) * H;
@@ -103,7 +105,7 @@ void Model::logits(const float* hidden, int rows, float* out) const {
   for (int r = 0; r < rows; ++r)
     ref::rms_norm(hidden + int64_t(r) * H, weights_.final_norm.data(), H, config_.rms_norm_eps, config_.norm_adds_one,
                   x.data() + int64_t(r) * H);
-  ref::linear(x.data(), rows, H, weights_.output_matrix().data(), V, out);
+  linear(x.data(), rows, weights_.output_matrix(), out);
   if (config_.final_logit_softcap) {
     const float cap = *config_.final_logit_softcap;
     for (int64_t k = 0; k < int64_t(rows) * V; ++k) out[k] = cap * std::tanh(out[k] / cap);

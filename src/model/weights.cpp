@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <cstring>
+
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -51,12 +53,27 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
 
 ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress) {
   const std::string prefix = find_decoder_prefix(store);
-  auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) {
+  auto view = [&](const std::string& name, const std::vector<int64_t>& shape) -> const TensorView& {
     const TensorView& v = store.get(name);
     if (v.shape != shape)
       throw FormatError(v.file + ": tensor '" + name + "' has shape " + shape_str(v.shape) + ", expected " +
                         shape_str(shape));
-    return v.to_f32();
+    return v;
+  };
+  auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) { return view(name, shape).to_f32(); };
+  auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& v = view(name, shape);
+    WeightMatrix m;
+    m.out = int(shape[0]);
+    m.in = int(shape[1]);
+    if (v.dtype == DType::BF16) {
+      m.dtype = DType::BF16;
+      m.bf16.resize(size_t(v.numel()));
+      std::memcpy(m.bf16.data(), v.data, v.nbytes);
+    } else {
+      m.f32 = v.to_f32();
+    }
+    return m;
   };
   ModelWeights w;
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
@@ -67,38 +84,56 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     if (progress) progress(done++, specs.size());
     const std::string full = prefix + spec.name;
     if (spec.kind == WeightSpec::Scalar && !store.find(full)) continue;  // HF buffer; default 1
+    if (spec.kind == WeightSpec::Linear || spec.kind == WeightSpec::Embedding) {
+      WeightMatrix m = matrix(full, spec.shape);
+      if (spec.name == "embed_tokens.weight") {
+        w.embed_tokens = std::move(m);
+        continue;
+      }
+      const size_t dot = spec.name.find('.', 7);
+      LayerWeights& L = w.layers[size_t(std::stoi(spec.name.substr(7, dot - 7)))];
+      const std::string leaf = spec.name.substr(dot + 1);
+      if (leaf == "self_attn.q_proj.weight") L.q_proj = std::move(m);
+      else if (leaf == "self_attn.k_proj.weight") L.k_proj = std::move(m);
+      else if (leaf == "self_attn.v_proj.weight") L.v_proj = std::move(m);
+      else if (leaf == "self_attn.o_proj.weight") L.o_proj = std::move(m);
+      else if (leaf == "mlp.gate_proj.weight") L.gate_proj = std::move(m);
+      else if (leaf == "mlp.up_proj.weight") L.up_proj = std::move(m);
+      else if (leaf == "mlp.down_proj.weight") L.down_proj = std::move(m);
+      continue;
+    }
     std::vector<float> data = fetch(full, spec.shape);
-    if (spec.name == "embed_tokens.weight") { w.embed_tokens = std::move(data); continue; }
     if (spec.name == "norm.weight") { w.final_norm = std::move(data); continue; }
     // "layers.N.<leaf>"
     const size_t dot = spec.name.find('.', 7);
     const int layer = std::stoi(spec.name.substr(7, dot - 7));
     const std::string leaf = spec.name.substr(dot + 1);
     LayerWeights& L = w.layers[size_t(layer)];
-    if (leaf == "self_attn.q_proj.weight") L.q_proj = std::move(data);
-    else if (leaf == "self_attn.k_proj.weight") L.k_proj = std::move(data);
-    else if (leaf == "self_attn.v_proj.weight") L.v_proj = std::move(data);
-    else if (leaf == "self_attn.o_proj.weight") L.o_proj = std::move(data);
-    else if (leaf == "self_attn.q_norm.weight") L.q_norm = std::move(data);
+    if (leaf == "self_attn.q_norm.weight") L.q_norm = std::move(data);
     else if (leaf == "self_attn.k_norm.weight") L.k_norm = std::move(data);
     else if (leaf == "input_layernorm.weight") L.input_norm = std::move(data);
     else if (leaf == "post_attention_layernorm.weight") L.post_attention_norm = std::move(data);
     else if (leaf == "pre_feedforward_layernorm.weight") L.pre_feedforward_norm = std::move(data);
     else if (leaf == "post_feedforward_layernorm.weight") L.post_feedforward_norm = std::move(data);
-    else if (leaf == "mlp.gate_proj.weight") L.gate_proj = std::move(data);
-    else if (leaf == "mlp.up_proj.weight") L.up_proj = std::move(data);
-    else if (leaf == "mlp.down_proj.weight") L.down_proj = std::move(data);
     else if (leaf == "layer_scalar") L.layer_scalar = data[0];
   }
   if (!c.tie_word_embeddings) {
     for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) {
       if (store.find(head)) {
-        w.lm_head = fetch(head, {c.vocab_size, c.hidden_size});
+        w.lm_head = matrix(head, {c.vocab_size, c.hidden_size});
         break;
       }
     }
   }
   return w;
+}
+
+size_t ModelWeights::bytes() const {
+  size_t b = embed_tokens.bytes() + lm_head.bytes() + final_norm.size() * 4;
+  for (const LayerWeights& L : layers)
+    for (const WeightMatrix* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
+      b += m->bytes();
+  return b;
 }
 
 }  // namespace splitdec

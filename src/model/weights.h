@@ -1,5 +1,6 @@
 // The decoder's weights, resolved from checkpoint tensor names and checked
-// against the shapes the config implies. Held in f32 for now.
+// against the shapes the config implies. Matrices keep the checkpoint's bf16
+// (decode reads half the bytes); everything else is f32.
 #pragma once
 
 #include <functional>
@@ -8,27 +9,29 @@
 
 #include "core/dtype.h"
 #include "io/model_config.h"
+#include "kernels/linear.h"
 
 namespace splitdec {
 
 class TensorStore;
 
 struct LayerWeights {
-  std::vector<float> q_proj, k_proj, v_proj, o_proj;  // [out, in]; k/v empty on KV-shared layers, v on k_eq_v layers
+  WeightMatrix q_proj, k_proj, v_proj, o_proj;  // k/v empty on KV-shared layers, v on k_eq_v layers
   std::vector<float> q_norm, k_norm;                  // [head_dim]
   std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;  // [hidden]
-  std::vector<float> gate_proj, up_proj, down_proj;
+  WeightMatrix gate_proj, up_proj, down_proj;
   float layer_scalar = 1.f;  // Gemma-4 multiplies the layer output by it
 };
 
 struct ModelWeights {
   DType dtype = DType::F32;        // dtype of the checkpoint's embedding table
-  std::vector<float> embed_tokens;  // [vocab, hidden]
+  WeightMatrix embed_tokens;        // [vocab, hidden]
   std::vector<float> final_norm;    // [hidden]
-  std::vector<float> lm_head;       // [vocab, hidden]; empty when tied to embed_tokens
+  WeightMatrix lm_head;             // [vocab, hidden]; empty when tied to embed_tokens
   std::vector<LayerWeights> layers;
 
-  const std::vector<float>& output_matrix() const { return lm_head.empty() ? embed_tokens : lm_head; }
+  const WeightMatrix& output_matrix() const { return lm_head.out == 0 ? embed_tokens : lm_head; }
+  size_t bytes() const;
 };
 
 // The tensor-name prefix of the decoder in a checkpoint: one of

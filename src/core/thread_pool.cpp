@@ -1,0 +1,102 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace splitdec {
+
+struct ThreadPool::State {
+  std::mutex mu;
+  std::condition_variable wake, done;
+  std::vector<std::thread> workers;
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, step = 1;
+  std::atomic<int64_t> next{0};
+  int busy = 0;
+  uint64_t generation = 0;
+  bool stop = false;
+
+  // Takes ranges until none are left.
+  void drain() {
+    for (;;) {
+      const int64_t begin = next.fetch_add(step);
+      if (begin >= n) return;
+      (*fn)(begin, std::min(n, begin + step));
+    }
+  }
+};
+
+namespace {
+std::unique_ptr<ThreadPool>& global_slot() {
+  static std::unique_ptr<ThreadPool> pool;
+  return pool;
+}
+int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+}  // namespace
+
+ThreadPool& ThreadPool::global() {
+  auto& p = global_slot();
+  if (!p) p.reset(new ThreadPool(default_threads()));
+  return *p;
+}
+
+void ThreadPool::set_threads(int n) { global_slot().reset(new ThreadPool(n > 0 ? n : default_threads())); }
+
+ThreadPool::ThreadPool(int threads) : state_(new State), threads_(threads) {
+  for (int t = 1; t < threads; ++t)
+    state_->workers.emplace_back([s = state_] {
+      uint64_t seen = 0;
+      for (;;) {
+        {
+          std::unique_lock<std::mutex> lock(s->mu);
+          s->wake.wait(lock, [&] { return s->stop || s->generation != seen; });
+          if (s->stop) return;
+          seen = s->generation;
+        }
+        s->drain();
+        std::lock_guard<std::mutex> lock(s->mu);
+        if (--s->busy == 0) s->done.notify_one();
+      }
+    });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+  for (auto& w : state_->workers) w.join();
+  delete state_;
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
+  if (n <= 0) return;
+  const int64_t parts = std::min<int64_t>(threads_, std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+  if (parts <= 1) {
+    fn(0, n);
+    return;
+  }
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.fn = &fn;
+    s.n = n;
+    // A few ranges per thread balance uneven work without much overhead.
+    s.step = std::max<int64_t>(1, (n + parts * 4 - 1) / (parts * 4));
+    s.next = 0;
+    s.busy = int(s.workers.size());
+    ++s.generation;
+  }
+  s.wake.notify_all();
+  s.drain();
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.done.wait(lock, [&] { return s.busy == 0; });
+}
+
+}  // namespace splitdec

@@ -1,0 +1,37 @@
+// Vector primitives compiled once per instruction set, chosen at run time.
+// Each table lives in its own translation unit built with that target's
+// flags (simd_generic.cpp, simd_avx2.cpp, simd_avx512.cpp); the binary runs
+// on any x86-64 and uses the best table the CPU supports.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace splitdec::simd {
+
+struct KernelTable {
+  const char* name;
+  // sum_i a[i] * b[i]
+  float (*dot_f32)(const float* a, const float* b, int n);
+  // out[r] = sum_i x[r][i] * w[i] for 4 rows of x (w read once)
+  void (*dot4_f32)(const float* const x[4], const float* w, int n, float out[4]);
+  // the same with bf16 weights (expanded exactly to f32)
+  void (*dot4_bf16)(const float* const x[4], const uint16_t* w, int n, float out[4]);
+  float (*dot_bf16)(const float* x, const uint16_t* w, int n);
+  // y[i] = y[i] * s + a * x[i]
+  void (*scale_axpy)(float* y, float s, float a, const float* x, int n);
+  // sum of a large buffer (memory bandwidth probe)
+  double (*sum_f32)(const float* x, int64_t n);
+};
+
+// The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).
+const KernelTable& best();
+// Every table this CPU can run, generic first.
+std::vector<const KernelTable*> available();
+
+// Per-target tables, defined in their translation units.
+const KernelTable& generic_table();
+const KernelTable& avx2_table();
+const KernelTable& avx512_table();
+
+}  // namespace splitdec::simd

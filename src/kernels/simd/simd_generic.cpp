@@ -1,0 +1,46 @@
+// Scalar versions: the fallback, and the baseline the SIMD tables are tested against.
+#include <cstring>
+
+#include "kernels/simd/kernel_table.h"
+
+namespace splitdec::simd {
+
+namespace {
+inline float bf16(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+float dot_f32(const float* a, const float* b, int n) {
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+void dot4_f32(const float* const x[4], const float* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_f32(x[r], w, n);
+}
+float dot_bf16(const float* x, const uint16_t* w, int n) {
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += x[i] * bf16(w[i]);
+  return s;
+}
+void dot4_bf16(const float* const x[4], const uint16_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_bf16(x[r], w, n);
+}
+void scale_axpy(float* y, float s, float a, const float* x, int n) {
+  for (int i = 0; i < n; ++i) y[i] = y[i] * s + a * x[i];
+}
+double sum_f32(const float* x, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+}  // namespace
+
+const KernelTable& generic_table() {
+  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32};
+  return t;
+}
+
+}  // namespace splitdec::simd

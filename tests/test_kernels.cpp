@@ -1,0 +1,98 @@
+// Every SIMD table this CPU can run against the scalar table, and the linear
+// layer (decode and BLAS paths, f32 and bf16 weights) against ref::linear,
+// on random inputs including odd sizes.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/thread_pool.h"
+#include "kernels/linear.h"
+#include "kernels/reference_ops.h"
+#include "kernels/simd/kernel_table.h"
+
+using namespace splitdec;
+
+namespace {
+std::vector<float> random_vec(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t k = 0; k < v.size(); ++k) h[k] = f32_to_bf16(v[k]);
+  return h;
+}
+}  // namespace
+
+TEST(SimdTables, AgreeWithScalarOnOddSizes) {
+  std::mt19937 rng(3);
+  const simd::KernelTable& ref = simd::generic_table();
+  ASSERT_GE(simd::available().size(), 1u);
+  for (const simd::KernelTable* t : simd::available()) {
+    SCOPED_TRACE(t->name);
+    for (int n : {0, 1, 3, 7, 8, 15, 16, 17, 31, 33, 64, 100, 257}) {
+      const auto a = random_vec(rng, size_t(n)), b = random_vec(rng, size_t(n));
+      const auto hb = to_bf16(b);
+      const float tol = 1e-5f * float(n + 1);
+      EXPECT_NEAR(t->dot_f32(a.data(), b.data(), n), ref.dot_f32(a.data(), b.data(), n), tol);
+      EXPECT_NEAR(t->dot_bf16(a.data(), hb.data(), n), ref.dot_bf16(a.data(), hb.data(), n), tol);
+      std::vector<std::vector<float>> xs;
+      for (int r = 0; r < 4; ++r) xs.push_back(random_vec(rng, size_t(n)));
+      const float* xp[4] = {xs[0].data(), xs[1].data(), xs[2].data(), xs[3].data()};
+      float got[4], want[4];
+      t->dot4_f32(xp, b.data(), n, got);
+      ref.dot4_f32(xp, b.data(), n, want);
+      for (int r = 0; r < 4; ++r) EXPECT_NEAR(got[r], want[r], tol);
+      t->dot4_bf16(xp, hb.data(), n, got);
+      ref.dot4_bf16(xp, hb.data(), n, want);
+      for (int r = 0; r < 4; ++r) EXPECT_NEAR(got[r], want[r], tol);
+      auto y1 = random_vec(rng, size_t(n));
+      auto y2 = y1;
+      t->scale_axpy(y1.data(), 0.7f, -1.3f, a.data(), n);
+      ref.scale_axpy(y2.data(), 0.7f, -1.3f, a.data(), n);
+      for (int k = 0; k < n; ++k) EXPECT_NEAR(y1[size_t(k)], y2[size_t(k)], 1e-6f);
+      EXPECT_NEAR(t->sum_f32(a.data(), n), ref.sum_f32(a.data(), n), tol);
+    }
+  }
+}
+
+TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
+  std::mt19937 rng(5);
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int rows : {1, 2, 3, 4, 5, 9, 16, 21})
+      for (auto [out, in] : {std::pair{1, 1}, {7, 13}, {33, 64}, {70, 129}}) {
+        WeightMatrix w;
+        w.out = out, w.in = in, w.dtype = dt;
+        auto wf = random_vec(rng, size_t(out) * size_t(in));
+        if (dt == DType::BF16) {
+          w.bf16 = to_bf16(wf);
+          for (size_t k = 0; k < wf.size(); ++k) wf[k] = bf16_to_f32(w.bf16[k]);  // the exact values the kernel sees
+        } else {
+          w.f32 = wf;
+        }
+        const auto x = random_vec(rng, size_t(rows) * size_t(in));
+        std::vector<float> want(size_t(rows) * size_t(out)), got(want.size());
+        ref::linear(x.data(), rows, in, wf.data(), out, want.data());
+        const float tol = 2e-5f * float(in);
+        for (const simd::KernelTable* t : simd::available()) {
+          linear_with(*t, x.data(), rows, w, got.data());
+          for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << t->name << " rows " << rows;
+        }
+        linear(x.data(), rows, w, got.data());  // BLAS panels from kGemmRows rows
+        for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << "linear rows " << rows;
+      }
+}
+
+TEST(ThreadPool, CoversEveryIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool::set_threads(threads);
+    std::vector<int> hits(1000, 0);
+    ThreadPool::global().parallel_for(1000, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) ++hits[size_t(i)];
+    });
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
+  ThreadPool::set_threads(0);
+}
