@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace splitdec::cli {
 
@@ -15,9 +16,15 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("--max-length", max_length, "KV capacity in positions");
   app.add_flag("--trace", trace, "print each chunk and step: positions, path, KV bytes allocated/copied");
   app.add_flag("-v,--verbose", verbose, "report the KV cache size per layer type");
+  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f32 (bf16 and f16 are not implemented yet)");
 }
 
 SessionOptions SessionFlags::options(const ModelConfig& c, int64_t default_capacity) const {
+  if (kv_dtype != "f32")
+    throw InputError("--kv-dtype " + kv_dtype + ": only f32 KV storage is implemented (bf16/f16 storage is planned)");
+  if (threads < 0) throw InputError("--threads must be >= 0");
+  ThreadPool::set_threads(threads);
   SessionOptions o;
   o.plan = parse_plan(plan);
   o.chunk = chunk;

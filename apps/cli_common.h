@@ -17,6 +17,8 @@ struct SessionFlags {
   int chunk = 256;
   int64_t max_length = 0;
   bool trace = false, verbose = false;
+  int threads = 0;
+  std::string kv_dtype = "f32";
   void add_to(CLI::App& app);
   SessionOptions options(const ModelConfig& config, int64_t default_capacity) const;
 };

@@ -17,7 +17,7 @@ size_t ConcatKv::grow(int layer, int n) {
   const int64_t T = L.length + n;
   std::vector<float> k(size_t(batch_) * size_t(s.num_kv_heads) * size_t(T) * row);
   std::vector<float> v(k.size());
-  for (int b = 0; b < batch_; ++b)
+  for (int b = 0; b < batch_ && L.length > 0; ++b)
     for (int h = 0; h < s.num_kv_heads; ++h) {
       const size_t src = (size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) * row;
       const size_t dst = (size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(T) * row;
@@ -78,7 +78,7 @@ void ConcatKv::truncate(int64_t length) {
     const LayerSpec& s = config_->layers[size_t(l)];
     const size_t hd = size_t(s.head_dim);
     std::vector<float> k(size_t(batch_) * size_t(s.num_kv_heads) * size_t(length) * hd), v(k.size());
-    for (int b = 0; b < batch_; ++b)
+    for (int b = 0; b < batch_ && length > 0; ++b)
       for (int h = 0; h < s.num_kv_heads; ++h) {
         const size_t bh = size_t(b) * size_t(s.num_kv_heads) + size_t(h);
         std::memcpy(k.data() + bh * size_t(length) * hd, L.k.data() + bh * size_t(L.length) * hd, size_t(length) * hd * 4);

@@ -160,6 +160,44 @@ void put(std::vector<uint8_t>& bytes, size_t i, float v, DType dt) {
   }
 }
 
+// Random weights for every tensor the config needs, in checkpoint names.
+void write_random_weights(const ModelConfig& config, const std::string& path, DType dtype, uint64_t seed) {
+  const bool text_only = config.model_type == "gemma3_text";
+  const std::string prefix = text_only ? "model." : "model.language_model.";
+  const float H = float(config.hidden_size);
+  std::vector<TensorToWrite> tensors;
+  for (const WeightSpec& spec : decoder_weight_specs(config)) {
+    TensorToWrite t{prefix + spec.name, dtype, spec.shape, {}};
+    size_t n = 1;
+    for (int64_t d : spec.shape) n *= size_t(d);
+    t.bytes.resize(n * dtype_size(dtype));
+    const Uniform u{splitmix64(seed ^ hash_name(t.name))};
+    // Scales keep every activation near unit RMS so that logits are finite
+    // and informative: linear weights ~ 1/sqrt(fan_in), embeddings ~
+    // 1/sqrt(hidden) (times sqrt(hidden) at lookup), norm gains near 1.
+    const bool q_norm = spec.name.find("q_norm") != std::string::npos;
+    const int head_dim = spec.shape[0] > 0 ? int(spec.shape[0]) : 1;
+    for (size_t i = 0; i < n; ++i) {
+      const float r = u.at(i);
+      float v = 0;
+      switch (spec.kind) {
+        case WeightSpec::Linear: v = r * std::sqrt(3.f / float(spec.shape[1])); break;
+        case WeightSpec::Embedding: v = r * std::sqrt(3.f / H); break;
+        case WeightSpec::Norm:
+          // Gemma-4 attention has scale 1: a q_norm gain of 2/sqrt(head_dim)
+          // keeps scores at a useful spread.
+          if (config.norm_adds_one) v = 0.1f * r;
+          else v = (q_norm ? 2.f / std::sqrt(float(head_dim)) : 1.f) * (1.f + 0.1f * r);
+          break;
+        case WeightSpec::Scalar: v = 0.75f + 0.25f * r; break;
+      }
+      put(t.bytes, i, v, dtype);
+    }
+    tensors.push_back(std::move(t));
+  }
+  write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
 }  // namespace
 
 const std::vector<std::string>& model_preset_names() {
@@ -192,40 +230,7 @@ void make_model(const MakeModelOptions& o) {
   cfg_json["torch_dtype"] = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
   const ModelConfig config = parse_model_config(nlohmann::json::parse(cfg_json.dump()), o.preset);
 
-  const bool text_only = config.model_type == "gemma3_text";
-  const std::string prefix = text_only ? "model." : "model.language_model.";
-  const float H = float(config.hidden_size);
-  std::vector<TensorToWrite> tensors;
-  for (const WeightSpec& spec : decoder_weight_specs(config)) {
-    TensorToWrite t{prefix + spec.name, dtype, spec.shape, {}};
-    size_t n = 1;
-    for (int64_t d : spec.shape) n *= size_t(d);
-    t.bytes.resize(n * dtype_size(dtype));
-    const Uniform u{splitmix64(o.seed ^ hash_name(t.name))};
-    // Scales keep every activation near unit RMS so that logits are finite
-    // and informative: linear weights ~ 1/sqrt(fan_in), embeddings ~
-    // 1/sqrt(hidden) (times sqrt(hidden) at lookup), norm gains near 1.
-    const bool q_norm = spec.name.find("q_norm") != std::string::npos;
-    const int head_dim = spec.shape[0] > 0 ? int(spec.shape[0]) : 1;
-    for (size_t i = 0; i < n; ++i) {
-      const float r = u.at(i);
-      float v = 0;
-      switch (spec.kind) {
-        case WeightSpec::Linear: v = r * std::sqrt(3.f / float(spec.shape[1])); break;
-        case WeightSpec::Embedding: v = r * std::sqrt(3.f / H); break;
-        case WeightSpec::Norm:
-          // Gemma-4 attention has scale 1: a q_norm gain of 2/sqrt(head_dim)
-          // keeps scores at a useful spread.
-          if (config.norm_adds_one) v = 0.1f * r;
-          else v = (q_norm ? 2.f / std::sqrt(float(head_dim)) : 1.f) * (1.f + 0.1f * r);
-          break;
-        case WeightSpec::Scalar: v = 0.75f + 0.25f * r; break;
-      }
-      put(t.bytes, i, v, dtype);
-    }
-    tensors.push_back(std::move(t));
-  }
-  write_safetensors((fs::path(o.out_dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  write_random_weights(config, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed);
   {
     std::ofstream out(fs::path(o.out_dir) / "config.json");
     out << cfg_json.dump(2) << "\n";
@@ -240,6 +245,14 @@ void make_model(const MakeModelOptions& o) {
   const Uniform u{splitmix64(o.seed ^ hash_name("demo_image"))};
   for (size_t i = 0; i < image.size(); ++i) image[i] = std::sqrt(3.f) * u.at(i);
   write_npy((fs::path(o.out_dir) / "demo_image.npy").string(), {mm, config.hidden_size}, image.data());
+}
+
+void write_random_model(const std::string& config_json, const std::string& out_dir, DType dtype, uint64_t seed) {
+  namespace fs = std::filesystem;
+  fs::create_directories(out_dir);
+  const ModelConfig config = parse_model_config(nlohmann::json::parse(config_json), "benchmark config");
+  std::ofstream(fs::path(out_dir) / "config.json") << config_json << "\n";
+  write_random_weights(config, (fs::path(out_dir) / "model.safetensors").string(), dtype, seed);
 }
 
 }  // namespace splitdec

@@ -237,6 +237,25 @@ void Session::run_chunk(const PromptBatch& seg, int begin, int end, AttentionPat
   trace_.push_back(entry);
 }
 
+void Session::fill_synthetic(int64_t length) {
+  if (length_ != 0) throw InputError("fill_synthetic needs an empty session");
+  if (length < 1 || length > options_.capacity)
+    throw CapacityError("fill_synthetic: " + std::to_string(length) + " positions do not fit the capacity of " +
+                        std::to_string(options_.capacity));
+  const ModelConfig& c = model_.config();
+  if (concat_) {
+    for (int l = 0; l < c.num_layers; ++l) {
+      if (c.layers[size_t(l)].kv_source != l) continue;
+      const LayerSpec& s = c.layers[size_t(l)];
+      const std::vector<float> zeros(size_t(batch_) * size_t(length) * size_t(s.num_kv_heads) * size_t(s.head_dim), 0.f);
+      concat_->append(l, int(length), zeros.data(), zeros.data());
+    }
+  }
+  length_ = length;
+  cache_valid_ = concat_valid_ = length;
+  for (int b = 0; b < batch_; ++b) seq_start_[size_t(b)] = 0, rope_next_[size_t(b)] = length;
+}
+
 void Session::rewind(int64_t length) {
   if (length < 0) throw InputError("cannot rewind to position " + std::to_string(length) + ": before the start");
   if (length > length_)

@@ -49,6 +49,10 @@ class Session {
   std::vector<float> decode(const std::vector<int>& tokens);
   // Truncates every sequence to `length` positions.
   void rewind(int64_t length);
+  // Benchmarks only: makes positions [0, length) the past of every sequence
+  // as if a text prompt had been prefilled, with zero K/V, so decode cost
+  // can be measured at long contexts without paying for the prefill.
+  void fill_synthetic(int64_t length);
 
   int64_t length() const { return length_; }
   int batch() const { return batch_; }

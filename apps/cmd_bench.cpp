@@ -1,0 +1,25 @@
+// splitdec bench: the design's performance claims, measured in one run.
+#include "../bench/benchmarks.h"
+#include "cli_common.h"
+#include "core/thread_pool.h"
+
+namespace splitdec::cli {
+
+void add_bench(CLI::App& app, std::function<int()>& run_fn) {
+  auto* cmd = app.add_subcommand("bench", "measure the plans, kernels and the machine (see docs/benchmarks.md)");
+  auto o = std::make_shared<bench::BenchOptions>();
+  auto threads = std::make_shared<int>(0);
+  cmd->add_flag("--quick", o->quick, "finish in under two minutes");
+  cmd->add_option("--json", o->json_path, "write results as JSON");
+  cmd->add_option("--plot", o->plot_path, "write decode cost against context as SVG");
+  cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
+  cmd->add_option("--work-dir", o->work_dir, "where generated benchmark models go (default: a temporary directory)");
+  cmd->callback([o, threads, &run_fn] {
+    run_fn = [o, threads] {
+      ThreadPool::set_threads(*threads);
+      return bench::run_benchmarks(*o);
+    };
+  });
+}
+
+}  // namespace splitdec::cli

@@ -1,0 +1,401 @@
+#include "benchmarks.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/thread_pool.h"
+#include "generate/generator.h"
+#include "kernels/attention.h"
+#include "kernels/linear.h"
+#include "kernels/simd/kernel_table.h"
+#include "mask/chunk_mask.h"
+#include "model/make_model.h"
+#include "pipeline/session.h"
+#include "svg_plot.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace splitdec::bench {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Median seconds of `fn` over repetitions (at least `min_reps`, up to `budget_s`).
+double median_time(const std::function<void()>& fn, int min_reps = 3, double budget_s = 0.5) {
+  std::vector<double> t;
+  const double start = now_s();
+  while (int(t.size()) < min_reps || (now_s() - start < budget_s && t.size() < 50)) {
+    const double t0 = now_s();
+    fn();
+    t.push_back(now_s() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+WeightMatrix random_matrix(int out, int in, DType dt, uint32_t seed) {
+  WeightMatrix w;
+  w.out = out, w.in = in, w.dtype = dt;
+  auto f = random_floats(size_t(out) * size_t(in), seed);
+  if (dt == DType::F32) {
+    w.f32 = std::move(f);
+  } else {
+    w.bf16.resize(f.size());
+    for (size_t k = 0; k < f.size(); ++k) w.bf16[k] = f32_to_bf16(f[k]);
+  }
+  return w;
+}
+
+void section(const char* title) { std::printf("\n== %s\n", title); }
+
+// ---- the machine -----------------------------------------------------------
+
+json machine(bool quick) {
+  section("machine");
+  ThreadPool& pool = ThreadPool::global();
+  const simd::KernelTable& t = simd::best();
+  const size_t n = (quick ? 256ull : 1024ull) << 20 >> 2;  // floats
+  std::vector<float> buf(n, 1.f);
+  volatile double sink = 0;
+  const double bytes = double(n) * 4;
+  const double t1 = median_time([&] { sink = sink + t.sum_f32(buf.data(), int64_t(n)); }, 3, 0.0);
+  const double tn = median_time(
+      [&] {
+        std::vector<double> part(size_t(pool.size()), 0);
+        pool.parallel_for(pool.size(), [&](int64_t a, int64_t b) {
+          for (int64_t p = a; p < b; ++p) {
+            const size_t lo = n * size_t(p) / size_t(pool.size()), hi = n * size_t(p + 1) / size_t(pool.size());
+            part[size_t(p)] = t.sum_f32(buf.data() + lo, int64_t(hi - lo));
+          }
+        });
+        sink = sink + part[0];
+      },
+      3, 0.0);
+  buf = {};
+  // Peak f32 GEMM: one single-threaded sgemm per core on its own matrices.
+  const int g = 1024;
+  std::vector<std::vector<float>> A, B, C;
+  for (int k = 0; k < pool.size(); ++k) {
+    A.push_back(random_floats(size_t(g) * g, 1 + k));
+    B.push_back(random_floats(size_t(g) * g, 100 + k));
+    C.emplace_back(size_t(g) * g);
+  }
+  openblas_set_num_threads(1);
+  const double tg = median_time(
+      [&] {
+        pool.parallel_for(pool.size(), [&](int64_t a, int64_t b) {
+          for (int64_t k = a; k < b; ++k)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g, g, g, 1.f, A[size_t(k)].data(), g, B[size_t(k)].data(), g,
+                        0.f, C[size_t(k)].data(), g);
+        });
+      },
+      2, 0.5);
+  const double peak = 2.0 * g * g * g * pool.size() / tg / 1e9;
+  json j = {{"simd", t.name},
+            {"threads", pool.size()},
+            {"buffer_bytes", bytes},
+            {"read_bandwidth_gbs_1_thread", bytes / t1 / 1e9},
+            {"read_bandwidth_gbs_all_threads", bytes / tn / 1e9},
+            {"peak_f32_gemm_gflops", peak}};
+  std::printf("simd %s, %d threads\n", t.name, pool.size());
+  std::printf("read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (all threads)\n", bytes / t1 / 1e9, bytes / tn / 1e9);
+  std::printf("peak f32 GEMM (OpenBLAS sgemm per core): %.1f GFLOP/s\n", peak);
+  return j;
+}
+
+// ---- linear layers -----------------------------------------------------------
+
+json linear_layers(const json& m, bool quick) {
+  section("linear layers (4096 x 4096)");
+  const double bw = m["read_bandwidth_gbs_all_threads"], peak = m["peak_f32_gemm_gflops"];
+  json out = json::array();
+  const int rows_prefill = quick ? 256 : 512;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const WeightMatrix w = random_matrix(4096, 4096, dt, 7);
+    std::vector<float> x = random_floats(size_t(rows_prefill) * 4096, 8), y(size_t(rows_prefill) * 4096);
+    const double tp = median_time([&] { linear(x.data(), rows_prefill, w, y.data()); }, 2, 0.5);
+    const double td = median_time([&] { linear(x.data(), 1, w, y.data()); }, 5, 0.3);
+    const double gflops = 2.0 * rows_prefill * 4096.0 * 4096.0 / tp / 1e9;
+    const double gbs = double(w.bytes()) / td / 1e9;
+    std::printf("%-4s weights: prefill %d rows %.1f GFLOP/s (%.0f%% of peak); decode matvec %.2f ms, %.1f GB/s (%.0f%% of bandwidth)\n",
+                dtype_name(dt), rows_prefill, gflops, 100 * gflops / peak, td * 1e3, gbs, 100 * gbs / bw);
+    out.push_back({{"dtype", dtype_name(dt)}, {"prefill_rows", rows_prefill}, {"prefill_gflops", gflops},
+                   {"prefill_fraction_of_peak", gflops / peak}, {"decode_ms", td * 1e3}, {"decode_gbs", gbs},
+                   {"decode_fraction_of_bandwidth", gbs / bw}});
+  }
+  return out;
+}
+
+// ---- decode-step attention at Gemma-4-12B layer shapes -----------------------
+
+json decode_attention(const json& m, bool quick) {
+  section("decode-step attention, Hq=16 Hkv=8 (GQA path, f32 KV)");
+  const double bw = m["read_bandwidth_gbs_all_threads"];
+  json out = json::array();
+  std::vector<int> contexts = quick ? std::vector<int>{1024, 4096, 16384} : std::vector<int>{1024, 4096, 16384, 32768};
+  std::printf("%8s %6s %10s %12s %10s\n", "context", "hd", "ms", "floor ms", "of floor");
+  for (int hd : {256, 512})
+    for (int ctx : contexts) {
+      const int Hkv = 8, Hq = 16;
+      std::vector<float> k = random_floats(size_t(Hkv) * ctx * hd, 1), v = random_floats(size_t(Hkv) * ctx * hd, 2);
+      std::vector<float> q = random_floats(size_t(Hq) * hd, 3), o(q.size());
+      const KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
+      const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
+      const int64_t start = 0;
+      const double t = median_time([&] { gqa_attention(qb, kv, 0, &start, o.data()); }, 5, 0.3);
+      const double bytes = 2.0 * Hkv * ctx * hd * 4, floor = bytes / (bw * 1e9);
+      std::printf("%8d %6d %10.3f %12.3f %9.0f%%\n", ctx, hd, t * 1e3, floor * 1e3, 100 * floor / t);
+      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", "f32"}, {"ms", t * 1e3}, {"kv_bytes", bytes},
+                     {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}});
+    }
+  return out;
+}
+
+// ---- per-token decode cost of each plan ---------------------------------------
+
+// Gemma-4-12B attention shapes (16 query heads, 8 KV heads, head_dim 256
+// sliding / 512 full, window 1024, 5 sliding : 1 full) on a narrow residual
+// stream, so that the cost measured is the attention and KV handling that
+// the plans differ in.
+std::string attention_stack_config() {
+  json t = {{"model_type", "gemma4_text"}, {"hidden_size_per_layer_input", 0}, {"vocab_size", 1024}, {"hidden_size", 512},
+            {"intermediate_size", 1024}, {"num_hidden_layers", 6}, {"num_attention_heads", 16}, {"num_key_value_heads", 8},
+            {"head_dim", 256}, {"global_head_dim", 512}, {"sliding_window", 1024}, {"use_bidirectional_attention", "vision"},
+            {"layer_types", {"sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                             "full_attention"}}};
+  return json{{"model_type", "gemma4"}, {"text_config", t}, {"image_token_id", 5}, {"boi_token_id", 6}, {"eoi_token_id", 7},
+              {"mm_tokens_per_image", 280}}
+      .dump();
+}
+
+PromptBatch synthetic_prompt(int length, bool image) {
+  PromptBatch p;
+  p.batch = 1;
+  p.seq = length;
+  std::mt19937 rng(9);
+  for (int k = 0; k < length; ++k) {
+    p.tokens.push_back(20 + int(rng() % 1000));
+    p.modality.push_back(Modality::Text);
+  }
+  if (image) {  // a 280-token image in the middle, with its markers
+    const int at = length / 2;
+    p.tokens[size_t(at)] = 6;
+    for (int k = 1; k <= 280; ++k) p.tokens[size_t(at + k)] = 5, p.modality[size_t(at + k)] = Modality::Image;
+    p.tokens[size_t(at + 281)] = 7;
+  }
+  p.attention_mask.assign(size_t(length), 1);
+  return p;
+}
+
+json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
+  section("per-token decode cost of each plan (Gemma-4-12B attention shapes, 6 layers)");
+  json out = json::array();
+  const std::vector<Plan> plans = {Plan::Single, Plan::SplitCopy, Plan::Split, Plan::Unified};
+  std::vector<int> contexts = quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 4096, 16384, 32768};
+  std::printf("%12s %8s %8s %12s %18s\n", "plan", "context", "prompt", "ms/token", "KV bytes/token");
+  for (Plan plan : plans) {
+    Series s{plan_name(plan), {}, {}};
+    for (int ctx : contexts)
+      for (bool image : {false, true}) {
+        SessionOptions o;
+        o.plan = plan;
+        o.capacity = ctx + 32;
+        Session session(model, 1, o);
+        // Prefill for real where it is affordable; beyond that the past is
+        // synthetic (decode cost does not depend on the values in the cache).
+        const bool real = ctx <= (quick ? 1024 : 4096);
+        if (real) session.append(synthetic_prompt(ctx, image));
+        else session.fill_synthetic(ctx);
+        if (!real && image) continue;  // the past's modality cannot matter for a synthetic past
+        std::vector<double> times;
+        for (int k = 0; k < 6; ++k) {
+          const double t0 = now_s();
+          session.decode({30 + k});
+          times.push_back(now_s() - t0);
+        }
+        std::sort(times.begin(), times.end());
+        const double ms = times[times.size() / 2] * 1e3;
+        const TraceEntry& last = session.trace().back();
+        const double kv_bytes = double(last.kv_bytes_allocated + last.kv_bytes_copied);
+        std::printf("%12s %8d %8s %12.2f %18.0f\n", plan_name(plan), ctx, image ? "image" : "text", ms, kv_bytes);
+        out.push_back({{"plan", plan_name(plan)}, {"context", ctx}, {"prompt", image ? "image" : "text"},
+                       {"prefill", real ? "real" : "synthetic"}, {"ms_per_token", ms}, {"kv_bytes_per_token", kv_bytes}});
+        if (!image) s.x.push_back(ctx), s.y.push_back(ms);
+      }
+    plot.push_back(s);
+  }
+  return out;
+}
+
+// ---- prefill: masked against dense-bias ------------------------------------------
+
+json prefill_attention(bool quick) {
+  section("prefill attention, one layer Hq=16 Hkv=8 hd=256, gemma3 mask (causal OR block)");
+  json out = json::array();
+  std::vector<int> sizes = quick ? std::vector<int>{2048} : std::vector<int>{2048, 8192};
+  std::printf("%7s %7s %12s %12s %8s %14s %14s\n", "S", "image", "masked ms", "dense ms", "speedup", "mask bytes", "bias bytes");
+  for (int S : sizes)
+    for (int image : {256, 1100}) {
+      const int Hq = 16, Hkv = 8, hd = 256;
+      std::vector<float> q = random_floats(size_t(S) * Hq * hd, 1), k = random_floats(size_t(Hkv) * S * hd, 2),
+                         v = random_floats(size_t(Hkv) * S * hd, 3), o(q.size());
+      std::vector<std::vector<int>> blocks(1, std::vector<int>(size_t(S), -1));
+      for (int j = S / 2; j < S / 2 + image; ++j) blocks[0][size_t(j)] = 0;
+      const int64_t start = 0;
+      const ChunkMaskInput in{0, S, 1, &blocks, &start};
+      const LayerMaskRule rule = layer_mask_rule(MaskPolicy::Gemma3, LayerType::Full, 0);
+      const KvView kv{k.data(), v.data(), 1, Hkv, hd, S, false};
+      const QueryBlock qb{q.data(), 1, S, Hq, hd, 0, 1.f / 16};
+      double mask_bytes = 0, bias_bytes = 0;
+      const double tm = median_time(
+          [&] {
+            const auto iv = chunk_row_intervals(rule, in);
+            mask_bytes = double(iv.size() * sizeof(KeyInterval));
+            masked_prefill_attention(qb, kv, iv.data(), o.data());
+          },
+          1, 0.0);
+      const double td = median_time(
+          [&] {
+            const auto bias = chunk_dense_bias(rule, in);
+            bias_bytes = double(bias.size() * sizeof(float));
+            dense_bias_attention(qb, kv, bias.data(), o.data());
+          },
+          1, 0.0);
+      std::printf("%7d %7d %12.1f %12.1f %7.2fx %14.0f %14.0f\n", S, image, tm * 1e3, td * 1e3, td / tm, mask_bytes, bias_bytes);
+      out.push_back({{"S", S}, {"image_tokens", image}, {"masked_ms", tm * 1e3}, {"dense_bias_ms", td * 1e3}, {"speedup", td / tm},
+                     {"masked_mask_bytes", mask_bytes}, {"dense_bias_bytes", bias_bytes}});
+    }
+  return out;
+}
+
+// ---- whole model -------------------------------------------------------------------
+
+json whole_model(const std::string& dir, const std::string& label, const json& m, int prompt_len) {
+  std::printf("loading %s ...\n", label.c_str());
+  std::fflush(stdout);
+  const Model model = Model::load(dir);
+  const double bw = m["read_bandwidth_gbs_all_threads"];
+  SessionOptions o;
+  o.capacity = prompt_len + 64;
+  o.chunk = 256;
+  Session session(model, 1, o);
+  const PromptBatch p = synthetic_prompt(prompt_len, false);
+  const double t0 = now_s();
+  session.append(p);
+  const double prefill_s = now_s() - t0;
+  std::vector<double> times;
+  for (int k = 0; k < 8; ++k) {
+    const double t1 = now_s();
+    session.decode({40 + k});
+    times.push_back(now_s() - t1);
+  }
+  std::sort(times.begin(), times.end());
+  const double decode_s = times[times.size() / 2];
+  const double weight_bytes = double(model.weights().bytes());
+  const double floor_s = weight_bytes / (bw * 1e9);
+  std::printf("%-28s prefill %7.1f tokens/s; decode %6.2f tokens/s (floor %6.2f: %.0f%% of it); weights %.2f GB\n", label.c_str(),
+              prompt_len / prefill_s, 1 / decode_s, 1 / floor_s, 100 * floor_s / decode_s, weight_bytes / 1e9);
+  return {{"model", label}, {"prompt_tokens", prompt_len}, {"prefill_tokens_per_s", prompt_len / prefill_s},
+          {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
+          {"fraction_of_floor", floor_s / decode_s}};
+}
+
+}  // namespace
+
+int run_benchmarks(const BenchOptions& opt) {
+  const double start = now_s();
+  const std::string work = opt.work_dir.empty() ? (fs::temp_directory_path() / ("splitdec-bench-" + std::to_string(::getpid()))).string()
+                                                : opt.work_dir;
+  fs::create_directories(work);
+  json r;
+  r["quick"] = opt.quick;
+  r["machine"] = machine(opt.quick);
+  r["linear"] = linear_layers(r["machine"], opt.quick);
+  r["decode_attention"] = decode_attention(r["machine"], opt.quick);
+
+  const std::string stack_dir = work + "/attention-stack";
+  write_random_model(attention_stack_config(), stack_dir, DType::BF16, 1);
+  std::vector<Series> plot;
+  {
+    const Model stack = Model::load(stack_dir);
+    r["plan_decode"] = plan_decode(stack, opt.quick, plot);
+  }
+  r["prefill"] = prefill_attention(opt.quick);
+
+  section("whole model, bf16 weights");
+  json whole = json::array();
+  {
+    MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b", 1, DType::BF16, {}};
+    if (opt.quick) o.layers = 4;
+    make_model(o);
+    whole.push_back(whole_model(o.out_dir, opt.quick ? "gemma3-1b (4 layers)" : "gemma3-1b", r["machine"], opt.quick ? 128 : 256));
+    fs::remove_all(o.out_dir);
+  }
+  if (!opt.quick) {
+    MakeModelOptions o{"gemma4-12b", work + "/gemma4-12b", 1, DType::BF16, 6};
+    make_model(o);
+    whole.push_back(whole_model(o.out_dir, "gemma4-12b (6 of 48 layers)", r["machine"], 256));
+    fs::remove_all(o.out_dir);
+  }
+  r["whole_model"] = whole;
+
+  // The design's targets, as measured here (reported, never asserted).
+  section("targets");
+  json targets = json::object();
+  auto report = [&](const std::string& name, double value, double goal, const char* unit) {
+    targets[name] = {{"value", value}, {"goal", goal}, {"met", value >= goal}};
+    std::printf("%-62s %8.2f%s (goal %.2f%s) %s\n", name.c_str(), value, unit, goal, unit, value >= goal ? "met" : "NOT met");
+  };
+  double gqa_frac = 1;
+  for (const auto& e : r["decode_attention"])
+    if (e["context"].get<int>() >= 16384) gqa_frac = std::min(gqa_frac, e["fraction_of_floor"].get<double>());
+  report("GQA decode attention, fraction of bandwidth floor at >= 16K", gqa_frac, 0.7, "");
+  auto plan_ms = [&](const char* plan, int ctx, const char* prompt) {
+    for (const auto& e : r["plan_decode"])
+      if (e["plan"] == plan && e["context"] == ctx && e["prompt"] == prompt) return e["ms_per_token"].get<double>();
+    return 0.0;
+  };
+  const int ctx_big = opt.quick ? 4096 : 16384;
+  report("single / split decode step at " + std::to_string(ctx_big / 1024) + "K", plan_ms("single", ctx_big, "text") / plan_ms("split", ctx_big, "text"), 3, "x");
+  const int ctx_real = opt.quick ? 1024 : 4096;
+  report("split decode after image / after text prompt (" + std::to_string(ctx_real / 1024) + "K), as text/image",
+         plan_ms("split", ctx_real, "text") / plan_ms("split", ctx_real, "image"), 0.95, "");
+  for (const auto& e : r["prefill"])
+    if (e["S"] == (opt.quick ? 2048 : 8192) && e["image_tokens"] == 1100)
+      report("masked / dense-bias prefill speedup at S=" + std::to_string(e["S"].get<int>()), e["speedup"].get<double>(), 1.8, "x");
+  for (const auto& e : r["whole_model"]) report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
+  for (const auto& e : r["linear"]) report(std::string("prefill GEMM fraction of peak, ") + e["dtype"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");
+  r["targets"] = targets;
+  r["seconds"] = now_s() - start;
+  std::printf("\nbench finished in %.0f s\n", now_s() - start);
+
+  if (!opt.json_path.empty()) std::ofstream(opt.json_path) << r.dump(2) << "\n";
+  if (!opt.plot_path.empty())
+    std::ofstream(opt.plot_path) << line_chart_svg("Per-token decode cost (Gemma-4-12B attention shapes, 6 layers)", "context (tokens)",
+                                                   "ms per token", plot);
+  if (opt.work_dir.empty()) fs::remove_all(work);
+  return 0;
+}
+
+}  // namespace splitdec::bench

@@ -1,0 +1,18 @@
+// `splitdec bench`: every performance claim of the design measured in one
+// run, as ratios on the same machine (see docs/benchmarks.md).
+#pragma once
+
+#include <string>
+
+namespace splitdec::bench {
+
+struct BenchOptions {
+  bool quick = false;       // under two minutes on a 2-core machine
+  std::string json_path;    // results as JSON (schema in docs/benchmarks.md)
+  std::string plot_path;    // decode cost against context per plan, SVG
+  std::string work_dir;     // where generated models go (default: a temp dir)
+};
+
+int run_benchmarks(const BenchOptions& options);
+
+}  // namespace splitdec::bench
