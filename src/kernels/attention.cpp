@@ -27,22 +27,12 @@ void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& k
   std::fill(acc, acc + int64_t(group) * hd, 0.f);
   std::fill(p.m, p.m + group, -std::numeric_limits<float>::infinity());
   std::fill(p.l, p.l + group, 0.f);
-  for (int64_t j = lo; j < hi; ++j) {
-    const float* kj = kv.key(b, kvh, j);
-    const float* vj = kv.value(b, kvh, j);
-    for (int g = 0; g < group; ++g) {
-      const float s = t.dot_f32(qrow + int64_t(g) * hd, kj, hd) * q.scale;
-      if (s > p.m[g]) {  // a new maximum: rescale what was accumulated
-        const float c = std::exp(p.m[g] - s);
-        p.l[g] = p.l[g] * c + 1.f;
-        p.m[g] = s;
-        t.scale_axpy(acc + int64_t(g) * hd, c, 1.f, vj, hd);
-      } else {
-        const float e = std::exp(s - p.m[g]);
-        p.l[g] += e;
-        t.scale_axpy(acc + int64_t(g) * hd, 1.f, e, vj, hd);
-      }
-    }
+  // Keys in runs of consecutive slots (a ring wraps at most once).
+  for (int64_t j = lo; j < hi;) {
+    const int64_t slot = kv.slot(j);
+    const int64_t run = std::min(hi - j, kv.slots - slot);
+    t.attend_keys(qrow, group, hd, q.scale, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
+    j += run;
   }
 }
 

@@ -22,6 +22,12 @@ struct KernelTable {
   void (*scale_axpy)(float* y, float s, float a, const float* x, int n);
   // sum of a large buffer (memory bandwidth probe)
   double (*sum_f32)(const float* x, int64_t n);
+  // Online-softmax attention over `n` consecutive keys for the `group` query
+  // heads that share them: q [group][hd]; k, v [n][hd]; running max m,
+  // running sum l [group] and unnormalised output acc [group][hd] are updated.
+  // Keys are taken in blocks: one vector exp per block, one rescale per block.
+  void (*attend_keys)(const float* q, int group, int hd, float scale, const float* k, const float* v, int n, float* m,
+                      float* l, float* acc);
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

@@ -1,4 +1,5 @@
 // Scalar versions: the fallback, and the baseline the SIMD tables are tested against.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/simd/kernel_table.h"
@@ -36,10 +37,29 @@ double sum_f32(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += x[i];
   return s;
 }
+void attend_keys(const float* q, int group, int hd, float scale, const float* k, const float* v, int n, float* m, float* l,
+                 float* acc) {
+  for (int j = 0; j < n; ++j)
+    for (int g = 0; g < group; ++g) {
+      const float s = dot_f32(q + g * hd, k + int64_t(j) * hd, hd) * scale;
+      float* a = acc + int64_t(g) * hd;
+      const float* vj = v + int64_t(j) * hd;
+      if (s > m[g]) {
+        const float c = std::exp(m[g] - s);
+        l[g] = l[g] * c + 1.f;
+        m[g] = s;
+        for (int d = 0; d < hd; ++d) a[d] = a[d] * c + vj[d];
+      } else {
+        const float e = std::exp(s - m[g]);
+        l[g] += e;
+        for (int d = 0; d < hd; ++d) a[d] += e * vj[d];
+      }
+    }
+}
 }  // namespace
 
 const KernelTable& generic_table() {
-  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32};
+  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32, attend_keys};
   return t;
 }
 
