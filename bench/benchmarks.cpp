@@ -164,23 +164,31 @@ json linear_layers(const json& m, bool quick) {
 // ---- decode-step attention at Gemma-4-12B layer shapes -----------------------
 
 json decode_attention(const json& m, bool quick) {
-  section("decode-step attention, Hq=16 Hkv=8 (GQA path, f32 KV)");
+  section("decode-step attention, Hq=16 Hkv=8 (GQA path)");
   const double bw = m["read_bandwidth_gbs_all_threads"];
   json out = json::array();
   std::vector<int> contexts = quick ? std::vector<int>{1024, 4096, 16384} : std::vector<int>{1024, 4096, 16384, 32768};
-  std::printf("%8s %6s %10s %12s %10s\n", "context", "hd", "ms", "floor ms", "of floor");
+  std::printf("%8s %6s %6s %10s %12s %10s\n", "context", "hd", "KV", "ms", "floor ms", "of floor");
+  for (DType kv_dtype : {DType::F32, DType::BF16})
   for (int hd : {256, 512})
     for (int ctx : contexts) {
       const int Hkv = 8, Hq = 16;
       std::vector<float> k = random_floats(size_t(Hkv) * ctx * hd, 1), v = random_floats(size_t(Hkv) * ctx * hd, 2);
       std::vector<float> q = random_floats(size_t(Hq) * hd, 3), o(q.size());
-      const KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
+      std::vector<uint16_t> k16, v16;
+      KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
+      if (kv_dtype == DType::BF16) {
+        k16.resize(k.size()), v16.resize(v.size());
+        for (size_t x = 0; x < k.size(); ++x) k16[x] = f32_to_bf16(k[x]), v16[x] = f32_to_bf16(v[x]);
+        k = {}, v = {};
+        kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data()};
+      }
       const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
       const int64_t start = 0;
       const double t = median_time([&] { gqa_attention(qb, kv, 0, &start, o.data()); }, 5, 0.3);
-      const double bytes = 2.0 * Hkv * ctx * hd * 4, floor = bytes / (bw * 1e9);
-      std::printf("%8d %6d %10.3f %12.3f %9.0f%%\n", ctx, hd, t * 1e3, floor * 1e3, 100 * floor / t);
-      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", "f32"}, {"ms", t * 1e3}, {"kv_bytes", bytes},
+      const double bytes = 2.0 * Hkv * ctx * hd * double(dtype_size(kv_dtype)), floor = bytes / (bw * 1e9);
+      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%%\n", ctx, hd, dtype_name(kv_dtype), t * 1e3, floor * 1e3, 100 * floor / t);
+      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", dtype_name(kv_dtype)}, {"ms", t * 1e3}, {"kv_bytes", bytes},
                      {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}});
     }
   return out;

@@ -71,12 +71,22 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
           auto m2 = m1, l2 = l1, a2 = a1;
           t->attend_keys(q.data(), group, hd, 1.7f, k.data(), v.data(), n, m1.data(), l1.data(), a1.data());
           ref.attend_keys(q.data(), group, hd, 1.7f, k.data(), v.data(), n, m2.data(), l2.data(), a2.data());
-          for (int g = 0; g < group; ++g) {
-            // Compare normalised outputs (the running max may differ in when it moved).
+          // Compare normalised outputs (the running max may differ in when it moved).
+          for (int g = 0; g < group; ++g)
             for (int d = 0; d < hd; ++d)
               ASSERT_NEAR(a1[size_t(g * hd + d)] / l1[size_t(g)], a2[size_t(g * hd + d)] / l2[size_t(g)], 2e-5f)
                   << t->name << " n " << n << " group " << group << " hd " << hd;
-          }
+          // bf16 keys and values: the same math on the rounded values.
+          const auto k16 = to_bf16(k), v16 = to_bf16(v);
+          std::vector<float> kr(k.size()), vr(v.size());
+          for (size_t x = 0; x < k.size(); ++x) kr[x] = bf16_to_f32(k16[x]), vr[x] = bf16_to_f32(v16[x]);
+          auto m3 = m2, l3 = l2, a3 = a2, m4 = m2, l4 = l2, a4 = a2;
+          t->attend_keys_bf16(q.data(), group, hd, 1.7f, k16.data(), v16.data(), n, m3.data(), l3.data(), a3.data());
+          ref.attend_keys(q.data(), group, hd, 1.7f, kr.data(), vr.data(), n, m4.data(), l4.data(), a4.data());
+          for (int g = 0; g < group; ++g)
+            for (int d = 0; d < hd; ++d)
+              ASSERT_NEAR(a3[size_t(g * hd + d)] / l3[size_t(g)], a4[size_t(g * hd + d)] / l4[size_t(g)], 2e-5f)
+                  << t->name << " bf16 n " << n << " group " << group << " hd " << hd;
         }
 }
 

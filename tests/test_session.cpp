@@ -363,3 +363,28 @@ TEST(KvMemoryReport, FullLayersDominateALongGemma4Session) {
   EXPECT_EQ(s.memory().full_layers, 1);
   EXPECT_EQ(s.memory().full_bytes, size_t(2 * 2 * 1 * 100 * 32 * 4));
 }
+
+TEST(KvStorage, Bf16CacheHalvesMemoryAndStaysClose) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const PromptBatch p = image_prompt(m.config(), 16);
+  SessionOptions o;
+  o.capacity = 64;
+  o.chunk = 5;
+  Session f32(m, 1, o);
+  const GenerationResult want = generate_greedy(f32, {{p, 6}});
+  for (Plan plan : {Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+    o.plan = plan;
+    o.kv_dtype = DType::BF16;
+    Session bf16(m, 1, o);
+    EXPECT_EQ(bf16.memory().full_bytes * 2, f32.memory().full_bytes);
+    EXPECT_EQ(bf16.memory().sliding_bytes * 2, f32.memory().sliding_bytes);
+    const GenerationResult got = generate_greedy(bf16, {{p, 6}});
+    // bf16 keeps 8 bits of mantissa: logits move by ~1e-2, not more.
+    float worst = 0;
+    for (size_t k = 0; k < got.step_logits.size(); ++k) worst = std::max(worst, std::fabs(got.step_logits[k] - want.step_logits[k]));
+    EXPECT_LT(worst, 0.1f) << plan_name(plan);
+    EXPECT_GT(worst, 0.f) << plan_name(plan);  // it really stored bf16
+  }
+  o.kv_dtype = DType::F16;
+  EXPECT_THROW(Session(m, 1, o), InputError);
+}

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/simd/kernel_table.h"
 
@@ -31,7 +32,11 @@ void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& k
   for (int64_t j = lo; j < hi;) {
     const int64_t slot = kv.slot(j);
     const int64_t run = std::min(hi - j, kv.slots - slot);
-    t.attend_keys(qrow, group, hd, q.scale, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
+    if (kv.is_bf16())
+      t.attend_keys_bf16(qrow, group, hd, q.scale, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run), p.m,
+                         p.l, acc);
+    else
+      t.attend_keys(qrow, group, hd, q.scale, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
     j += run;
   }
 }
@@ -66,6 +71,18 @@ void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* o
 }
 
 }  // namespace
+
+void KvView::key_f32(int b, int h, int64_t pos, float* out) const {
+  if (!is_bf16()) return (void)std::copy_n(key(b, h, pos), head_dim, out);
+  const uint16_t* src = k16 + offset(b, h, pos);
+  for (int d = 0; d < head_dim; ++d) out[d] = bf16_to_f32(src[d]);
+}
+
+void KvView::value_f32(int b, int h, int64_t pos, float* out) const {
+  if (!is_bf16()) return (void)std::copy_n(value(b, h, pos), head_dim, out);
+  const uint16_t* src = v16 + offset(b, h, pos);
+  for (int d = 0; d < head_dim; ++d) out[d] = bf16_to_f32(src[d]);
+}
 
 void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
   rows_attention(q, kv, [&](int b, int r) { return intervals[int64_t(b) * q.rows + r]; }, out);

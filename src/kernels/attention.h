@@ -18,18 +18,26 @@
 
 namespace splitdec {
 
-// K and V of one layer for a batch: [batch, kv_heads, slots, head_dim].
-// Position p lives in slot p % slots on a ring, slot p otherwise.
+// K and V of one layer for a batch: [batch, kv_heads, slots, head_dim],
+// f32 (k, v) or bf16 (k16, v16; k and v are then null). Position p lives in
+// slot p % slots on a ring, slot p otherwise.
 struct KvView {
   const float* k = nullptr;
   const float* v = nullptr;
   int batch = 0, kv_heads = 0, head_dim = 0;
   int64_t slots = 0;
   bool ring = false;
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
 
+  bool is_bf16() const { return k16 != nullptr; }
   int64_t slot(int64_t pos) const { return ring ? pos % slots : pos; }
-  const float* key(int b, int h, int64_t pos) const { return k + ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
-  const float* value(int b, int h, int64_t pos) const { return v + ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
+  int64_t offset(int b, int h, int64_t pos) const { return ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
+  const float* key(int b, int h, int64_t pos) const { return k + offset(b, h, pos); }
+  const float* value(int b, int h, int64_t pos) const { return v + offset(b, h, pos); }
+  // One row as f32, whatever the storage.
+  void key_f32(int b, int h, int64_t pos, float* out) const;
+  void value_f32(int b, int h, int64_t pos, float* out) const;
 };
 
 // Queries [batch, rows, heads, head_dim] at positions first_position + r.

@@ -58,8 +58,8 @@ size_t ConcatKv::append_from(int layer, const KvView& src, int64_t from, int64_t
     for (int h = 0; h < s.num_kv_heads; ++h)
       for (int64_t p = held; p < to; ++p) {
         const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(p)) * hd;
-        std::memcpy(L.k.data() + dst, src.key(b, h, p), hd * 4);
-        std::memcpy(L.v.data() + dst, src.value(b, h, p), hd * 4);
+        src.key_f32(b, h, p, L.k.data() + dst);
+        src.value_f32(b, h, p, L.v.data() + dst);
       }
   return bytes;
 }

@@ -11,7 +11,7 @@ int64_t sliding_slots(int window, int64_t capacity, int max_chunk) {
   return std::min(capacity, int64_t(window) + max_chunk);
 }
 
-KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk) {
+KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype) {
   KvMemory m;
   for (int l = 0; l < config.num_layers; ++l) {
     const LayerSpec& s = config.layers[size_t(l)];
@@ -20,15 +20,17 @@ KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, i
       continue;
     }
     const int64_t slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
-    const size_t bytes = 2 * size_t(batch) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim) * sizeof(float);
+    const size_t bytes = 2 * size_t(batch) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim) * dtype_size(dtype);
     if (s.type == LayerType::Sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = slots;
     else ++m.full_layers, m.full_bytes += bytes, m.full_slots = slots;
   }
   return m;
 }
 
-KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk)
-    : config_(&config), batch_(batch), buffers_(size_t(config.num_layers)) {
+KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype)
+    : config_(&config), batch_(batch), dtype_(dtype), buffers_(size_t(config.num_layers)) {
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    throw InputError(std::string("KV storage ") + dtype_name(dtype) + " is not supported (F32, BF16 are)");
   for (int l = 0; l < config.num_layers; ++l) {
     if (!owns(l)) continue;
     const LayerSpec& s = config.layers[size_t(l)];
@@ -36,8 +38,13 @@ KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max
     buf.slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
     buf.ring = buf.slots < capacity;
     const size_t n = size_t(batch) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
-    buf.k.assign(n, 0.f);
-    buf.v.assign(n, 0.f);
+    if (dtype == DType::BF16) {
+      buf.k16.assign(n, 0);
+      buf.v16.assign(n, 0);
+    } else {
+      buf.k.assign(n, 0.f);
+      buf.v.assign(n, 0.f);
+    }
   }
 }
 
@@ -45,6 +52,8 @@ KvView KvCache::view(int layer) const {
   const int src = config_->layers[size_t(layer)].kv_source;
   const LayerSpec& s = config_->layers[size_t(src)];
   const Buffer& buf = buffers_[size_t(src)];
+  if (dtype_ == DType::BF16)
+    return {nullptr, nullptr, batch_, s.num_kv_heads, s.head_dim, buf.slots, buf.ring, buf.k16.data(), buf.v16.data()};
   return {buf.k.data(), buf.v.data(), batch_, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
 }
 
@@ -58,8 +67,7 @@ void KvCache::write(int layer, int64_t first, int n, const float* k, const float
       for (int h = 0; h < H; ++h) {
         const size_t src = ((size_t(b) * size_t(n) + size_t(r)) * size_t(H) + size_t(h)) * size_t(hd);
         const size_t dst = ((size_t(b) * size_t(H) + size_t(h)) * size_t(buf.slots) + size_t(slot)) * size_t(hd);
-        std::memcpy(buf.k.data() + dst, k + src, size_t(hd) * 4);
-        std::memcpy(buf.v.data() + dst, v + src, size_t(hd) * 4);
+        store_row(buf, dst, k + src, v + src, hd);
       }
     }
 }
@@ -69,16 +77,30 @@ size_t KvCache::copy_from(int layer, const KvView& src, int64_t from, int64_t to
   const LayerSpec& s = config_->layers[size_t(layer)];
   from = std::max(from, to - buf.slots);  // older positions would be overwritten anyway
   size_t bytes = 0;
+  std::vector<float> krow(size_t(s.head_dim)), vrow(size_t(s.head_dim));
   for (int b = 0; b < batch_; ++b)
     for (int h = 0; h < s.num_kv_heads; ++h)
       for (int64_t p = from; p < to; ++p) {
         const int64_t slot = buf.ring ? p % buf.slots : p;
         const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(buf.slots) + size_t(slot)) * size_t(s.head_dim);
-        std::memcpy(buf.k.data() + dst, src.key(b, h, p), size_t(s.head_dim) * 4);
-        std::memcpy(buf.v.data() + dst, src.value(b, h, p), size_t(s.head_dim) * 4);
-        bytes += size_t(s.head_dim) * 8;
+        src.key_f32(b, h, p, krow.data());
+        src.value_f32(b, h, p, vrow.data());
+        store_row(buf, dst, krow.data(), vrow.data(), s.head_dim);
+        bytes += size_t(s.head_dim) * 2 * dtype_size(dtype_);
       }
   return bytes;
+}
+
+void KvCache::store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd) {
+  if (dtype_ == DType::BF16) {
+    for (int d = 0; d < hd; ++d) {
+      buf.k16[dst + size_t(d)] = f32_to_bf16(k[d]);
+      buf.v16[dst + size_t(d)] = f32_to_bf16(v[d]);
+    }
+  } else {
+    std::memcpy(buf.k.data() + dst, k, size_t(hd) * 4);
+    std::memcpy(buf.v.data() + dst, v, size_t(hd) * 4);
+  }
 }
 
 int64_t KvCache::oldest_held(int layer, int64_t length) const {
@@ -95,7 +117,7 @@ KvMemory KvCache::memory() const {
       continue;
     }
     const Buffer& buf = buffers_[size_t(l)];
-    const size_t bytes = (buf.k.size() + buf.v.size()) * sizeof(float);
+    const size_t bytes = (buf.k.size() + buf.v.size()) * sizeof(float) + (buf.k16.size() + buf.v16.size()) * 2;
     if (sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = buf.slots;
     else ++m.full_layers, m.full_bytes += bytes, m.full_slots = buf.slots;
   }

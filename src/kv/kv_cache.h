@@ -6,12 +6,14 @@
 // Full layers hold `capacity` positions. Sliding layers hold a ring of
 // window + max_chunk positions: a chunk of up to max_chunk queries writes its
 // K/V first and then needs the window - 1 positions before it, so nothing it
-// reads is overwritten. KV-shared layers (Gemma-4) own no buffer.
+// reads is overwritten. KV-shared layers (Gemma-4) own no buffer. Storage
+// is f32 or bf16; the kernels read either.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "core/dtype.h"
 #include "io/model_config.h"
 #include "kernels/attention.h"
 
@@ -25,9 +27,10 @@ struct KvMemory {
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk);
+  // dtype: F32, or BF16 (half the bytes; K/V rounded to nearest even on write).
+  KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype = DType::F32);
   // What a cache of these dimensions holds, without allocating it.
-  static KvMemory plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk);
+  static KvMemory plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype = DType::F32);
 
   // The buffer layer `layer` reads (its kv_source's).
   KvView view(int layer) const;
@@ -44,10 +47,13 @@ class KvCache {
   struct Buffer {
     int64_t slots = 0;
     bool ring = false;
-    std::vector<float> k, v;
+    std::vector<float> k, v;         // f32 storage
+    std::vector<uint16_t> k16, v16;  // bf16 storage
   };
+  void store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd);
   const ModelConfig* config_;
   int batch_;
+  DType dtype_;
   std::vector<Buffer> buffers_;  // indexed by layer; empty for KV-shared layers
 };
 

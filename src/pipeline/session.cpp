@@ -75,7 +75,7 @@ Session::Session(const Model& model, int batch, SessionOptions options)
   for (const LayerSpec& l : c.layers)
     if (c.num_heads / l.num_kv_heads > 64) throw ConfigError("more than 64 query heads per KV head is not supported");
   policy_ = options_.policy.value_or(c.default_policy);
-  if (uses_cache(options_.plan)) cache_.emplace(c, batch, options_.capacity, options_.max_chunk);
+  if (uses_cache(options_.plan)) cache_.emplace(c, batch, options_.capacity, options_.max_chunk, options_.kv_dtype);
   if (uses_concat(options_.plan)) concat_.emplace(c, batch);
   seq_start_.assign(size_t(batch), 0);
   rope_next_.assign(size_t(batch), 0);

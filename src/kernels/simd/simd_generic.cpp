@@ -1,6 +1,7 @@
 // Scalar versions: the fallback, and the baseline the SIMD tables are tested against.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/simd/kernel_table.h"
 
@@ -37,29 +38,46 @@ double sum_f32(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += x[i];
   return s;
 }
-void attend_keys(const float* q, int group, int hd, float scale, const float* k, const float* v, int n, float* m, float* l,
-                 float* acc) {
+template <class T>
+inline float as_f32(T x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  else return bf16(x);
+}
+
+template <class T>
+void attend_keys_t(const float* q, int group, int hd, float scale, const T* k, const T* v, int n, float* m, float* l,
+                   float* acc) {
   for (int j = 0; j < n; ++j)
     for (int g = 0; g < group; ++g) {
-      const float s = dot_f32(q + g * hd, k + int64_t(j) * hd, hd) * scale;
+      float s = 0;
+      for (int d = 0; d < hd; ++d) s += q[g * hd + d] * as_f32(k[int64_t(j) * hd + d]);
+      s *= scale;
       float* a = acc + int64_t(g) * hd;
-      const float* vj = v + int64_t(j) * hd;
+      const T* vj = v + int64_t(j) * hd;
       if (s > m[g]) {
         const float c = std::exp(m[g] - s);
         l[g] = l[g] * c + 1.f;
         m[g] = s;
-        for (int d = 0; d < hd; ++d) a[d] = a[d] * c + vj[d];
+        for (int d = 0; d < hd; ++d) a[d] = a[d] * c + as_f32(vj[d]);
       } else {
         const float e = std::exp(s - m[g]);
         l[g] += e;
-        for (int d = 0; d < hd; ++d) a[d] += e * vj[d];
+        for (int d = 0; d < hd; ++d) a[d] += e * as_f32(vj[d]);
       }
     }
+}
+void attend_keys(const float* q, int group, int hd, float scale, const float* k, const float* v, int n, float* m, float* l,
+                 float* acc) {
+  attend_keys_t(q, group, hd, scale, k, v, n, m, l, acc);
+}
+void attend_keys_bf16(const float* q, int group, int hd, float scale, const uint16_t* k, const uint16_t* v, int n, float* m,
+                      float* l, float* acc) {
+  attend_keys_t(q, group, hd, scale, k, v, n, m, l, acc);
 }
 }  // namespace
 
 const KernelTable& generic_table() {
-  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32, attend_keys};
+  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32, attend_keys, attend_keys_bf16};
   return t;
 }
 
