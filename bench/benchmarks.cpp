@@ -33,17 +33,6 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// Fastest of `reps` runs: the machine's capability, for the bandwidth probe.
-double best_time(const std::function<void()>& fn, int reps) {
-  double best = 1e300;
-  for (int k = 0; k < reps; ++k) {
-    const double t0 = now_s();
-    fn();
-    best = std::min(best, now_s() - t0);
-  }
-  return best;
-}
-
 // Median seconds of `fn` over repetitions (at least `min_reps`, up to `budget_s`).
 double median_time(const std::function<void()>& fn, int min_reps = 3, double budget_s = 0.5) {
   std::vector<double> t;
@@ -78,7 +67,42 @@ WeightMatrix random_matrix(int out, int in, DType dt, uint32_t seed) {
   return w;
 }
 
+// Fastest of `reps` runs: the machine's capability, for the bandwidth probe.
+double best_time(const std::function<void()>& fn, int reps) {
+  double best = 1e300;
+  for (int k = 0; k < reps; ++k) {
+    const double t0 = now_s();
+    fn();
+    best = std::min(best, now_s() - t0);
+  }
+  return best;
+}
+
 void section(const char* title) { std::printf("\n== %s\n", title); }
+
+// Read bandwidth with every thread, measured right before a kernel so that
+// the kernel's fraction of it is a ratio taken at one moment (the machines
+// are shared and their bandwidth drifts). Best of three passes over 256 MiB.
+double probe_bandwidth_gbs() {
+  static std::vector<float> buf(size_t(64) << 20, 1.f);
+  ThreadPool& pool = ThreadPool::global();
+  const simd::KernelTable& t = simd::best();
+  const size_t n = buf.size();
+  volatile double sink = 0;
+  const double secs = best_time(
+      [&] {
+        std::vector<double> part(size_t(pool.size()), 0);
+        pool.parallel_for(pool.size(), [&](int64_t a, int64_t b) {
+          for (int64_t p = a; p < b; ++p) {
+            const size_t lo = n * size_t(p) / size_t(pool.size()), hi = n * size_t(p + 1) / size_t(pool.size());
+            part[size_t(p)] = t.sum_f32(buf.data() + lo, int64_t(hi - lo));
+          }
+        });
+        sink = sink + part[0];
+      },
+      3);
+  return double(n) * 4 / secs / 1e9;
+}
 
 // ---- the machine -----------------------------------------------------------
 
@@ -139,7 +163,7 @@ json machine(bool quick) {
 
 json linear_layers(const json& m, bool quick) {
   section("linear layers (prefill 4096 x 4096, decode 16384 x 4096)");
-  const double bw = m["read_bandwidth_gbs_all_threads"], peak = m["peak_f32_gemm_gflops"];
+  const double peak = m["peak_f32_gemm_gflops"];
   json out = json::array();
   const int rows_prefill = quick ? 256 : 512;
   for (DType dt : {DType::F32, DType::BF16}) {
@@ -149,6 +173,7 @@ json linear_layers(const json& m, bool quick) {
     // Decode reads a matrix four times larger than the last-level cache.
     const WeightMatrix big = random_matrix(16384, 4096, dt, 9);
     std::vector<float> ybig(16384);
+    const double bw = probe_bandwidth_gbs();
     const double td = median_time([&] { linear(x.data(), 1, big, ybig.data()); }, 5, 0.3);
     const double gflops = 2.0 * rows_prefill * 4096.0 * 4096.0 / tp / 1e9;
     const double gbs = double(big.bytes()) / td / 1e9;
@@ -156,7 +181,7 @@ json linear_layers(const json& m, bool quick) {
                 dtype_name(dt), rows_prefill, gflops, 100 * gflops / peak, td * 1e3, gbs, 100 * gbs / bw);
     out.push_back({{"dtype", dtype_name(dt)}, {"prefill_rows", rows_prefill}, {"prefill_gflops", gflops},
                    {"prefill_fraction_of_peak", gflops / peak}, {"decode_ms", td * 1e3}, {"decode_gbs", gbs},
-                   {"decode_fraction_of_bandwidth", gbs / bw}});
+                   {"decode_fraction_of_bandwidth", gbs / bw}, {"bandwidth_gbs", bw}});
   }
   return out;
 }
@@ -165,7 +190,7 @@ json linear_layers(const json& m, bool quick) {
 
 json decode_attention(const json& m, bool quick) {
   section("decode-step attention, Hq=16 Hkv=8 (GQA path)");
-  const double bw = m["read_bandwidth_gbs_all_threads"];
+  (void)m;
   json out = json::array();
   std::vector<int> contexts = quick ? std::vector<int>{1024, 4096, 16384} : std::vector<int>{1024, 4096, 16384, 32768};
   std::printf("%8s %6s %6s %10s %12s %10s\n", "context", "hd", "KV", "ms", "floor ms", "of floor");
@@ -185,11 +210,12 @@ json decode_attention(const json& m, bool quick) {
       }
       const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
       const int64_t start = 0;
+      const double bw = probe_bandwidth_gbs();
       const double t = median_time([&] { gqa_attention(qb, kv, 0, &start, o.data()); }, 5, 0.3);
       const double bytes = 2.0 * Hkv * ctx * hd * double(dtype_size(kv_dtype)), floor = bytes / (bw * 1e9);
       std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%%\n", ctx, hd, dtype_name(kv_dtype), t * 1e3, floor * 1e3, 100 * floor / t);
       out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", dtype_name(kv_dtype)}, {"ms", t * 1e3}, {"kv_bytes", bytes},
-                     {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}});
+                     {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}, {"bandwidth_gbs", bw}});
     }
   return out;
 }
@@ -250,9 +276,12 @@ json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
         if (real) session.append(synthetic_prompt(ctx, image));
         else session.fill_synthetic(ctx);
         if (!real && image) continue;  // the past's modality cannot matter for a synthetic past
-        session.decode({29});  // warm-up: first-touch page faults are not a per-token cost
+        // Warm-up: the first steps fault in fresh pages (and `single` grows
+        // its two recycled present buffers); that is not a per-token cost.
+        for (int k = 0; k < 3; ++k) session.decode({26 + k});
         std::vector<double> times;
-        for (int k = 0; k < 9; ++k) {
+        const int steps = ctx >= 16384 ? 3 : 9;
+        for (int k = 0; k < steps; ++k) {
           const double t0 = now_s();
           session.decode({30 + k});
           times.push_back(now_s() - t0);
@@ -318,7 +347,7 @@ json whole_model(const std::string& dir, const std::string& label, const json& m
   std::printf("loading %s ...\n", label.c_str());
   std::fflush(stdout);
   const Model model = Model::load(dir);
-  const double bw = m["read_bandwidth_gbs_all_threads"];
+  (void)m;
   SessionOptions o;
   o.capacity = prompt_len + 64;
   o.chunk = 256;
@@ -336,13 +365,14 @@ json whole_model(const std::string& dir, const std::string& label, const json& m
   }
   std::sort(times.begin(), times.end());
   const double decode_s = times[times.size() / 2];
+  const double bw = probe_bandwidth_gbs();
   const double weight_bytes = double(model.weights().bytes());
   const double floor_s = weight_bytes / (bw * 1e9);
   std::printf("%-28s prefill %7.1f tokens/s; decode %6.2f tokens/s (floor %6.2f: %.0f%% of it); weights %.2f GB\n", label.c_str(),
               prompt_len / prefill_s, 1 / decode_s, 1 / floor_s, 100 * floor_s / decode_s, weight_bytes / 1e9);
   return {{"model", label}, {"prompt_tokens", prompt_len}, {"prefill_tokens_per_s", prompt_len / prefill_s},
           {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
-          {"fraction_of_floor", floor_s / decode_s}};
+          {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}};
 }
 
 }  // namespace

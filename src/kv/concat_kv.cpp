@@ -5,29 +5,36 @@
 
 namespace splitdec {
 
+void ConcatKv::Block::reserve(size_t n) {
+  if (n <= capacity) return;
+  capacity = std::max(n, capacity + capacity / 4);  // some headroom: presents grow by a few rows each step
+  data.reset(new float[capacity]);
+}
+
 ConcatKv::ConcatKv(const ModelConfig& config, int batch)
     : config_(&config), batch_(batch), layers_(size_t(config.num_layers)) {}
 
-// Allocates the present with room for n more positions and copies the past
-// into it; the new rows are filled by the caller.
+// Makes the present with room for n more positions and copies the past into
+// it; the new rows are filled by the caller.
 size_t ConcatKv::grow(int layer, int n) {
   const LayerSpec& s = config_->layers[size_t(layer)];
   Layer& L = layers_[size_t(layer)];
   const size_t row = size_t(s.head_dim);
   const int64_t T = L.length + n;
-  std::vector<float> k(size_t(batch_) * size_t(s.num_kv_heads) * size_t(T) * row);
-  std::vector<float> v(k.size());
+  const size_t size = size_t(batch_) * size_t(s.num_kv_heads) * size_t(T) * row;
+  L.spare_k.reserve(size);
+  L.spare_v.reserve(size);
   for (int b = 0; b < batch_ && L.length > 0; ++b)
     for (int h = 0; h < s.num_kv_heads; ++h) {
       const size_t src = (size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) * row;
       const size_t dst = (size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(T) * row;
-      std::memcpy(k.data() + dst, L.k.data() + src, size_t(L.length) * row * 4);
-      std::memcpy(v.data() + dst, L.v.data() + src, size_t(L.length) * row * 4);
+      std::memcpy(L.spare_k.data.get() + dst, L.k.data.get() + src, size_t(L.length) * row * 4);
+      std::memcpy(L.spare_v.data.get() + dst, L.v.data.get() + src, size_t(L.length) * row * 4);
     }
-  L.k = std::move(k);
-  L.v = std::move(v);
+  std::swap(L.k, L.spare_k);  // the old past becomes the spare for the next call
+  std::swap(L.v, L.spare_v);
   L.length = T;
-  return (L.k.size() + L.v.size()) * sizeof(float);
+  return 2 * size * sizeof(float);
 }
 
 size_t ConcatKv::append(int layer, int n, const float* k, const float* v) {
@@ -41,8 +48,8 @@ size_t ConcatKv::append(int layer, int n, const float* k, const float* v) {
       for (int h = 0; h < s.num_kv_heads; ++h) {
         const size_t src = ((size_t(b) * size_t(n) + size_t(r)) * size_t(s.num_kv_heads) + size_t(h)) * hd;
         const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(first + r)) * hd;
-        std::memcpy(L.k.data() + dst, k + src, hd * 4);
-        std::memcpy(L.v.data() + dst, v + src, hd * 4);
+        std::memcpy(L.k.data.get() + dst, k + src, hd * 4);
+        std::memcpy(L.v.data.get() + dst, v + src, hd * 4);
       }
   return bytes;
 }
@@ -52,15 +59,21 @@ size_t ConcatKv::append_from(int layer, const KvView& src, int64_t from, int64_t
   const LayerSpec& s = config_->layers[size_t(layer)];
   Layer& L = layers_[size_t(layer)];
   const size_t hd = size_t(s.head_dim);
-  // Positions a ring has already dropped stay zero: no window reaches them.
+  // Positions a ring has already dropped are zero: no window reaches them.
   const int64_t held = src.ring ? std::max<int64_t>(from, to - src.slots) : from;
   for (int b = 0; b < batch_; ++b)
-    for (int h = 0; h < s.num_kv_heads; ++h)
+    for (int h = 0; h < s.num_kv_heads; ++h) {
+      for (int64_t p = from; p < held; ++p) {
+        const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(p)) * hd;
+        std::fill_n(L.k.data.get() + dst, hd, 0.f);
+        std::fill_n(L.v.data.get() + dst, hd, 0.f);
+      }
       for (int64_t p = held; p < to; ++p) {
         const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(p)) * hd;
-        src.key_f32(b, h, p, L.k.data() + dst);
-        src.value_f32(b, h, p, L.v.data() + dst);
+        src.key_f32(b, h, p, L.k.data.get() + dst);
+        src.value_f32(b, h, p, L.v.data.get() + dst);
       }
+    }
   return bytes;
 }
 
@@ -68,24 +81,22 @@ KvView ConcatKv::view(int layer) const {
   const int src = config_->layers[size_t(layer)].kv_source;
   const LayerSpec& s = config_->layers[size_t(src)];
   const Layer& L = layers_[size_t(src)];
-  return {L.k.data(), L.v.data(), batch_, s.num_kv_heads, s.head_dim, L.length, false};
+  return {L.k.data.get(), L.v.data.get(), batch_, s.num_kv_heads, s.head_dim, L.length, false};
 }
 
 void ConcatKv::truncate(int64_t length) {
   for (int l = 0; l < config_->num_layers; ++l) {
     Layer& L = layers_[size_t(l)];
     if (L.length <= length) continue;
+    // Rows keep their [batch, head] blocks: move each block down in place.
     const LayerSpec& s = config_->layers[size_t(l)];
     const size_t hd = size_t(s.head_dim);
-    std::vector<float> k(size_t(batch_) * size_t(s.num_kv_heads) * size_t(length) * hd), v(k.size());
     for (int b = 0; b < batch_ && length > 0; ++b)
       for (int h = 0; h < s.num_kv_heads; ++h) {
         const size_t bh = size_t(b) * size_t(s.num_kv_heads) + size_t(h);
-        std::memcpy(k.data() + bh * size_t(length) * hd, L.k.data() + bh * size_t(L.length) * hd, size_t(length) * hd * 4);
-        std::memcpy(v.data() + bh * size_t(length) * hd, L.v.data() + bh * size_t(L.length) * hd, size_t(length) * hd * 4);
+        std::memmove(L.k.data.get() + bh * size_t(length) * hd, L.k.data.get() + bh * size_t(L.length) * hd, size_t(length) * hd * 4);
+        std::memmove(L.v.data.get() + bh * size_t(length) * hd, L.v.data.get() + bh * size_t(L.length) * hd, size_t(length) * hd * 4);
       }
-    L.k = std::move(k);
-    L.v = std::move(v);
     L.length = length;
   }
 }
