@@ -80,28 +80,33 @@ double best_time(const std::function<void()>& fn, int reps) {
 
 void section(const char* title) { std::printf("\n== %s\n", title); }
 
-// Read bandwidth with every thread, measured right before a kernel so that
-// the kernel's fraction of it is a ratio taken at one moment (the machines
-// are shared and their bandwidth drifts). Best of three passes over 256 MiB.
-double probe_bandwidth_gbs() {
-  static std::vector<float> buf(size_t(64) << 20, 1.f);
+// Fastest of `reps` reads of the whole buffer, by one thread or split over all.
+double read_seconds(const std::vector<float>& buf, bool all_threads, int reps) {
   ThreadPool& pool = ThreadPool::global();
   const simd::KernelTable& t = simd::best();
   const size_t n = buf.size();
+  const int parts = all_threads ? pool.size() : 1;
   volatile double sink = 0;
-  const double secs = best_time(
+  return best_time(
       [&] {
-        std::vector<double> part(size_t(pool.size()), 0);
-        pool.parallel_for(pool.size(), [&](int64_t a, int64_t b) {
+        std::vector<double> part(size_t(parts), 0);
+        pool.parallel_for(parts, [&](int64_t a, int64_t b) {
           for (int64_t p = a; p < b; ++p) {
-            const size_t lo = n * size_t(p) / size_t(pool.size()), hi = n * size_t(p + 1) / size_t(pool.size());
+            const size_t lo = n * size_t(p) / size_t(parts), hi = n * size_t(p + 1) / size_t(parts);
             part[size_t(p)] = t.sum_f32(buf.data() + lo, int64_t(hi - lo));
           }
         });
         sink = sink + part[0];
       },
-      3);
-  return double(n) * 4 / secs / 1e9;
+      reps);
+}
+
+// Read bandwidth with every thread, measured right before a kernel so that
+// the kernel's fraction of it is a ratio taken at one moment (the machines
+// are shared and their bandwidth drifts). Best of three passes over 256 MiB.
+double probe_bandwidth_gbs() {
+  static const std::vector<float> buf(size_t(64) << 20, 1.f);
+  return double(buf.size()) * 4 / read_seconds(buf, true, 3) / 1e9;
 }
 
 // ---- the machine -----------------------------------------------------------
@@ -110,23 +115,9 @@ json machine(bool quick) {
   section("machine");
   ThreadPool& pool = ThreadPool::global();
   const simd::KernelTable& t = simd::best();
-  const size_t n = (quick ? 256ull : 1024ull) << 20 >> 2;  // floats
-  std::vector<float> buf(n, 1.f);
-  volatile double sink = 0;
-  const double bytes = double(n) * 4;
-  const double t1 = best_time([&] { sink = sink + t.sum_f32(buf.data(), int64_t(n)); }, 5);
-  const double tn = best_time(
-      [&] {
-        std::vector<double> part(size_t(pool.size()), 0);
-        pool.parallel_for(pool.size(), [&](int64_t a, int64_t b) {
-          for (int64_t p = a; p < b; ++p) {
-            const size_t lo = n * size_t(p) / size_t(pool.size()), hi = n * size_t(p + 1) / size_t(pool.size());
-            part[size_t(p)] = t.sum_f32(buf.data() + lo, int64_t(hi - lo));
-          }
-        });
-        sink = sink + part[0];
-      },
-      5);
+  std::vector<float> buf(((quick ? 256ull : 1024ull) << 20) / 4, 1.f);
+  const double bytes = double(buf.size()) * 4;
+  const double t1 = read_seconds(buf, false, 5), tn = read_seconds(buf, true, 5);
   buf = {};
   // Peak f32 GEMM: one single-threaded sgemm per core on its own matrices.
   const int g = 1024;

@@ -119,14 +119,8 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   try {
     if (prompt.seq == 0) {
       // Only the pending token: feed it as a one-token turn.
-      PromptBatch col;
-      col.batch = 1;
-      col.seq = 1;
-      col.tokens = c.pending;
-      col.modality = {Modality::Text};
-      col.attention_mask = {1};
+      prompt = PromptBatch::text_column(c.pending);
       gen.set_pending({});
-      prompt = col;
     }
     reply = gen.run_turn({prompt, o.max_new_tokens})[0];
   } catch (...) {

@@ -27,15 +27,7 @@ std::vector<float> ReferenceSource::prompt(const PromptBatch& p, bool all) {
   return out;
 }
 
-std::vector<float> ReferenceSource::step(const std::vector<int>& t) {
-  PromptBatch col;
-  col.batch = int(t.size());
-  col.seq = 1;
-  col.tokens = t;
-  col.modality.assign(t.size(), Modality::Text);
-  col.attention_mask.assign(t.size(), 1);
-  return prompt(col, false);
-}
+std::vector<float> ReferenceSource::step(const std::vector<int>& t) { return prompt(PromptBatch::text_column(t), false); }
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
@@ -90,15 +82,7 @@ std::vector<std::string> Generator::run_turn(const Turn& turn) {
     throw InputError("turn has " + std::to_string(B) + " sequences, the conversation " + std::to_string(r_.tokens.size()));
   }
   PromptBatch prompt = turn.prompt;
-  if (!pending_.empty()) {
-    PromptBatch col;
-    col.batch = B;
-    col.seq = 1;
-    col.tokens = pending_;
-    col.modality.assign(size_t(B), Modality::Text);
-    col.attention_mask.assign(size_t(B), 1);
-    prompt = col.concat(prompt);
-  }
+  if (!pending_.empty()) prompt = PromptBatch::text_column(pending_).concat(prompt);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits = src_.prompt(prompt, first_turn_);
   r_.prefill_ms += elapsed_ms(t0);

@@ -77,6 +77,16 @@ PromptBatch PromptBatch::concat(const PromptBatch& tail) const {
   return out;
 }
 
+PromptBatch PromptBatch::text_column(const std::vector<int>& tokens) {
+  PromptBatch p;
+  p.batch = int(tokens.size());
+  p.seq = 1;
+  p.tokens = tokens;
+  p.modality.assign(tokens.size(), Modality::Text);
+  p.attention_mask.assign(tokens.size(), 1);
+  return p;
+}
+
 void PromptBatch::append_column(const std::vector<int>& next_tokens) {
   auto grow = [&](auto& v, auto fill_for_row) {
     std::remove_reference_t<decltype(v)> out;

@@ -34,6 +34,8 @@ struct PromptBatch {
   std::pair<int64_t, int64_t> sequence_media_rows(int b) const;
   // Sequences b of this batch and of `tail` joined end to end (media rows regrouped per sequence).
   PromptBatch concat(const PromptBatch& tail) const;
+  // One text token per sequence (a decode step, or a pending token).
+  static PromptBatch text_column(const std::vector<int>& tokens);
   // Appends one token column (text, unmasked) to every sequence.
   void append_column(const std::vector<int>& next_tokens);
 };

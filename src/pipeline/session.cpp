@@ -141,12 +141,7 @@ std::vector<float> Session::decode(const std::vector<int>& tokens) {
   if (length_ == 0) throw InputError("decode before any prompt: append a prompt first");
   if (length_ >= options_.capacity)
     throw CapacityError("KV capacity of " + std::to_string(options_.capacity) + " positions is exhausted");
-  PromptBatch step;
-  step.batch = batch_;
-  step.seq = 1;
-  step.tokens = tokens;
-  step.modality.assign(size_t(batch_), Modality::Text);
-  step.attention_mask.assign(size_t(batch_), 1);
+  const PromptBatch step = PromptBatch::text_column(tokens);
   validate_prompt_batch(step, model_.config());
   std::vector<float> logits(size_t(batch_) * size_t(model_.config().vocab_size));
   // A decode step's query is text: plain causal under every policy.
