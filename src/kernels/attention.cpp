@@ -1,6 +1,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -84,8 +85,60 @@ void KvView::value_f32(int b, int h, int64_t pos, float* out) const {
   for (int d = 0; d < head_dim; ++d) out[d] = bf16_to_f32(src[d]);
 }
 
+// Flash-style prefill: query tiles of kQueryTile rows walk key tiles of
+// kKeyTile keys, so each key tile is read from memory once per query tile
+// (not once per row). Each (row, key tile) pair is classified from the row's
+// interval: empty (skipped), full (every key, no mask work) or partial (the
+// clipped sub-range, still no per-key mask).
 void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
-  rows_attention(q, kv, [&](int b, int r) { return intervals[int64_t(b) * q.rows + r]; }, out);
+  constexpr int kQueryTile = 8;
+  constexpr int64_t kKeyTile = 64;
+  const simd::KernelTable& t = simd::best();
+  const int group = q.heads / kv.kv_heads, hd = q.head_dim;
+  const int tiles = (q.rows + kQueryTile - 1) / kQueryTile;
+  const int64_t tasks = int64_t(q.batch) * kv.kv_heads * tiles;
+  ThreadPool::global().parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> acc(size_t(kQueryTile) * size_t(group) * size_t(hd));
+    Partial part[kQueryTile];
+    for (int64_t task = t0; task < t1; ++task) {
+      const int tile = int(task % tiles), kvh = int((task / tiles) % kv.kv_heads), b = int(task / (int64_t(tiles) * kv.kv_heads));
+      const int r0 = tile * kQueryTile, r1 = std::min(q.rows, r0 + kQueryTile);
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (int r = r0; r < r1; ++r) {
+        const KeyInterval iv = intervals[int64_t(b) * q.rows + r];
+        if (iv.empty()) continue;
+        lo = std::min(lo, iv.begin), hi = std::max(hi, iv.end);
+      }
+      for (int r = r0; r < r1; ++r) {
+        std::fill(part[r - r0].l, part[r - r0].l + group, 0.f);
+        std::fill(acc.begin() + long(size_t(r - r0) * size_t(group) * size_t(hd)),
+                  acc.begin() + long(size_t(r - r0 + 1) * size_t(group) * size_t(hd)), 0.f);
+        std::fill(part[r - r0].m, part[r - r0].m + group, -std::numeric_limits<float>::infinity());
+      }
+      for (int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
+        const int64_t j1 = std::min(hi, j0 + kKeyTile);
+        for (int r = r0; r < r1; ++r) {
+          const KeyInterval iv = intervals[int64_t(b) * q.rows + r];
+          const int64_t a = std::max(j0, iv.begin), e = std::min(j1, iv.end);
+          if (a >= e) continue;  // empty tile for this row
+          const float* qrow = q.q + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
+          float* racc = acc.data() + size_t(r - r0) * size_t(group) * size_t(hd);
+          for (int64_t j = a; j < e;) {  // a ring wraps at most once
+            const int64_t run = std::min(e - j, kv.slots - kv.slot(j));
+            if (kv.is_bf16())
+              t.attend_keys_bf16(qrow, group, hd, q.scale, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run),
+                                 part[r - r0].m, part[r - r0].l, racc);
+            else
+              t.attend_keys(qrow, group, hd, q.scale, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), part[r - r0].m,
+                            part[r - r0].l, racc);
+            j += run;
+          }
+        }
+      }
+      for (int r = r0; r < r1; ++r)
+        finish(q, kv, b, r, kvh, part[r - r0], acc.data() + size_t(r - r0) * size_t(group) * size_t(hd), out);
+    }
+  });
 }
 
 void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out) {
