@@ -23,12 +23,14 @@ struct Problem {
   std::vector<std::vector<int>> blocks;  // chunk-local ids per sequence
   std::vector<int64_t> seq_start;
   KvView view() const { return {k.data(), v.data(), batch, kv_heads, head_dim, slots, ring}; }
-  QueryBlock queries() const { return {q.data(), batch, rows, heads, head_dim, first, 0.37f}; }
+  float softcap = 0.f;
+  QueryBlock queries() const { return {q.data(), batch, rows, heads, head_dim, first, 0.37f, softcap}; }
 };
 
 Problem random_problem(std::mt19937& rng, int window) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   Problem p;
+  p.softcap = rng() % 3 == 0 ? 1.5f : 0.f;  // attention logit softcap on some problems
   p.batch = 1 + int(rng() % 3);
   p.rows = 1 + int(rng() % (rng() % 4 == 0 ? 40 : 12));  // several query tiles at times
   p.kv_heads = 1 + int(rng() % 3);
@@ -75,7 +77,9 @@ std::vector<float> naive(const Problem& p, Visible visible) {
           if (!visible(b, p.first + r, j)) continue;
           double dot = 0;
           for (int d = 0; d < p.head_dim; ++d) dot += double(q[d]) * kv.key(b, h / group, j)[d];
-          s.push_back(dot * 0.37);
+          double sc = dot * 0.37;
+          if (p.softcap > 0) sc = p.softcap * std::tanh(sc / p.softcap);
+          s.push_back(sc);
           keys.push_back(j);
         }
         if (keys.empty()) continue;

@@ -64,13 +64,14 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
   for (const simd::KernelTable* t : simd::available())
     for (int n : {0, 1, 5, 15, 16, 17, 40, 100})
       for (int group : {1, 2, 4})
-        for (int hd : {2, 18, 64}) {
+        for (int hd : {2, 18, 64})
+        for (float cap : {0.f, 2.5f}) {
           const auto q = random_vec(rng, size_t(group * hd)), k = random_vec(rng, size_t(n * hd)), v = random_vec(rng, size_t(n * hd));
           // Start from a state that already holds some keys.
           std::vector<float> m1(size_t(group), 0.3f), l1(size_t(group), 1.5f), a1 = random_vec(rng, size_t(group * hd));
           auto m2 = m1, l2 = l1, a2 = a1;
-          t->attend_keys(q.data(), group, hd, 1.7f, k.data(), v.data(), n, m1.data(), l1.data(), a1.data());
-          ref.attend_keys(q.data(), group, hd, 1.7f, k.data(), v.data(), n, m2.data(), l2.data(), a2.data());
+          t->attend_keys(q.data(), group, hd, 1.7f, cap, k.data(), v.data(), n, m1.data(), l1.data(), a1.data());
+          ref.attend_keys(q.data(), group, hd, 1.7f, cap, k.data(), v.data(), n, m2.data(), l2.data(), a2.data());
           // Compare normalised outputs (the running max may differ in when it moved).
           for (int g = 0; g < group; ++g)
             for (int d = 0; d < hd; ++d)
@@ -81,8 +82,8 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
           std::vector<float> kr(k.size()), vr(v.size());
           for (size_t x = 0; x < k.size(); ++x) kr[x] = bf16_to_f32(k16[x]), vr[x] = bf16_to_f32(v16[x]);
           auto m3 = m2, l3 = l2, a3 = a2, m4 = m2, l4 = l2, a4 = a2;
-          t->attend_keys_bf16(q.data(), group, hd, 1.7f, k16.data(), v16.data(), n, m3.data(), l3.data(), a3.data());
-          ref.attend_keys(q.data(), group, hd, 1.7f, kr.data(), vr.data(), n, m4.data(), l4.data(), a4.data());
+          t->attend_keys_bf16(q.data(), group, hd, 1.7f, cap, k16.data(), v16.data(), n, m3.data(), l3.data(), a3.data());
+          ref.attend_keys(q.data(), group, hd, 1.7f, cap, kr.data(), vr.data(), n, m4.data(), l4.data(), a4.data());
           for (int g = 0; g < group; ++g)
             for (int d = 0; d < hd; ++d)
               ASSERT_NEAR(a3[size_t(g * hd + d)] / l3[size_t(g)], a4[size_t(g * hd + d)] / l4[size_t(g)], 2e-5f)

@@ -34,10 +34,10 @@ void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& k
     const int64_t slot = kv.slot(j);
     const int64_t run = std::min(hi - j, kv.slots - slot);
     if (kv.is_bf16())
-      t.attend_keys_bf16(qrow, group, hd, q.scale, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run), p.m,
+      t.attend_keys_bf16(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run), p.m,
                          p.l, acc);
     else
-      t.attend_keys(qrow, group, hd, q.scale, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
+      t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
     j += run;
   }
 }
@@ -126,10 +126,10 @@ void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyIn
           for (int64_t j = a; j < e;) {  // a ring wraps at most once
             const int64_t run = std::min(e - j, kv.slots - kv.slot(j));
             if (kv.is_bf16())
-              t.attend_keys_bf16(qrow, group, hd, q.scale, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run),
+              t.attend_keys_bf16(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run),
                                  part[r - r0].m, part[r - r0].l, racc);
             else
-              t.attend_keys(qrow, group, hd, q.scale, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), part[r - r0].m,
+              t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), part[r - r0].m,
                             part[r - r0].l, racc);
             j += run;
           }
@@ -206,7 +206,9 @@ void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bi
       float* oh = out + ((int64_t(b) * q.rows + r) * q.heads + h) * hd;
       float m = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < total; ++j) {
-        scores[size_t(j)] = t.dot_f32(qh, kv.key(b, h / group, j), hd) * q.scale + brow[j];
+        float sc = t.dot_f32(qh, kv.key(b, h / group, j), hd) * q.scale;
+        if (q.softcap > 0) sc = q.softcap * std::tanh(sc / q.softcap);
+        scores[size_t(j)] = sc + brow[j];
         m = std::max(m, scores[size_t(j)]);
       }
       std::fill(oh, oh + hd, 0.f);

@@ -46,6 +46,7 @@ struct QueryBlock {
   int batch = 0, rows = 0, heads = 0, head_dim = 0;
   int64_t first_position = 0;
   float scale = 1.f;
+  float softcap = 0.f;  // > 0: scores become softcap * tanh(score / softcap) (after scaling, before masking)
 };
 
 // intervals: [batch * rows] visible keys per query row, padding already

@@ -26,11 +26,12 @@ struct KernelTable {
   // heads that share them: q [group][hd]; k, v [n][hd]; running max m,
   // running sum l [group] and unnormalised output acc [group][hd] are updated.
   // Keys are taken in blocks: one vector exp per block, one rescale per block.
-  void (*attend_keys)(const float* q, int group, int hd, float scale, const float* k, const float* v, int n, float* m,
-                      float* l, float* acc);
+  // softcap > 0 caps each score as softcap * tanh(score / softcap).
+  void (*attend_keys)(const float* q, int group, int hd, float scale, float softcap, const float* k, const float* v, int n,
+                      float* m, float* l, float* acc);
   // The same over bf16 keys and values (expanded exactly to f32).
-  void (*attend_keys_bf16)(const float* q, int group, int hd, float scale, const uint16_t* k, const uint16_t* v, int n,
-                           float* m, float* l, float* acc);
+  void (*attend_keys_bf16)(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k,
+                           const uint16_t* v, int n, float* m, float* l, float* acc);
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

@@ -45,13 +45,14 @@ inline float as_f32(T x) {
 }
 
 template <class T>
-void attend_keys_t(const float* q, int group, int hd, float scale, const T* k, const T* v, int n, float* m, float* l,
+void attend_keys_t(const float* q, int group, int hd, float scale, float softcap, const T* k, const T* v, int n, float* m, float* l,
                    float* acc) {
   for (int j = 0; j < n; ++j)
     for (int g = 0; g < group; ++g) {
       float s = 0;
       for (int d = 0; d < hd; ++d) s += q[g * hd + d] * as_f32(k[int64_t(j) * hd + d]);
       s *= scale;
+      if (softcap > 0) s = softcap * std::tanh(s / softcap);
       float* a = acc + int64_t(g) * hd;
       const T* vj = v + int64_t(j) * hd;
       if (s > m[g]) {
@@ -66,13 +67,13 @@ void attend_keys_t(const float* q, int group, int hd, float scale, const T* k, c
       }
     }
 }
-void attend_keys(const float* q, int group, int hd, float scale, const float* k, const float* v, int n, float* m, float* l,
+void attend_keys(const float* q, int group, int hd, float scale, float softcap, const float* k, const float* v, int n, float* m, float* l,
                  float* acc) {
-  attend_keys_t(q, group, hd, scale, k, v, n, m, l, acc);
+  attend_keys_t(q, group, hd, scale, softcap, k, v, n, m, l, acc);
 }
-void attend_keys_bf16(const float* q, int group, int hd, float scale, const uint16_t* k, const uint16_t* v, int n, float* m,
+void attend_keys_bf16(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k, const uint16_t* v, int n, float* m,
                       float* l, float* acc) {
-  attend_keys_t(q, group, hd, scale, k, v, n, m, l, acc);
+  attend_keys_t(q, group, hd, scale, softcap, k, v, n, m, l, acc);
 }
 }  // namespace
 
