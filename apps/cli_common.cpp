@@ -17,12 +17,12 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_flag("--trace", trace, "print each chunk and step: positions, path, KV bytes allocated/copied");
   app.add_flag("-v,--verbose", verbose, "report the KV cache size per layer type");
   app.add_option("--threads", threads, "worker threads (default: all cores)");
-  app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16");
+  app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16");
 }
 
 SessionOptions SessionFlags::options(const ModelConfig& c, int64_t default_capacity) const {
-  if (kv_dtype != "f32" && kv_dtype != "bf16")
-    throw InputError("--kv-dtype " + kv_dtype + " is not supported (f32, bf16 are; f16 storage is not implemented)");
+  if (kv_dtype != "f32" && kv_dtype != "bf16" && kv_dtype != "f16")
+    throw InputError("--kv-dtype " + kv_dtype + " is not supported (f32, bf16, f16 are)");
   if (threads < 0) throw InputError("--threads must be >= 0");
   ThreadPool::set_threads(threads);
   SessionOptions o;
@@ -31,7 +31,7 @@ SessionOptions SessionFlags::options(const ModelConfig& c, int64_t default_capac
   o.capacity = max_length > 0 ? max_length : default_capacity;
   o.policy = policy.empty() ? c.default_policy : parse_mask_policy(policy);
   o.progress = prefill_progress();
-  o.kv_dtype = kv_dtype == "bf16" ? DType::BF16 : DType::F32;
+  o.kv_dtype = kv_dtype == "bf16" ? DType::BF16 : kv_dtype == "f16" ? DType::F16 : DType::F32;
   return o;
 }
 

@@ -88,6 +88,16 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
             for (int d = 0; d < hd; ++d)
               ASSERT_NEAR(a3[size_t(g * hd + d)] / l3[size_t(g)], a4[size_t(g * hd + d)] / l4[size_t(g)], 2e-5f)
                   << t->name << " bf16 n " << n << " group " << group << " hd " << hd;
+          // f16 likewise.
+          std::vector<uint16_t> kh(k.size()), vh(v.size());
+          for (size_t x = 0; x < k.size(); ++x) kh[x] = f32_to_f16(k[x]), vh[x] = f32_to_f16(v[x]), kr[x] = f16_to_f32(kh[x]), vr[x] = f16_to_f32(vh[x]);
+          auto m5 = m2, l5 = l2, a5 = a2, m6 = m2, l6 = l2, a6 = a2;
+          t->attend_keys_f16(q.data(), group, hd, 1.7f, cap, kh.data(), vh.data(), n, m5.data(), l5.data(), a5.data());
+          ref.attend_keys(q.data(), group, hd, 1.7f, cap, kr.data(), vr.data(), n, m6.data(), l6.data(), a6.data());
+          for (int g = 0; g < group; ++g)
+            for (int d = 0; d < hd; ++d)
+              ASSERT_NEAR(a5[size_t(g * hd + d)] / l5[size_t(g)], a6[size_t(g * hd + d)] / l6[size_t(g)], 2e-5f)
+                  << t->name << " f16 n " << n << " group " << group << " hd " << hd;
         }
 }
 

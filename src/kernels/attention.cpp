@@ -33,9 +33,9 @@ void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& k
   for (int64_t j = lo; j < hi;) {
     const int64_t slot = kv.slot(j);
     const int64_t run = std::min(hi - j, kv.slots - slot);
-    if (kv.is_bf16())
-      t.attend_keys_bf16(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run), p.m,
-                         p.l, acc);
+    if (kv.is_16bit())
+      (kv.f16 ? t.attend_keys_f16 : t.attend_keys_bf16)(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j),
+                                                        kv.v16 + kv.offset(b, kvh, j), int(run), p.m, p.l, acc);
     else
       t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
     j += run;
@@ -74,15 +74,15 @@ void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* o
 }  // namespace
 
 void KvView::key_f32(int b, int h, int64_t pos, float* out) const {
-  if (!is_bf16()) return (void)std::copy_n(key(b, h, pos), head_dim, out);
+  if (!is_16bit()) return (void)std::copy_n(key(b, h, pos), head_dim, out);
   const uint16_t* src = k16 + offset(b, h, pos);
-  for (int d = 0; d < head_dim; ++d) out[d] = bf16_to_f32(src[d]);
+  for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
 }
 
 void KvView::value_f32(int b, int h, int64_t pos, float* out) const {
-  if (!is_bf16()) return (void)std::copy_n(value(b, h, pos), head_dim, out);
+  if (!is_16bit()) return (void)std::copy_n(value(b, h, pos), head_dim, out);
   const uint16_t* src = v16 + offset(b, h, pos);
-  for (int d = 0; d < head_dim; ++d) out[d] = bf16_to_f32(src[d]);
+  for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
 }
 
 // Flash-style prefill: query tiles of kQueryTile rows walk key tiles of
@@ -125,9 +125,10 @@ void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyIn
           float* racc = acc.data() + size_t(r - r0) * size_t(group) * size_t(hd);
           for (int64_t j = a; j < e;) {  // a ring wraps at most once
             const int64_t run = std::min(e - j, kv.slots - kv.slot(j));
-            if (kv.is_bf16())
-              t.attend_keys_bf16(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j), kv.v16 + kv.offset(b, kvh, j), int(run),
-                                 part[r - r0].m, part[r - r0].l, racc);
+            if (kv.is_16bit())
+              (kv.f16 ? t.attend_keys_f16 : t.attend_keys_bf16)(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j),
+                                                                kv.v16 + kv.offset(b, kvh, j), int(run), part[r - r0].m,
+                                                                part[r - r0].l, racc);
             else
               t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), part[r - r0].m,
                             part[r - r0].l, racc);

@@ -19,8 +19,8 @@
 namespace splitdec {
 
 // K and V of one layer for a batch: [batch, kv_heads, slots, head_dim],
-// f32 (k, v) or bf16 (k16, v16; k and v are then null). Position p lives in
-// slot p % slots on a ring, slot p otherwise.
+// f32 (k, v) or 16-bit (k16, v16; k and v are then null): bf16, or f16 when
+// `f16` is set. Position p lives in slot p % slots on a ring, slot p otherwise.
 struct KvView {
   const float* k = nullptr;
   const float* v = nullptr;
@@ -29,8 +29,9 @@ struct KvView {
   bool ring = false;
   const uint16_t* k16 = nullptr;
   const uint16_t* v16 = nullptr;
+  bool f16 = false;
 
-  bool is_bf16() const { return k16 != nullptr; }
+  bool is_16bit() const { return k16 != nullptr; }
   int64_t slot(int64_t pos) const { return ring ? pos % slots : pos; }
   int64_t offset(int b, int h, int64_t pos) const { return ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
   const float* key(int b, int h, int64_t pos) const { return k + offset(b, h, pos); }

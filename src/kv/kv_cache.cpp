@@ -29,8 +29,7 @@ KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, i
 
 KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype)
     : config_(&config), batch_(batch), dtype_(dtype), buffers_(size_t(config.num_layers)) {
-  if (dtype != DType::F32 && dtype != DType::BF16)
-    throw InputError(std::string("KV storage ") + dtype_name(dtype) + " is not supported (F32, BF16 are)");
+
   for (int l = 0; l < config.num_layers; ++l) {
     if (!owns(l)) continue;
     const LayerSpec& s = config.layers[size_t(l)];
@@ -38,7 +37,7 @@ KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max
     buf.slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
     buf.ring = buf.slots < capacity;
     const size_t n = size_t(batch) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
-    if (dtype == DType::BF16) {
+    if (dtype != DType::F32) {
       buf.k16.assign(n, 0);
       buf.v16.assign(n, 0);
     } else {
@@ -52,8 +51,9 @@ KvView KvCache::view(int layer) const {
   const int src = config_->layers[size_t(layer)].kv_source;
   const LayerSpec& s = config_->layers[size_t(src)];
   const Buffer& buf = buffers_[size_t(src)];
-  if (dtype_ == DType::BF16)
-    return {nullptr, nullptr, batch_, s.num_kv_heads, s.head_dim, buf.slots, buf.ring, buf.k16.data(), buf.v16.data()};
+  if (dtype_ != DType::F32)
+    return {nullptr,  nullptr,   batch_,         s.num_kv_heads,          s.head_dim, buf.slots, buf.ring, buf.k16.data(),
+            buf.v16.data(), dtype_ == DType::F16};
   return {buf.k.data(), buf.v.data(), batch_, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
 }
 
@@ -92,10 +92,11 @@ size_t KvCache::copy_from(int layer, const KvView& src, int64_t from, int64_t to
 }
 
 void KvCache::store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd) {
-  if (dtype_ == DType::BF16) {
+  if (dtype_ != DType::F32) {
+    auto to16 = dtype_ == DType::BF16 ? f32_to_bf16 : f32_to_f16;
     for (int d = 0; d < hd; ++d) {
-      buf.k16[dst + size_t(d)] = f32_to_bf16(k[d]);
-      buf.v16[dst + size_t(d)] = f32_to_bf16(v[d]);
+      buf.k16[dst + size_t(d)] = to16(k[d]);
+      buf.v16[dst + size_t(d)] = to16(v[d]);
     }
   } else {
     std::memcpy(buf.k.data() + dst, k, size_t(hd) * 4);

@@ -27,7 +27,7 @@ struct KvMemory {
 
 class KvCache {
  public:
-  // dtype: F32, or BF16 (half the bytes; K/V rounded to nearest even on write).
+  // dtype: F32, BF16 or F16 (16-bit: half the bytes; rounded to nearest even on write).
   KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype = DType::F32);
   // What a cache of these dimensions holds, without allocating it.
   static KvMemory plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype = DType::F32);

@@ -24,7 +24,7 @@ struct SessionOptions {
   int chunk = 256;          // prefill chunk size
   int max_chunk = 0;        // largest chunk (a media block can grow one); 0: chunk + 2 * mm_tokens_per_image
   std::optional<MaskPolicy> policy;  // default: the model family's
-  DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32 or BF16
+  DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16 or F16
   // Called after each prefill chunk with (positions done, positions in the segment).
   std::function<void(int64_t, int64_t)> progress;
 };

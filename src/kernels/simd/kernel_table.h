@@ -32,6 +32,9 @@ struct KernelTable {
   // The same over bf16 keys and values (expanded exactly to f32).
   void (*attend_keys_bf16)(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k,
                            const uint16_t* v, int n, float* m, float* l, float* acc);
+  // The same over f16 keys and values.
+  void (*attend_keys_f16)(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k,
+                          const uint16_t* v, int n, float* m, float* l, float* acc);
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "kernels/simd/kernel_table.h"
 
 namespace splitdec::simd {
@@ -38,9 +39,13 @@ double sum_f32(const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s += x[i];
   return s;
 }
+struct F16 {  // f16 bits, a distinct type from bf16's uint16_t
+  uint16_t bits;
+};
 template <class T>
 inline float as_f32(T x) {
   if constexpr (std::is_same_v<T, float>) return x;
+  else if constexpr (std::is_same_v<T, F16>) return f16_to_f32(x.bits);
   else return bf16(x);
 }
 
@@ -75,10 +80,15 @@ void attend_keys_bf16(const float* q, int group, int hd, float scale, float soft
                       float* l, float* acc) {
   attend_keys_t(q, group, hd, scale, softcap, k, v, n, m, l, acc);
 }
+void attend_keys_f16(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k, const uint16_t* v, int n,
+                     float* m, float* l, float* acc) {
+  attend_keys_t(q, group, hd, scale, softcap, reinterpret_cast<const F16*>(k), reinterpret_cast<const F16*>(v), n, m, l, acc);
+}
 }  // namespace
 
 const KernelTable& generic_table() {
-  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32, attend_keys, attend_keys_bf16};
+  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32, attend_keys, attend_keys_bf16,
+                             attend_keys_f16};
   return t;
 }
 
