@@ -217,8 +217,8 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
     rope_full = {"proportional", 1e6, 1.0, 0.25};
     if (t.has("rope_parameters")) t.fail("rope_parameters", "must map full_attention / sliding_attention to RoPE settings");
   } else {
-    rope_full.theta = t.number("rope_theta", 1e6);
-    if (t.has("rope_scaling")) rope_full = read_rope_dict(t, "rope_scaling", t.raw("rope_scaling")), rope_full.theta = t.number("rope_theta", 1e6);
+    if (t.has("rope_scaling")) rope_full = read_rope_dict(t, "rope_scaling", t.raw("rope_scaling"));
+    rope_full.theta = t.number("rope_theta", 1e6);  // rope_scaling carries the type and factor, not theta
     rope_sliding = {"default", t.number("rope_local_base_freq", 10000.0), 1.0, 1.0};
     if (t.has("rope_parameters")) {
       // v5 single-dict form applies to full layers.
