@@ -85,6 +85,7 @@ int run(const GenerateFlags& f, const CLI::App& cmd) {
   for (const Turn& t : turns) gen.run_turn(t);
   const GenerationResult& r = gen.result();
   if (stream) std::printf("\n");
+  std::fflush(stdout);  // keep stdout and the stderr summary below in order
 
   if (!f.logits_path.empty()) write_npy(f.logits_path, {batch, turns[0].prompt.seq, c.vocab_size}, r.prompt_logits.data());
   if (!f.step_logits_path.empty()) write_npy(f.step_logits_path, {batch, r.steps, c.vocab_size}, r.step_logits.data());

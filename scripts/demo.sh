@@ -17,10 +17,11 @@ What is in this picture? <image:$model/demo_image.npy><end_of_turn>
 " --max-new-tokens 12
 
 echo
-echo "== the same question after ~1500 tokens of context, under each plan (all must give the same tokens)"
+echo "== the same question after ~1500 tokens of context, under each plan (all must give the same tokens;"
+echo "   a tiny model on one thread: real-shape speed ratios are in docs/benchmarks.md, from 'splitdec bench')"
 context=$(for i in $(seq 100); do printf 'the cat sat on the mat near the house. '; done)
 for plan in single split-copy split unified; do
-  ./build/splitdec generate --model "$model" --plan "$plan" --max-new-tokens 48 \
+  ./build/splitdec generate --model "$model" --plan "$plan" --max-new-tokens 48 --threads 1 \
     --prompt "$context <image:$model/demo_image.npy> What is in this picture?" 2>&1 |
     grep -E "^plan|tokens:" | sed "s/^\[0\] tokens:/  tokens:/"
 done
