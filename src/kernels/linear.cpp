@@ -70,7 +70,9 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 }  // namespace
 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
-  ThreadPool::global().parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, x, rows, w, y, o0, o1); }, 16);
+  // A range worth waking a thread for: ~256K multiply-adds.
+  const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
+  ThreadPool::global().parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, x, rows, w, y, o0, o1); }, grain);
 }
 
 void linear(const float* x, int rows, const WeightMatrix& w, float* y) {
