@@ -12,11 +12,6 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace splitdec {
 
-float WeightMatrix::at(int o, int i) const {
-  const size_t k = size_t(o) * size_t(in) + size_t(i);
-  return dtype == DType::F32 ? f32[k] : bf16_to_f32(bf16[k]);
-}
-
 void WeightMatrix::row_f32(int o, float* dst) const {
   if (dtype == DType::F32) {
     std::memcpy(dst, f32.data() + size_t(o) * size_t(in), size_t(in) * 4);

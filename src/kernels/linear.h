@@ -18,7 +18,6 @@ struct WeightMatrix {
   std::vector<float> f32;         // [out, in] when F32
   std::vector<uint16_t> bf16;     // [out, in] when BF16
   size_t bytes() const { return f32.size() * 4 + bf16.size() * 2; }
-  float at(int o, int i) const;   // one element as f32
   void row_f32(int o, float* dst) const;
 };
 

@@ -26,7 +26,6 @@ class ConcatKv {
   // Same, with the new positions taken from another view (a handoff copy).
   size_t append_from(int layer, const KvView& src, int64_t from, int64_t to);
   KvView view(int layer) const;
-  int64_t length(int layer) const { return layers_[size_t(layer)].length; }
   void truncate(int64_t length);
 
  private:

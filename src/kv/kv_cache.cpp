@@ -28,7 +28,8 @@ KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, i
 }
 
 KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype)
-    : config_(&config), batch_(batch), dtype_(dtype), buffers_(size_t(config.num_layers)) {
+    : config_(&config), batch_(batch), capacity_(capacity), max_chunk_(max_chunk), dtype_(dtype),
+      buffers_(size_t(config.num_layers)) {
 
   for (int l = 0; l < config.num_layers; ++l) {
     if (!owns(l)) continue;
@@ -109,20 +110,7 @@ int64_t KvCache::oldest_held(int layer, int64_t length) const {
   return buf.ring ? std::max<int64_t>(0, length - buf.slots) : 0;
 }
 
-KvMemory KvCache::memory() const {
-  KvMemory m;
-  for (int l = 0; l < config_->num_layers; ++l) {
-    const bool sliding = config_->layers[size_t(l)].type == LayerType::Sliding;
-    if (!owns(l)) {
-      ++m.shared_layers;
-      continue;
-    }
-    const Buffer& buf = buffers_[size_t(l)];
-    const size_t bytes = (buf.k.size() + buf.v.size()) * sizeof(float) + (buf.k16.size() + buf.v16.size()) * 2;
-    if (sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = buf.slots;
-    else ++m.full_layers, m.full_bytes += bytes, m.full_slots = buf.slots;
-  }
-  return m;
-}
+// The buffers were sized by the same rule plan() computes.
+KvMemory KvCache::memory() const { return plan(*config_, batch_, capacity_, max_chunk_, dtype_); }
 
 }  // namespace splitdec

@@ -53,6 +53,8 @@ class KvCache {
   void store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd);
   const ModelConfig* config_;
   int batch_;
+  int64_t capacity_;
+  int max_chunk_;
   DType dtype_;
   std::vector<Buffer> buffers_;  // indexed by layer; empty for KV-shared layers
 };

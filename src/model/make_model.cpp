@@ -200,15 +200,6 @@ void write_random_weights(const ModelConfig& config, const std::string& path, DT
 
 }  // namespace
 
-const std::vector<std::string>& model_preset_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& p : kPresets) v.push_back(p.name);
-    return v;
-  }();
-  return names;
-}
-
 void make_model(const MakeModelOptions& o) {
   bool tiny = false, known = false;
   for (const auto& p : kPresets)

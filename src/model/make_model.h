@@ -20,8 +20,6 @@ struct MakeModelOptions {
   std::optional<int> layers;   // keep only the first N layers
 };
 
-const std::vector<std::string>& model_preset_names();
-
 void make_model(const MakeModelOptions& options);
 
 // Writes config.json (the given text) and a model.safetensors of random

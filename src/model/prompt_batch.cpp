@@ -48,9 +48,6 @@ PromptBatch PromptBatch::concat(const PromptBatch& tail) const {
   PromptBatch out;
   out.batch = batch;
   out.seq = seq + tail.seq;
-  // Blocks are derived per segment, so the joined batch carries explicit ids:
-  // an image ending one segment and one starting the next stay two blocks.
-  const bool explicit_blocks = true;
   const int64_t H = media.empty() ? (tail.media.empty() ? 0 : int64_t(tail.media.size()) / std::max<int64_t>(1, tail.media_positions()))
                                   : int64_t(media.size()) / std::max<int64_t>(1, media_positions());
   for (int b = 0; b < batch; ++b) {
@@ -60,14 +57,14 @@ PromptBatch PromptBatch::concat(const PromptBatch& tail) const {
       out.modality.insert(out.modality.end(), part->modality.begin() + long(first), part->modality.begin() + long(last));
       out.attention_mask.insert(out.attention_mask.end(), part->attention_mask.begin() + long(first),
                                 part->attention_mask.begin() + long(last));
-      if (explicit_blocks) {
-        // Ids of the tail are shifted past this part's so blocks stay distinct.
-        const std::vector<int> ids = part->sequence_block_ids(b);
-        int offset = 0;
-        if (part == &tail)
-          for (int id : sequence_block_ids(b)) offset = std::max(offset, id + 1);
-        for (int id : ids) out.block_ids.push_back(id < 0 ? -1 : id + offset);
-      }
+      // Blocks are derived per segment, so the joined batch carries explicit
+      // ids: an image ending one segment and one starting the next stay two
+      // blocks. The tail's ids are shifted past this part's.
+      const std::vector<int> ids = part->sequence_block_ids(b);
+      int offset = 0;
+      if (part == &tail)
+        for (int id : sequence_block_ids(b)) offset = std::max(offset, id + 1);
+      for (int id : ids) out.block_ids.push_back(id < 0 ? -1 : id + offset);
       if (!part->media.empty()) {
         const auto [row, count] = part->sequence_media_rows(b);
         out.media.insert(out.media.end(), part->media.begin() + long(row * H), part->media.begin() + long((row + count) * H));

@@ -106,9 +106,8 @@ void Session::validate_segment(const PromptBatch& seg) const {
 
 std::vector<float> Session::append(const PromptBatch& seg, bool all_positions) {
   validate_segment(seg);
-  std::vector<std::vector<int>> blocks;
-  for (int b = 0; b < batch_; ++b) blocks.push_back(seg.sequence_block_ids(b));
-  const std::vector<ChunkSpan> chunks = split_into_chunks(blocks, options_.chunk);
+  SegmentState state(seg);
+  const std::vector<ChunkSpan> chunks = split_into_chunks(state.blocks, options_.chunk);
   const bool rings = cache_.has_value();
   for (const ChunkSpan& ch : chunks) {
     const int n = ch.end - ch.begin;
@@ -128,8 +127,8 @@ std::vector<float> Session::append(const PromptBatch& seg, bool all_positions) {
   const int V = model_.config().vocab_size;
   std::vector<float> logits(size_t(batch_) * size_t(all_positions ? seg.seq : 1) * size_t(V));
   for (const ChunkSpan& ch : chunks) {
-    run_chunk(seg, ch.begin, ch.end, route_chunk(options_.plan, ch.media && bidirectional, false), TraceEntry::Prefill,
-              all_positions, logits);
+    run_chunk(seg, state, ch.begin, ch.end, route_chunk(options_.plan, ch.media && bidirectional, false),
+              TraceEntry::Prefill, all_positions, logits);
     if (options_.progress) options_.progress(ch.end, seg.seq);
   }
   return logits;
@@ -145,7 +144,8 @@ std::vector<float> Session::decode(const std::vector<int>& tokens) {
   validate_prompt_batch(step, model_.config());
   std::vector<float> logits(size_t(batch_) * size_t(model_.config().vocab_size));
   // A decode step's query is text: plain causal under every policy.
-  run_chunk(step, 0, 1, route_chunk(options_.plan, false, true), TraceEntry::Decode, false, logits);
+  SegmentState state(step);
+  run_chunk(step, state, 0, 1, route_chunk(options_.plan, false, true), TraceEntry::Decode, false, logits);
   return logits;
 }
 
@@ -168,8 +168,15 @@ size_t Session::sync_for(AttentionPath path) {
   return copied;
 }
 
-void Session::run_chunk(const PromptBatch& seg, int begin, int end, AttentionPath path, TraceEntry::Kind kind,
-                        bool all_positions, std::vector<float>& logits) {
+Session::SegmentState::SegmentState(const PromptBatch& seg) {
+  for (int b = 0; b < seg.batch; ++b) {
+    blocks.push_back(seg.sequence_block_ids(b));
+    next_media_row.push_back(seg.sequence_media_rows(b).first);
+  }
+}
+
+void Session::run_chunk(const PromptBatch& seg, SegmentState& state, int begin, int end, AttentionPath path,
+                        TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits) {
   const ModelConfig& c = model_.config();
   const int rows = end - begin, H = c.hidden_size, V = c.vocab_size;
   TraceEntry entry{kind, length_, length_ + rows, path, 0, 0};
@@ -182,9 +189,8 @@ void Session::run_chunk(const PromptBatch& seg, int begin, int end, AttentionPat
   std::vector<std::vector<int>> blocks(static_cast<size_t>(batch_));
   std::vector<int64_t> positions;
   for (int b = 0; b < batch_; ++b) {
-    const std::vector<int> seg_blocks = seg.sequence_block_ids(b);
-    int64_t media_row = seg.sequence_media_rows(b).first;
-    for (int s = 0; s < begin; ++s) media_row += seg.modality[size_t(b) * size_t(seg.seq) + size_t(s)] != Modality::Text;
+    const std::vector<int>& seg_blocks = state.blocks[size_t(b)];
+    int64_t& media_row = state.next_media_row[size_t(b)];
     for (int s = begin; s < end; ++s) {
       const size_t r = size_t(b) * size_t(seg.seq) + size_t(s);
       chunk.tokens.push_back(seg.tokens[r]);

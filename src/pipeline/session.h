@@ -66,8 +66,15 @@ class Session {
  private:
   friend class SessionAttention;
   void validate_segment(const PromptBatch& segment) const;
-  void run_chunk(const PromptBatch& segment, int begin, int end, AttentionPath path, TraceEntry::Kind kind,
-                 bool all_positions, std::vector<float>& logits);
+  // What a segment's chunks share, computed once per segment: block ids per
+  // sequence, and each sequence's next media row (chunks run in order).
+  struct SegmentState {
+    std::vector<std::vector<int>> blocks;
+    std::vector<int64_t> next_media_row;
+    SegmentState(const PromptBatch& segment);
+  };
+  void run_chunk(const PromptBatch& segment, SegmentState& state, int begin, int end, AttentionPath path,
+                 TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits);
   size_t sync_for(AttentionPath path);
 
   const Model& model_;
