@@ -7,7 +7,12 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libsentencepiece-dev libopenblas-dev
   libgtest-dev libgmock-dev
+  libonnx-dev libprotobuf-dev
 )
+# Node.js runs ONNX Runtime (onnxruntime-node from npm) for the ONNX export
+# tests; any Node >= 18 will do, Debian's included.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,4 +23,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# ONNX Runtime for the export tests: the CPU build that onnxruntime-node
+# ships. --ignore-scripts skips its install script, which would try to
+# download GPU binaries.
+onnx_dir="$(dirname "$0")/../tests/onnx"
+if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ]; then
+  echo "setup: installing onnxruntime-node into tests/onnx"
+  (cd "$onnx_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi

@@ -1,0 +1,48 @@
+// splitdec-export-onnx: writes an ONNX Runtime package of a model (see
+// src/onnx_export/onnx_package.h). `splitdec export-onnx` runs this program.
+//
+// Why a program of its own: Debian's libsentencepiece carries a private copy
+// of protobuf whose symbols clash with the system libprotobuf that libonnx's
+// ONNX classes need; one process cannot load both. This program links no
+// tokenizer (the export needs none) and so holds only the system protobuf.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "core/error.h"
+#include "model/gemma_model.h"
+#include "onnx_export/onnx_package.h"
+
+int main(int argc, char** argv) {
+  using namespace splitdec;
+  CLI::App app{"splitdec export-onnx: write an ONNX Runtime package (split: prefill + GQA decode graphs)"};
+  app.name("splitdec export-onnx");
+  std::string model_dir, out, policy, plan = "split";
+  int64_t max_length = 4096;
+  app.add_option("--model", model_dir, "model directory")->required();
+  app.add_option("--out", out, "package directory to write")->required();
+  app.add_option("--max-length", max_length, "length of the shared KV buffers / context (default 4096)");
+  app.add_option("--policy", policy, "mask policy (default: the model family's)");
+  app.add_option("--plan", plan, "split | single (default split)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    OnnxExportOptions o;
+    o.max_length = max_length;
+    o.plan = parse_plan(plan);
+    if (!policy.empty()) o.policy = parse_mask_policy(policy);
+    const Model model = Model::load(model_dir);
+    const OnnxPackage pkg = export_onnx_package(model, out, o);
+    std::printf("wrote %s (plan %s, max_length %lld, weights %.1f MiB):", out.c_str(), plan_name(o.plan),
+                static_cast<long long>(o.max_length), double(pkg.weight_bytes) / (1 << 20));
+    for (const auto& file : pkg.files) std::printf(" %s", file.c_str());
+    std::printf("\n");
+    return 0;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "splitdec: error: %s\n", e.what());
+    return 1;
+  }
+}

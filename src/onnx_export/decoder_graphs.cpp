@@ -1,0 +1,374 @@
+#include "onnx_export/decoder_graphs.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "core/dtype.h"
+#include "model/gemma_model.h"
+#include "onnx_export/mask_graph.h"
+#include "onnx_export/onnx_graph.h"
+
+namespace splitdec::onnx_export {
+
+namespace names {
+std::string past(int layer, bool key) { return "past_key_values." + std::to_string(layer) + (key ? ".key" : ".value"); }
+std::string present(int layer, bool key) { return "present." + std::to_string(layer) + (key ? ".key" : ".value"); }
+}  // namespace names
+
+namespace {
+
+constexpr int kFloat = onnx::TensorProto::FLOAT;
+constexpr int kInt64 = onnx::TensorProto::INT64;
+
+// Values every layer of a decoder graph shares.
+struct Shared {
+  std::string batch;     // [1] int64
+  std::string seq;       // [1] S, the new positions
+  std::string total;     // [1] T, past + S
+  std::string past_len;  // [1] T - S
+};
+
+// How a layer's attention is computed; one implementation per graph kind.
+// q: [B,S,Hq,hd] (normed, rotated); k, v: [B,S,Hkv,hd], or empty on a
+// KV-shared layer. Returns [B,S,Hq*hd].
+class AttentionGraph {
+ public:
+  virtual ~AttentionGraph() = default;
+  virtual std::string attend(int layer, const std::string& q, const std::string& k, const std::string& v) = 0;
+};
+
+class DecoderWriter {
+ public:
+  DecoderWriter(const Model& model, GraphBuilder& g) : m_(model), c_(model.config()), g_(g) {}
+
+  std::string rms_norm(const std::string& x, const std::vector<float>* weight, const std::string& weight_name) {
+    const std::string sq = g_.op("Mul", {x, x});
+    const std::string ms = g_.op("ReduceMean", {sq, g_.const_i64(-1)}, {{"keepdims", int64_t(1)}});
+    const std::string inv = g_.op("Reciprocal", {g_.op("Sqrt", {g_.op("Add", {ms, g_.scalar_f32(c_.rms_norm_eps)})})});
+    const std::string y = g_.op("Mul", {x, inv});
+    if (weight == nullptr) return y;
+    // Gemma-3 scales by (1 + w): folded into the stored weight, as splitdec computes 1.f + w.
+    std::vector<float> w = *weight;
+    if (c_.norm_adds_one)
+      for (float& v : w) v = 1.f + v;
+    return g_.op("Mul", {y, g_.weight(weight_name, w, {int64_t(w.size())})});
+  }
+
+  // y = x W^T with W stored transposed ([in, out]) so that MatMul broadcasts over [B,S,in].
+  std::string linear(const std::string& x, const WeightMatrix& w, const std::string& name) {
+    std::vector<float> t(size_t(w.out) * size_t(w.in)), row(size_t(w.in));
+    for (int o = 0; o < w.out; ++o) {
+      w.row_f32(o, row.data());
+      for (int i = 0; i < w.in; ++i) t[size_t(i) * size_t(w.out) + size_t(o)] = row[size_t(i)];
+    }
+    return g_.op("MatMul", {x, g_.weight(name + ".weight_t", t, {w.in, w.out})});
+  }
+
+  // cos/sin [B,S,1,hd] for one set of inverse frequencies, made once per graph.
+  std::pair<std::string, std::string> rope_tables(const std::vector<float>& inv_freq) {
+    auto& cached = rope_cache_[inv_freq];
+    if (!cached.first.empty()) return cached;
+    const int half = int(inv_freq.size());
+    const std::string pos = g_.op("Unsqueeze", {g_.op("Cast", {names::kPositionIds}, {{"to", int64_t(kFloat)}}), g_.const_i64(-1)});
+    const std::string angle = g_.op("Mul", {pos, g_.const_f32(inv_freq, {half})});  // f32, as HF forms it
+    auto table = [&](const char* fn) {
+      const std::string t = g_.op(fn, {angle});
+      return g_.op("Unsqueeze", {g_.op("Concat", {t, t}, {{"axis", int64_t(-1)}}), g_.const_i64(2)});
+    };
+    cached = {table("Cos"), table("Sin")};
+    return cached;
+  }
+
+  // rotate_half RoPE: pairs (k, k + hd/2).
+  std::string rope(const std::string& x, const std::vector<float>& inv_freq) {
+    const auto [cos, sin] = rope_tables(inv_freq);
+    const int64_t half = int64_t(inv_freq.size());
+    const std::string axis = g_.const_i64(-1);
+    const std::string x1 = g_.op("Slice", {x, g_.const_i64(0), g_.const_i64(half), axis});
+    const std::string x2 = g_.op("Slice", {x, g_.const_i64(half), g_.const_i64(2 * half), axis});
+    const std::string rotated = g_.op("Concat", {g_.op("Neg", {x2}), x1}, {{"axis", int64_t(-1)}});
+    return g_.op("Add", {g_.op("Mul", {x, cos}), g_.op("Mul", {rotated, sin})});
+  }
+
+  std::string gelu_tanh(const std::string& x) {
+    const std::string x3 = g_.op("Mul", {g_.op("Mul", {x, x}), x});
+    const std::string inner = g_.op("Mul", {g_.op("Add", {x, g_.op("Mul", {x3, g_.scalar_f32(0.044715f)})}),
+                                            g_.scalar_f32(0.7978845608028654f)});
+    const std::string t = g_.op("Add", {g_.op("Tanh", {inner}), g_.scalar_f32(1.f)});
+    return g_.op("Mul", {g_.op("Mul", {x, t}), g_.scalar_f32(0.5f)});
+  }
+
+  // The body of Model::run_layer, as graph nodes.
+  std::string layer(int l, const std::string& hidden, AttentionGraph& attention) {
+    const LayerSpec& spec = c_.layers[size_t(l)];
+    const LayerWeights& w = m_.weights().layers[size_t(l)];
+    const std::string p = "layers." + std::to_string(l);
+    g_.set_scope(p);
+    const int hd = spec.head_dim, Hq = c_.num_heads, Hkv = spec.num_kv_heads;
+    const bool shared = c_.is_kv_shared(l);
+
+    const std::string x = rms_norm(hidden, &w.input_norm, p + ".input_layernorm.weight");
+    std::string q = g_.op("Reshape", {linear(x, w.q_proj, p + ".q_proj"), g_.const_i64({0, 0, Hq, hd}, {4})});
+    q = rope(rms_norm(q, &w.q_norm, p + ".q_norm.weight"), spec.inv_freq);
+    std::string k, v;
+    if (!shared) {
+      const std::string heads = g_.const_i64({0, 0, Hkv, hd}, {4});
+      const std::string k_raw = g_.op("Reshape", {linear(x, w.k_proj, p + ".k_proj"), heads});
+      // k_eq_v: V is the raw k_proj output, before k_norm and RoPE.
+      v = spec.k_eq_v ? k_raw : g_.op("Reshape", {linear(x, w.v_proj, p + ".v_proj"), heads});
+      k = rope(rms_norm(k_raw, &w.k_norm, p + ".k_norm.weight"), spec.inv_freq);
+      if (c_.family == Family::Gemma4) v = rms_norm(v, nullptr, "");  // v_norm: RMS norm without weight
+    }
+    const std::string attn = attention.attend(l, q, k, v);
+
+    std::string o = rms_norm(linear(attn, w.o_proj, p + ".o_proj"), &w.post_attention_norm,
+                             p + ".post_attention_layernorm.weight");
+    const std::string h1 = g_.op("Add", {hidden, o});
+    const std::string x2 = rms_norm(h1, &w.pre_feedforward_norm, p + ".pre_feedforward_layernorm.weight");
+    const std::string act = g_.op("Mul", {gelu_tanh(linear(x2, w.gate_proj, p + ".gate_proj")), linear(x2, w.up_proj, p + ".up_proj")});
+    const std::string down = rms_norm(linear(act, w.down_proj, p + ".down_proj"), &w.post_feedforward_norm,
+                                      p + ".post_feedforward_layernorm.weight");
+    std::string out = g_.op("Add", {h1, down});
+    if (w.layer_scalar != 1.f) out = g_.op("Mul", {out, g_.scalar_f32(w.layer_scalar)});
+    g_.set_scope("");
+    return out;
+  }
+
+  // Model::logits: final norm, LM head (a Gemm on the [V, H] table, which
+  // the embedding graph shares), final softcap.
+  std::string logits(const std::string& hidden) {
+    g_.set_scope("lm_head");
+    const int H = c_.hidden_size, V = c_.vocab_size;
+    const std::string x = rms_norm(hidden, &m_.weights().final_norm, "final_norm.weight");
+    const std::string flat = g_.op("Reshape", {x, g_.const_i64({-1, H}, {2})});
+    const std::string table = output_table();
+    std::string y = g_.node("Gemm", {flat, table}, 1, {{"transB", int64_t(1)}})[0];
+    const std::string shape = g_.op("Concat", {g_.op("Shape", {hidden}, {{"end", int64_t(2)}}), g_.const_i64(V)},
+                                    {{"axis", int64_t(0)}});
+    y = g_.op("Reshape", {y, shape});
+    if (c_.final_logit_softcap) {
+      const float cap = *c_.final_logit_softcap;
+      y = g_.op("Mul", {g_.op("Tanh", {g_.op("Div", {y, g_.scalar_f32(cap)})}), g_.scalar_f32(cap)});
+    }
+    g_.set_scope("");
+    return y;
+  }
+
+  std::string embedding_table() { return table("embed_tokens.weight", m_.weights().embed_tokens); }
+  std::string output_table() {
+    const auto& w = m_.weights();
+    return w.lm_head.out == 0 ? embedding_table() : table("lm_head.weight", w.lm_head);
+  }
+
+ private:
+  std::string table(const std::string& name, const WeightMatrix& w) {
+    std::vector<float> t(size_t(w.out) * size_t(w.in));
+    for (int o = 0; o < w.out; ++o) w.row_f32(o, t.data() + size_t(o) * size_t(w.in));
+    return g_.weight(name, t, {w.out, w.in});
+  }
+
+  const Model& m_;
+  const ModelConfig& c_;
+  GraphBuilder& g_;
+  std::map<std::vector<float>, std::pair<std::string, std::string>> rope_cache_;
+};
+
+std::vector<Dim> kv_dims(const LayerSpec& spec, Dim length) {
+  return {std::string("batch"), int64_t(spec.num_kv_heads), std::move(length), int64_t(spec.head_dim)};
+}
+
+// [B,S,H,hd] -> [B,H,S,hd] and back.
+std::string to_heads_first(GraphBuilder& g, const std::string& x) {
+  return g.op("Transpose", {x}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+}
+std::string merge_heads(GraphBuilder& g, const std::string& y_heads_first, int width) {
+  const std::string y = g.op("Transpose", {y_heads_first}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+  return g.op("Reshape", {y, g.const_i64({0, 0, width}, {3})});
+}
+
+// Split prefill: new K/V scattered into the shared buffers at T - S, then
+// ONNX Attention over the first T slots with the policy's boolean mask.
+class PrefillAttention : public AttentionGraph {
+ public:
+  PrefillAttention(const ModelConfig& c, GraphBuilder& g, const Shared& s, MaskGraph& masks)
+      : c_(c), g_(g), s_(s), masks_(masks) {
+    write_at_ = g_.op("Expand", {s_.past_len, s_.batch});  // [B]: every row writes at T - S
+  }
+  std::string attend(int l, const std::string& q, const std::string& k, const std::string& v) override {
+    const LayerSpec& spec = c_.layers[size_t(l)];
+    if (!k.empty()) {
+      auto scatter = [&](const std::string& x, bool key) {
+        g_.node_named("TensorScatter", {names::past(l, key), to_heads_first(g_, x), write_at_}, {names::present(l, key)},
+                      {{"axis", int64_t(2)}, {"mode", std::string("linear")}});
+        return g_.op("Slice", {names::present(l, key), g_.const_i64(0), s_.total, g_.const_i64(2)});
+      };
+      kv_[l] = {scatter(k, true), scatter(v, false)};
+    }
+    const auto& [keys, values] = kv_.at(spec.kv_source);
+    const std::string mask = masks_.boolean(layer_mask_rule(masks_.policy(), spec.type, spec.window));
+    const std::string y = g_.node("Attention", {to_heads_first(g_, q), keys, values, mask}, 1,
+                                  {{"scale", c_.attn_scale}})[0];
+    return merge_heads(g_, y, c_.num_heads * spec.head_dim);
+  }
+
+ private:
+  const ModelConfig& c_;
+  GraphBuilder& g_;
+  const Shared& s_;
+  MaskGraph& masks_;
+  std::string write_at_;
+  std::map<int, std::pair<std::string, std::string>> kv_;
+};
+
+// Split decode: GroupQueryAttention on the shared buffers. No mask input:
+// causal plus local_window_size, which in ONNX Runtime counts W keys
+// including the query, as splitdec's window does.
+class DecodeAttention : public AttentionGraph {
+ public:
+  DecodeAttention(const ModelConfig& c, GraphBuilder& g, const Shared& s) : c_(c), g_(g) {
+    // seqlens_k = valid keys - 1 per row; total_sequence_length = T.
+    const std::string valid = g_.op("ReduceSum", {names::kAttentionMask, g_.const_i64(1)}, {{"keepdims", int64_t(0)}});
+    seqlens_ = g_.op("Cast", {g_.op("Sub", {valid, g_.const_i64(1)})}, {{"to", int64_t(onnx::TensorProto::INT32)}});
+    total_ = g_.op("Cast", {g_.op("Squeeze", {s.total})}, {{"to", int64_t(onnx::TensorProto::INT32)}});
+  }
+  std::string attend(int l, const std::string& q, const std::string& k, const std::string& v) override {
+    const LayerSpec& spec = c_.layers[size_t(l)];
+    const int hd = spec.head_dim, Hq = c_.num_heads, Hkv = spec.num_kv_heads;
+    auto flat = [&](const std::string& x, int heads) { return g_.op("Reshape", {x, g_.const_i64({0, 0, heads * hd}, {3})}); };
+    const std::vector<Attr> attrs = {{"num_heads", int64_t(Hq)},
+                                     {"kv_num_heads", int64_t(Hkv)},
+                                     {"scale", c_.attn_scale},
+                                     {"local_window_size", int64_t(spec.window > 0 ? spec.window : -1)}};
+    if (!k.empty()) {
+      const std::string k3 = flat(k, Hkv), v3 = flat(v, Hkv);
+      const auto outs = g_.node_named(
+          "GroupQueryAttention", {flat(q, Hq), k3, v3, names::past(l, true), names::past(l, false), seqlens_, total_},
+          {g_.new_name("gqa_out"), names::present(l, true), names::present(l, false)}, attrs,
+          "com.microsoft");
+      src_[l] = {k3, v3};
+      return outs[0];
+    }
+    // A KV-shared layer attends the source layer's buffer, which already
+    // holds this step's K/V; passing them again rewrites the same slot.
+    const int s = spec.kv_source;
+    const auto& [k3, v3] = src_.at(s);
+    return g_.node("GroupQueryAttention",
+                   {flat(q, Hq), k3, v3, names::present(s, true), names::present(s, false), seqlens_, total_}, 3, attrs,
+                   "com.microsoft")[0];
+  }
+
+ private:
+  const ModelConfig& c_;
+  GraphBuilder& g_;
+  std::string seqlens_, total_;
+  std::map<int, std::pair<std::string, std::string>> src_;
+};
+
+// Single: ONNX Attention with past inputs (it concatenates) and a dense float
+// bias built from the same mask, for every prompt chunk and every step.
+class SingleAttention : public AttentionGraph {
+ public:
+  SingleAttention(const ModelConfig& c, GraphBuilder& g, MaskGraph& masks) : c_(c), g_(g), masks_(masks) {}
+  std::string attend(int l, const std::string& q, const std::string& k, const std::string& v) override {
+    const LayerSpec& spec = c_.layers[size_t(l)];
+    const std::string bias = masks_.bias(layer_mask_rule(masks_.policy(), spec.type, spec.window));
+    std::string y;
+    if (!k.empty()) {
+      y = g_.new_name("attention_out");
+      g_.node_named("Attention",
+                    {to_heads_first(g_, q), to_heads_first(g_, k), to_heads_first(g_, v), bias, names::past(l, true),
+                     names::past(l, false)},
+                    {y, names::present(l, true), names::present(l, false)}, {{"scale", c_.attn_scale}});
+    } else {
+      const int s = spec.kv_source;
+      y = g_.node("Attention", {to_heads_first(g_, q), names::present(s, true), names::present(s, false), bias}, 1,
+                  {{"scale", c_.attn_scale}})[0];
+    }
+    return merge_heads(g_, y, c_.num_heads * spec.head_dim);
+  }
+
+ private:
+  const ModelConfig& c_;
+  GraphBuilder& g_;
+  MaskGraph& masks_;
+};
+
+void build_embedding(const Model& model, GraphBuilder& g) {
+  const ModelConfig& c = model.config();
+  const int H = c.hidden_size;
+  g.input(names::kInputIds, kInt64, {std::string("batch"), std::string("sequence_length")});
+  g.input(names::kMediaEmbeds, kFloat, {std::string("num_media_tokens"), int64_t(H)});
+  g.output(names::kInputsEmbeds, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(H)});
+  DecoderWriter w(model, g);
+  // Text rows: E[token] * sqrt(H), the scale rounded to the checkpoint dtype (Model::embed).
+  const float scale = round_to_dtype(std::sqrt(float(H)), model.weights().dtype);
+  const std::string text = g.op("Mul", {g.op("Gather", {w.embedding_table(), names::kInputIds}), g.scalar_f32(scale)});
+  // Media rows replace the placeholder tokens' rows unscaled, in order.
+  std::string is_media = g.op("Equal", {names::kInputIds, g.const_i64(-1)});
+  for (int id : {c.image_token_id, c.video_token_id, c.audio_token_id})
+    if (id >= 0) is_media = g.op("Or", {is_media, g.op("Equal", {names::kInputIds, g.const_i64(id)})});
+  const std::string flat = g.op("Reshape", {is_media, g.const_i64(-1)});
+  const std::string nth = g.op("Sub", {g.op("CumSum", {g.op("Cast", {flat}, {{"to", int64_t(kInt64)}}), g.scalar_i64(0)}),
+                                       g.const_i64(1)});
+  // Row M is a zero row for the text positions, so that M = 0 still gathers.
+  const std::string rows = g.op("Concat", {names::kMediaEmbeds, g.const_f32(std::vector<float>(size_t(H), 0.f), {1, H})},
+                                {{"axis", int64_t(0)}});
+  const std::string m = g.op("Shape", {names::kMediaEmbeds}, {{"end", int64_t(1)}});
+  const std::string picked = g.op("Gather", {rows, g.op("Where", {flat, nth, m})});
+  const std::string shape = g.op("Concat", {g.op("Shape", {names::kInputIds}), g.const_i64(H)}, {{"axis", int64_t(0)}});
+  const std::string media = g.op("Reshape", {picked, shape});
+  g.node_named("Where", {g.op("Unsqueeze", {is_media, g.const_i64(-1)}), media, text}, {names::kInputsEmbeds});
+}
+
+void build_decoder(const Model& model, GraphKind kind, const GraphSettings& settings, GraphBuilder& g) {
+  const ModelConfig& c = model.config();
+  const bool prefill_inputs = kind != GraphKind::SplitDecode;
+  g.input(names::kInputsEmbeds, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(c.hidden_size)});
+  g.input(names::kAttentionMask, kInt64, {std::string("batch"), std::string("total_sequence_length")});
+  g.input(names::kPositionIds, kInt64, {std::string("batch"), std::string("sequence_length")});
+  if (prefill_inputs) g.input(names::kBlockIds, kInt64, {std::string("batch"), std::string("sequence_length")});
+  const bool single = kind == GraphKind::Single;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (c.is_kv_shared(l)) continue;
+    const LayerSpec& spec = c.layers[size_t(l)];
+    const Dim past_len = single ? Dim(std::string("past_sequence_length")) : Dim(settings.max_length);
+    const Dim present_len = single ? Dim(std::string("total_sequence_length")) : Dim(settings.max_length);
+    for (bool key : {true, false}) g.input(names::past(l, key), kFloat, kv_dims(spec, past_len));
+    for (bool key : {true, false}) g.output(names::present(l, key), kFloat, kv_dims(spec, present_len));
+  }
+  g.output(names::kLogits, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(c.vocab_size)});
+
+  Shared s;
+  s.batch = g.op("Shape", {names::kInputsEmbeds}, {{"end", int64_t(1)}});
+  s.seq = g.op("Shape", {names::kInputsEmbeds}, {{"start", int64_t(1)}, {"end", int64_t(2)}});
+  s.total = g.op("Shape", {names::kAttentionMask}, {{"start", int64_t(1)}, {"end", int64_t(2)}});
+  s.past_len = g.op("Sub", {s.total, s.seq});
+
+  std::unique_ptr<MaskGraph> masks;
+  std::unique_ptr<AttentionGraph> attention;
+  if (prefill_inputs) masks = std::make_unique<MaskGraph>(g, settings.policy, s.batch, s.total, s.past_len);
+  switch (kind) {
+    case GraphKind::SplitPrefill: attention = std::make_unique<PrefillAttention>(c, g, s, *masks); break;
+    case GraphKind::SplitDecode: attention = std::make_unique<DecodeAttention>(c, g, s); break;
+    case GraphKind::Single: attention = std::make_unique<SingleAttention>(c, g, *masks); break;
+    case GraphKind::Embedding: break;
+  }
+  DecoderWriter w(model, g);
+  std::string hidden = names::kInputsEmbeds;
+  for (int l = 0; l < c.num_layers; ++l) hidden = w.layer(l, hidden, *attention);
+  g.node_named("Identity", {w.logits(hidden)}, {names::kLogits});
+}
+
+}  // namespace
+
+void build_graph(const Model& model, GraphKind kind, const GraphSettings& settings, WeightFile& weights,
+                 onnx::ModelProto& out) {
+  static const char* const graph_names[] = {"embedding", "decoder_prefill", "decoder_decode", "decoder"};
+  init_model(out, graph_names[int(kind)]);
+  GraphBuilder g(*out.mutable_graph(), weights);
+  if (kind == GraphKind::Embedding) build_embedding(model, g);
+  else build_decoder(model, kind, settings, g);
+}
+
+}  // namespace splitdec::onnx_export

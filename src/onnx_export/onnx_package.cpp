@@ -1,0 +1,158 @@
+#include "onnx_export/onnx_package.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/gemma_model.h"
+#include "onnx_export/decoder_graphs.h"
+#include "onnx_export/onnx_graph.h"
+
+namespace splitdec {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace onnx_export;
+
+void check_onnx_exportable(const Model& model, const OnnxExportOptions& o) {
+  const ModelConfig& c = model.config();
+  if (o.plan != Plan::Split && o.plan != Plan::Single)
+    throw InputError(std::string("plan '") + plan_name(o.plan) +
+                     "' cannot be exported: an ONNX package is either 'split' (prefill + decode graphs on shared KV "
+                     "buffers) or 'single' (one graph with a dense bias)");
+  // GroupQueryAttention takes seqlens_k and total_sequence_length as int32.
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  if (o.max_length < 1 || o.max_length > kInt32Max)
+    throw InputError("max_length " + std::to_string(o.max_length) + " cannot be exported: it must be in [1, " +
+                     std::to_string(kInt32Max) + "] (GroupQueryAttention's total_sequence_length is int32)");
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerSpec& s = c.layers[size_t(l)];
+    const std::string where = "layer " + std::to_string(l) + ": ";
+    if (s.num_kv_heads <= 0 || c.num_heads % s.num_kv_heads != 0)
+      throw InputError(where + "num_heads " + std::to_string(c.num_heads) + " is not a multiple of kv heads " +
+                       std::to_string(s.num_kv_heads) + ", which Attention and GroupQueryAttention require");
+    if (s.head_dim % 2 != 0)
+      throw InputError(where + "head_dim " + std::to_string(s.head_dim) + " is odd; the exported RoPE needs pairs");
+    // One KV buffer of one sequence must stay addressable by ONNX Runtime's int64 sizes and by GQA's int32 offsets.
+    const double elems = double(s.num_kv_heads) * double(o.max_length) * double(s.head_dim);
+    if (elems > double(kInt32Max))
+      throw InputError(where + "a KV buffer of " + std::to_string(s.num_kv_heads) + " heads x max_length " +
+                       std::to_string(o.max_length) + " x head_dim " + std::to_string(s.head_dim) +
+                       " exceeds 2^31 elements, the limit of GroupQueryAttention's int32 indexing");
+    if (s.window < 0 || s.window > kInt32Max)
+      throw InputError(where + "sliding window " + std::to_string(s.window) + " does not fit local_window_size (int32)");
+  }
+}
+
+namespace {
+
+json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy policy) {
+  const ModelConfig& c = model.config();
+  const bool split = o.plan == Plan::Split;
+  json kv_layers = json::array();
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerSpec& s = c.layers[size_t(l)];
+    kv_layers.push_back({{"layer", l},
+                         {"type", s.type == LayerType::Sliding ? "sliding" : "full"},
+                         {"kv_source", s.kv_source},
+                         {"kv_heads", s.num_kv_heads},
+                         {"head_dim", s.head_dim},
+                         {"window", s.window}});
+  }
+  const json decoder_inputs = {{"inputs_embeds", names::kInputsEmbeds},
+                               {"attention_mask", names::kAttentionMask},
+                               {"position_ids", names::kPositionIds},
+                               {"past_key_names", "past_key_values.%d.key"},
+                               {"past_value_names", "past_key_values.%d.value"}};
+  const json decoder_outputs = {
+      {"logits", names::kLogits}, {"present_key_names", "present.%d.key"}, {"present_value_names", "present.%d.value"}};
+  json decoder = {{"head_size", c.layers[0].head_dim},
+                  {"hidden_size", c.hidden_size},
+                  {"num_attention_heads", c.num_heads},
+                  {"num_key_value_heads", c.layers[0].num_kv_heads},
+                  {"num_hidden_layers", c.num_layers},
+                  {"inputs", decoder_inputs},
+                  {"outputs", decoder_outputs}};
+  if (split) {
+    json kv_names = json::array();
+    for (int l = 0; l < c.num_layers; ++l)
+      if (!c.is_kv_shared(l))
+        for (bool key : {true, false}) kv_names.push_back(names::past(l, key)), kv_names.push_back(names::present(l, key));
+    auto stage = [&](const char* file, bool prompt, bool prefill) {
+      json in = {names::kInputsEmbeds, names::kAttentionMask, names::kPositionIds};
+      if (prefill) in.push_back(names::kBlockIds);
+      json out = {names::kLogits};
+      for (int l = 0; l < c.num_layers; ++l)
+        if (!c.is_kv_shared(l))
+          for (bool key : {true, false}) in.push_back(names::past(l, key)), out.push_back(names::present(l, key));
+      return json{{"filename", file}, {"inputs", in}, {"outputs", out}, {"run_on_prompt", prompt}, {"run_on_token_gen", !prompt}};
+    };
+    decoder["pipeline"] = json::array({{{"prefill", stage(kOnnxPrefillFile, true, true)}},
+                                       {{"decode", stage(kOnnxDecodeFile, false, false)}}});
+  } else {
+    decoder["filename"] = kOnnxSingleFile;
+    decoder["inputs"]["block_ids"] = names::kBlockIds;
+  }
+  json eos = c.eos_token_ids;
+  return {{"model",
+           {{"type", c.family == Family::Gemma4 ? "gemma4" : "gemma3"},
+            {"bos_token_id", c.bos_token_id},
+            {"eos_token_id", eos},
+            {"pad_token_id", c.pad_token_id},
+            {"vocab_size", c.vocab_size},
+            {"context_length", o.max_length},
+            {"embedding",
+             {{"filename", kOnnxEmbeddingFile},
+              {"inputs", {{"input_ids", names::kInputIds}, {"image_features", names::kMediaEmbeds}}},
+              {"outputs", {{"embeddings", names::kInputsEmbeds}}}}},
+            {"decoder", decoder}}},
+          {"search", {{"max_length", o.max_length}, {"past_present_share_buffer", split}}},
+          {"splitdec",
+           {{"plan", plan_name(o.plan)},
+            {"mask_policy", mask_policy_name(policy)},
+            {"max_length", o.max_length},
+            {"block_ids",
+             "per token: -1 for text and audio, otherwise the media block's id; a block lies whole in one prefill call"},
+            {"media_token_ids", {{"image", c.image_token_id}, {"video", c.video_token_id}, {"audio", c.audio_token_id}}},
+            {"layers", kv_layers}}}};
+}
+
+}  // namespace
+
+OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& o) {
+  check_onnx_exportable(model, o);
+  const MaskPolicy policy = o.policy.value_or(model.config().default_policy);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) throw InputError("cannot create " + out_dir + ": " + ec.message());
+
+  OnnxPackage pkg;
+  WeightFile weights(out_dir, kOnnxWeightsFile);
+  GraphSettings settings{policy, o.max_length};
+  auto write = [&](GraphKind kind, const char* file) {
+    onnx::ModelProto m;
+    build_graph(model, kind, settings, weights, m);
+    save_model(m, (fs::path(out_dir) / file).string());
+    pkg.files.push_back(file);
+  };
+  write(GraphKind::Embedding, kOnnxEmbeddingFile);
+  if (o.plan == Plan::Split) {
+    write(GraphKind::SplitPrefill, kOnnxPrefillFile);
+    write(GraphKind::SplitDecode, kOnnxDecodeFile);
+  } else {
+    write(GraphKind::Single, kOnnxSingleFile);
+  }
+  weights.close();
+  pkg.weight_bytes = weights.bytes();
+  pkg.files.push_back(kOnnxWeightsFile);
+
+  std::ofstream cfg(fs::path(out_dir) / kGenaiConfigFile);
+  cfg << genai_config(model, o, policy).dump(2) << "\n";
+  if (!cfg) throw InputError("cannot write " + (fs::path(out_dir) / kGenaiConfigFile).string());
+  pkg.files.push_back(kGenaiConfigFile);
+  return pkg;
+}
+
+}  // namespace splitdec

@@ -1,0 +1,48 @@
+// `splitdec export-onnx`: writes a model as an ONNX Runtime GenAI style
+// package. The `split` package is a decoder pipeline of two graphs over one
+// set of KV buffers [batch, kv_heads, max_length, head_dim]: a prefill graph
+// (ONNX Attention with the policy's mask; new K/V written in place with
+// TensorScatter) and a decode graph (com.microsoft.GroupQueryAttention, no
+// mask, no bias). The `single` package is today's static export: one graph,
+// Attention with a dense float bias every step, separate past and present.
+// Both share an embedding graph; all graphs read one external weights file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mask/mask_contract.h"
+#include "pipeline/plan.h"
+
+namespace splitdec {
+
+class Model;
+
+struct OnnxExportOptions {
+  int64_t max_length = 4096;         // KV buffer length (split); context length (both)
+  std::optional<MaskPolicy> policy;  // default: the model family's
+  Plan plan = Plan::Split;           // Split or Single
+};
+
+struct OnnxPackage {
+  std::vector<std::string> files;  // written, relative to the package directory
+  int64_t weight_bytes = 0;
+};
+
+// The package file names.
+inline constexpr const char* kOnnxWeightsFile = "model.onnx.data";
+inline constexpr const char* kOnnxEmbeddingFile = "embedding.onnx";
+inline constexpr const char* kOnnxPrefillFile = "decoder_prefill.onnx";
+inline constexpr const char* kOnnxDecodeFile = "decoder_decode.onnx";
+inline constexpr const char* kOnnxSingleFile = "decoder.onnx";
+inline constexpr const char* kGenaiConfigFile = "genai_config.json";
+
+// Throws InputError naming the feature and the reason when the model or the
+// options cannot be expressed with the operators the package uses.
+void check_onnx_exportable(const Model& model, const OnnxExportOptions& options);
+
+OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& options);
+
+}  // namespace splitdec

@@ -1,0 +1,166 @@
+// Drives an exported splitdec package through ONNX Runtime exactly as a
+// decoder-pipeline runtime would, and compares its logits with splitdec's.
+//
+//   node run_package.mjs CASE.json
+//
+// CASE.json (written by tests/test_onnx_export.cpp): {package, tolerance,
+// turns: [{input_ids, block_ids, media, prompt_logits, decode_tokens,
+// step_logits}]}. Each turn runs the prompt stage once over its prompt
+// (with everything before it as past), then one token-generation step per
+// decode token. Prints one JSON report on stdout.
+//
+// ONNX Runtime warnings go to stderr: TensorScatter warns there when it has
+// to copy instead of writing in place (the C++ test checks for it).
+//
+// split: the KV buffers are allocated once, [1, kv_heads, max_length,
+// head_dim], filled with a sentinel, and bound as both the past input and
+// the present output of both stages. After every run the report checks that
+// the runtime handed back our own buffers, that exactly the new slots were
+// written, and that the sentinel beyond the current length survived.
+// single: past and present are separate tensors; present becomes the next past.
+import fs from 'node:fs';
+import path from 'node:path';
+import ort from 'onnxruntime-node';
+
+const SENTINEL = -7777.25;
+
+function argmax(a, off, n) {
+  let best = 0;
+  for (let k = 1; k < n; ++k) if (a[off + k] > a[off + best]) best = k;
+  return best;
+}
+
+function maxDiff(got, want) {
+  if (got.length !== want.length) return Infinity;
+  let worst = 0;
+  for (let k = 0; k < got.length; ++k) {
+    const d = Math.abs(got[k] - want[k]);
+    if (!(d <= worst)) worst = Number.isNaN(d) ? Infinity : d;
+  }
+  return worst;
+}
+
+const i64 = (values) => BigInt64Array.from(values.map((v) => BigInt(v)));
+
+async function main() {
+  const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+  const dir = spec.package;
+  const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
+  const sd = cfg.splitdec;
+  const split = sd.plan === 'split';
+  const maxLength = sd.max_length;
+  const hidden = cfg.model.decoder.hidden_size;
+  const vocab = cfg.model.vocab_size;
+  const opts = { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 2 };
+  const load = (f) => ort.InferenceSession.create(path.join(dir, f), opts);
+  const embedding = await load(cfg.model.embedding.filename);
+  let prefill, decode;
+  if (split) {
+    const stages = cfg.model.decoder.pipeline.map((s) => Object.values(s)[0]);
+    prefill = await load(stages.find((s) => s.run_on_prompt).filename);
+    decode = await load(stages.find((s) => s.run_on_token_gen).filename);
+  } else {
+    prefill = decode = await load(cfg.model.decoder.filename);
+  }
+
+  const owners = sd.layers.filter((l) => l.kv_source === l.layer);
+  // split: one buffer pair per owning layer, for the whole run.
+  const kv = new Map();
+  for (const l of owners) {
+    const dims = split ? [1, l.kv_heads, maxLength, l.head_dim] : [1, l.kv_heads, 0, l.head_dim];
+    const make = () => {
+      const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
+      data.fill(SENTINEL);
+      return new ort.Tensor('float32', data, dims);
+    };
+    kv.set(l.layer, { key: make(), value: make(), layer: l });
+  }
+
+  const report = { plan: sd.plan, ort_version: ort.env.versions?.common ?? 'unknown', turns: [], max_diff: 0,
+                   argmax_match: true, same_buffers: split ? true : null, written_in_place: split ? true : null,
+                   sentinel_survived: split ? true : null, problems: [] };
+  let length = 0;
+
+  // Checks every split buffer after a run that wrote slots [from, to).
+  function checkBuffers(out, from, to, what) {
+    for (const [layer, b] of kv) {
+      for (const which of ['key', 'value']) {
+        const name = `present.${layer}.${which}`;
+        // onnxruntime-node hands outputs back as copies; what matters is that
+        // the copy equals our buffer, i.e. the runtime wrote into our memory.
+        const got = out[name].data, mine = b[which].data;
+        if (got.length !== mine.length || got.some((x, k) => !Object.is(x, mine[k]))) {
+          report.same_buffers = false;
+          report.problems.push(`${what}: ${name} differs from the bound buffer`);
+        }
+        const d = b[which].data, hd = b.layer.head_dim;
+        for (let h = 0; h < b.layer.kv_heads; ++h) {
+          const base = h * maxLength * hd;
+          for (let s = from; s < to; ++s)
+            if (d[base + s * hd] === SENTINEL) {
+              report.written_in_place = false;
+              report.problems.push(`${what}: ${name} head ${h} slot ${s} was not written in our buffer`);
+            }
+          for (let s = to; s < maxLength; ++s)
+            if (d[base + s * hd] !== SENTINEL) {
+              report.sentinel_survived = false;
+              report.problems.push(`${what}: ${name} head ${h} slot ${s} beyond the length was overwritten`);
+              break;
+            }
+        }
+      }
+    }
+  }
+
+  async function run(session, ids, media, blockIds, stage) {
+    const S = ids.length;
+    const emb = await embedding.run({
+      input_ids: new ort.Tensor('int64', i64(ids), [1, S]),
+      media_embeds: new ort.Tensor('float32', Float32Array.from(media), [media.length / hidden, hidden]),
+    });
+    const feeds = {
+      inputs_embeds: emb.inputs_embeds,
+      attention_mask: new ort.Tensor('int64', i64(new Array(length + S).fill(1)), [1, length + S]),
+      position_ids: new ort.Tensor('int64', i64(ids.map((_, k) => length + k)), [1, S]),
+    };
+    if (session.inputNames.includes('block_ids')) feeds.block_ids = new ort.Tensor('int64', i64(blockIds), [1, S]);
+    const fetches = { logits: null };
+    for (const [layer, b] of kv) {
+      feeds[`past_key_values.${layer}.key`] = b.key;
+      feeds[`past_key_values.${layer}.value`] = b.value;
+      // split: the same tensors are the stage's present outputs (past_present_share_buffer).
+      fetches[`present.${layer}.key`] = split ? b.key : null;
+      fetches[`present.${layer}.value`] = split ? b.value : null;
+    }
+    const out = await session.run(feeds, fetches);
+    if (split) checkBuffers(out, length, length + S, `${stage} at length ${length}`);
+    else for (const [layer, b] of kv) { b.key = out[`present.${layer}.key`]; b.value = out[`present.${layer}.value`]; }
+    length += S;
+    return out.logits.data;
+  }
+
+  for (const [t, turn] of spec.turns.entries()) {
+    const S = turn.input_ids.length;
+    const r = { prompt_tokens: S, prompt_max_diff: 0, step_max_diff: [] };
+    const logits = await run(prefill, turn.input_ids, turn.media, turn.block_ids, `turn ${t} prompt`);
+    r.prompt_max_diff = maxDiff(logits, turn.prompt_logits);
+    if (argmax(logits, (S - 1) * vocab, vocab) !== argmax(turn.prompt_logits, (S - 1) * vocab, vocab))
+      report.argmax_match = false;
+    for (const [k, tok] of turn.decode_tokens.entries()) {
+      const step = await run(decode, [tok], [], [-1], `turn ${t} step ${k}`);
+      const want = turn.step_logits.slice(k * vocab, (k + 1) * vocab);
+      r.step_max_diff.push(maxDiff(step, want));
+      if (argmax(step, 0, vocab) !== argmax(want, 0, vocab)) report.argmax_match = false;
+    }
+    report.max_diff = Math.max(report.max_diff, r.prompt_max_diff, ...r.step_max_diff);
+    report.turns.push(r);
+  }
+  report.final_length = length;
+  report.ok = report.max_diff <= spec.tolerance && report.argmax_match && report.problems.length === 0;
+  process.stdout.write(JSON.stringify(report) + '\n');
+}
+
+main().catch((e) => {
+  process.stdout.write(JSON.stringify({ ok: false, error: String(e && e.stack ? e.stack : e) }) + '\n');
+  process.exit(1);
+});

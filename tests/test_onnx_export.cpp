@@ -1,0 +1,400 @@
+// Exported ONNX packages, checked with ONNX Runtime itself: the package is
+// driven through onnxruntime-node (tests/onnx/run_package.mjs) as a pipeline
+// runtime would, and its logits must equal splitdec's at every prompt
+// position and every decode step. The graphs are checked for the operators
+// the split promises (no Attention and one GroupQueryAttention per layer in
+// the decode graph; in-place TensorScatter writes in the prefill graph), and
+// the weights for being stored once.
+//
+// This test links no tokenizer: the ONNX classes need the system protobuf,
+// which libsentencepiece's private copy would clash with (see
+// apps/export_onnx_main.cpp). Models are made with the splitdec binary.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "model/gemma_model.h"
+#include "pipeline/session.h"
+
+using namespace splitdec;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ONNX Runtime and splitdec sum in different orders (MLAS GEMMs, its own
+// softmax); logits are of order 1..30 and agree to about 2e-5; 2e-4 is the
+// bound the plan-agreement tests use too.
+constexpr double kLogitTolerance = 2e-4;
+constexpr int kDecodeSteps = 8;
+
+fs::path temp_root() {
+  static const fs::path root = [] {
+    fs::path p = fs::temp_directory_path() / ("splitdec-onnx-test-" + std::to_string(::getpid()));
+    fs::create_directories(p);
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove_all(fs::temp_directory_path() / ("splitdec-onnx-test-" + std::to_string(::getpid())), ec);
+    });
+    return p;
+  }();
+  return root;
+}
+
+int run(const std::string& cmd, std::string* output = nullptr) {
+  const fs::path out = temp_root() / "cmd-output.txt";
+  const int rc = std::system((cmd + " > " + out.string() + " 2>&1").c_str());
+  if (output) {
+    std::ifstream in(out);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    *output = ss.str();
+  }
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+std::string model_dir(const std::string& preset) {
+  static std::map<std::string, std::string> made;
+  if (made.count(preset)) return made[preset];
+  const fs::path dir = temp_root() / preset;
+  std::string out;
+  if (run(std::string(SPLITDEC_BINARY) + " make-model --preset " + preset + " --out " + dir.string(), &out) != 0)
+    throw std::runtime_error("make-model failed: " + out);
+  return made[preset] = dir.string();
+}
+
+const Model& model(const std::string& preset) {
+  static std::map<std::string, std::unique_ptr<Model>> loaded;
+  auto& m = loaded[preset];
+  if (!m) m = std::make_unique<Model>(Model::load(model_dir(preset)));
+  return *m;
+}
+
+std::string export_package(const std::string& preset, const std::string& plan, const std::string& policy,
+                           int64_t max_length) {
+  const fs::path dir = temp_root() / ("pkg-" + preset + "-" + plan + "-" + policy);
+  if (fs::exists(dir / "genai_config.json")) return dir.string();
+  std::string out;
+  const std::string cmd = std::string(SPLITDEC_BINARY) + " export-onnx --model " + model_dir(preset) + " --out " +
+                          dir.string() + " --plan " + plan + " --policy " + policy + " --max-length " +
+                          std::to_string(max_length);
+  if (run(cmd, &out) != 0) throw std::runtime_error("export-onnx failed: " + out);
+  return dir.string();
+}
+
+// One prompt: text and media runs, with random media rows.
+struct Prompt {
+  std::vector<int> tokens;
+  std::vector<Modality> modality;
+  std::vector<float> media;
+};
+
+class PromptBuilder {
+ public:
+  PromptBuilder(const ModelConfig& c, uint32_t seed) : c_(c), rng_(seed) {}
+  PromptBuilder& token(int t) { return push(t, Modality::Text); }
+  PromptBuilder& text(int n) {
+    for (int k = 0; k < n; ++k) push(20 + int(rng_() % uint32_t(c_.vocab_size - 20)), Modality::Text);
+    return *this;
+  }
+  PromptBuilder& image(int n) {
+    push(c_.boi_token_id, Modality::Text);
+    std::uniform_real_distribution<float> u(-1.7f, 1.7f);
+    for (int k = 0; k < n; ++k) {
+      push(c_.image_token_id, Modality::Image);
+      for (int d = 0; d < c_.hidden_size; ++d) p_.media.push_back(u(rng_));
+    }
+    return push(c_.eoi_token_id, Modality::Text);
+  }
+  Prompt done() const { return p_; }
+
+ private:
+  PromptBuilder& push(int t, Modality m) {
+    p_.tokens.push_back(t), p_.modality.push_back(m);
+    return *this;
+  }
+  const ModelConfig& c_;
+  std::mt19937 rng_;
+  Prompt p_;
+};
+
+PromptBatch batch_of(const Prompt& p) {
+  PromptBatch b;
+  b.batch = 1;
+  b.seq = int(p.tokens.size());
+  b.tokens = p.tokens;
+  b.modality = p.modality;
+  b.attention_mask.assign(p.tokens.size(), 1);
+  b.media = p.media;
+  return b;
+}
+
+int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
+
+// splitdec (plan split) runs the turns greedily; the case file holds its
+// inputs, its logits and the tokens it fed at each step. A later turn
+// starts with the token the previous turn chose last.
+json make_case(const Model& m, MaskPolicy policy, const std::vector<Prompt>& turns, int64_t max_length) {
+  const int V = m.config().vocab_size;
+  SessionOptions o;
+  o.plan = Plan::Split;
+  o.capacity = max_length;
+  o.policy = policy;
+  o.chunk = 7;  // several chunks per prompt: the chunking must not matter either
+  Session s(m, 1, o);
+  json out = json::array();
+  int pending = -1;
+  for (Prompt p : turns) {
+    if (pending >= 0) {
+      p.tokens.insert(p.tokens.begin(), pending);
+      p.modality.insert(p.modality.begin(), Modality::Text);
+    }
+    const PromptBatch b = batch_of(p);
+    const std::vector<float> prompt_logits = s.append(b, true);
+    std::vector<int> fed;
+    std::vector<float> step_logits;
+    int next = argmax(prompt_logits.data() + (b.seq - 1) * int64_t(V), V);
+    for (int k = 0; k < kDecodeSteps; ++k) {
+      fed.push_back(next);
+      const std::vector<float> l = s.decode({next});
+      step_logits.insert(step_logits.end(), l.begin(), l.end());
+      next = argmax(l.data(), V);
+    }
+    pending = next;
+    out.push_back({{"input_ids", p.tokens},
+                   {"block_ids", b.sequence_block_ids(0)},
+                   {"media", p.media},
+                   {"prompt_logits", prompt_logits},
+                   {"decode_tokens", fed},
+                   {"step_logits", step_logits}});
+  }
+  return out;
+}
+
+struct NamedTurns {
+  std::string name;
+  std::vector<Prompt> turns;
+};
+
+std::vector<NamedTurns> cases(const ModelConfig& c) {
+  const int window = c.layers[0].window;  // tiny models: sliding layer 0, window 8
+  return {
+      {"no image", {PromptBuilder(c, 1).token(c.bos_token_id).text(14).done()}},
+      {"one image longer than the window",
+       {PromptBuilder(c, 2).token(c.bos_token_id).text(3).image(2 * window).text(4).done()}},
+      {"two images",
+       {PromptBuilder(c, 3).token(c.bos_token_id).image(2 * window).text(2).image(5).text(3).done()}},
+      {"multi-turn, new image in turn 2",
+       {PromptBuilder(c, 4).token(c.bos_token_id).text(6).image(4).text(2).done(),
+        PromptBuilder(c, 5).text(2).image(12).text(3).done()}},
+  };
+}
+
+fs::path runner_dir() { return fs::path(ONNX_RUNNER_DIR); }
+
+bool runtime_available(std::string* why) {
+  if (run("node --version") != 0) return *why = "node is not installed", false;
+  if (!fs::exists(runner_dir() / "node_modules" / "onnxruntime-node"))
+    return *why = "onnxruntime-node is not installed in " + runner_dir().string() + " (scripts/setup.sh installs it)",
+           false;
+  return true;
+}
+
+#define REQUIRE_RUNTIME()                                                                            \
+  do {                                                                                               \
+    std::string why;                                                                                 \
+    if (!runtime_available(&why)) {                                                                  \
+      if (std::getenv("SPLITDEC_REQUIRE_ONNXRUNTIME")) FAIL() << why;                                \
+      GTEST_SKIP() << why;                                                                           \
+    }                                                                                                \
+  } while (0)
+
+json run_package(const std::string& pkg, const json& turns, const std::string& tag) {
+  const fs::path case_file = temp_root() / (tag + ".json");
+  std::ofstream(case_file) << json{{"package", pkg}, {"tolerance", kLogitTolerance}, {"turns", turns}}.dump();
+  const fs::path report = temp_root() / (tag + ".report.json"), err = temp_root() / (tag + ".stderr.txt");
+  const std::string cmd = "node " + (runner_dir() / "run_package.mjs").string() + " " + case_file.string() + " > " +
+                          report.string() + " 2> " + err.string();
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(report);
+  std::string line;
+  std::getline(in, line);
+  std::ifstream e(err);
+  std::stringstream stderr_text;
+  stderr_text << e.rdbuf();
+  json r = line.empty() ? json{{"ok", false}, {"error", "no report (exit " + std::to_string(rc) + ")"}} : json::parse(line);
+  r["stderr"] = stderr_text.str();
+  return r;
+}
+
+void expect_report_ok(const json& r, bool split, const std::string& what) {
+  ASSERT_FALSE(r.contains("error")) << what << ": " << r["error"].get<std::string>() << "\n" << r["stderr"].get<std::string>();
+  std::printf("  %-60s max |logit diff| %.2e over %lld positions\n", what.c_str(), r["max_diff"].get<double>(),
+              static_cast<long long>(r["final_length"].get<int64_t>()));
+  EXPECT_LE(r["max_diff"].get<double>(), kLogitTolerance) << what << ": " << r.dump();
+  EXPECT_TRUE(r["argmax_match"].get<bool>()) << what;
+  EXPECT_TRUE(r["problems"].empty()) << what << ": " << r["problems"].dump();
+  if (split) {
+    EXPECT_TRUE(r["same_buffers"].get<bool>()) << what;
+    EXPECT_TRUE(r["written_in_place"].get<bool>()) << what;
+    EXPECT_TRUE(r["sentinel_survived"].get<bool>()) << what;
+    // TensorScatter logs this when it must copy the cache instead of writing in place.
+    EXPECT_EQ(r["stderr"].get<std::string>().find("in-place optimization not activated"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(r["ok"].get<bool>()) << what << ": " << r.dump();
+}
+
+onnx::ModelProto load_graph(const fs::path& file) {
+  onnx::ModelProto m;
+  std::ifstream in(file, std::ios::binary);
+  EXPECT_TRUE(m.ParseFromIstream(&in)) << file;
+  return m;
+}
+
+int count_ops(const onnx::ModelProto& m, const std::string& op) {
+  int n = 0;
+  for (const auto& node : m.graph().node()) n += node.op_type() == op;
+  return n;
+}
+
+constexpr int64_t kMaxLength = 96;
+
+class OnnxPackage : public ::testing::TestWithParam<std::string> {};
+
+}  // namespace
+
+TEST_P(OnnxPackage, SplitAndSingleMatchSplitdecThroughOnnxRuntime) {
+  REQUIRE_RUNTIME();
+  const std::string preset = GetParam();
+  const Model& m = model(preset);
+  const std::string policy = mask_policy_name(m.config().default_policy);
+  for (const std::string plan : {"split", "single"}) {
+    const std::string pkg = export_package(preset, plan, policy, kMaxLength);
+    for (const NamedTurns& c : cases(m.config())) {
+      const std::string what = preset + ", " + plan + ", " + c.name;
+      SCOPED_TRACE(what);
+      const json turns = make_case(m, m.config().default_policy, c.turns, kMaxLength);
+      expect_report_ok(run_package(pkg, turns, "case"), plan == "split", what);
+    }
+  }
+}
+
+TEST_P(OnnxPackage, EveryMaskPolicyMatchesThroughTheSplitPackage) {
+  REQUIRE_RUNTIME();
+  const std::string preset = GetParam();
+  const Model& m = model(preset);
+  for (MaskPolicy policy : all_mask_policies()) {
+    const std::string pkg = export_package(preset, "split", mask_policy_name(policy), kMaxLength);
+    const std::string what = preset + ", policy " + mask_policy_name(policy);
+    const auto all = cases(m.config());
+    const json turns = make_case(m, policy, all[2].turns, kMaxLength);  // two images, one longer than the window
+    expect_report_ok(run_package(pkg, turns, "policy"), true, what);
+  }
+}
+
+TEST_P(OnnxPackage, DecodeGraphIsGqaOnlyAndPrefillWritesInPlace) {
+  const std::string preset = GetParam();
+  const Model& m = model(preset);
+  const ModelConfig& c = m.config();
+  const fs::path pkg = export_package(preset, "split", mask_policy_name(c.default_policy), kMaxLength);
+  int owners = 0;
+  for (int l = 0; l < c.num_layers; ++l) owners += !c.is_kv_shared(l);
+
+  const onnx::ModelProto decode = load_graph(pkg / "decoder_decode.onnx");
+  EXPECT_EQ(count_ops(decode, "Attention"), 0);
+  EXPECT_EQ(count_ops(decode, "GroupQueryAttention"), c.num_layers);
+  EXPECT_EQ(count_ops(decode, "TensorScatter"), 0);
+  for (const auto& node : decode.graph().node())
+    if (node.op_type() == "GroupQueryAttention") {
+      EXPECT_EQ(node.domain(), "com.microsoft");
+      EXPECT_LE(node.input_size(), 7) << "no attention_bias or other mask input";
+    }
+  for (const auto& in : decode.graph().input()) EXPECT_NE(in.name(), "block_ids");
+
+  const onnx::ModelProto prefill = load_graph(pkg / "decoder_prefill.onnx");
+  EXPECT_EQ(count_ops(prefill, "Attention"), c.num_layers);
+  EXPECT_EQ(count_ops(prefill, "GroupQueryAttention"), 0);
+  EXPECT_EQ(count_ops(prefill, "TensorScatter"), 2 * owners);
+  // Every TensorScatter writes a past buffer straight into its present output.
+  for (const auto& node : prefill.graph().node())
+    if (node.op_type() == "TensorScatter") {
+      const std::string past = node.input(0), present = node.output(0);
+      EXPECT_EQ(past.substr(0, 16), "past_key_values.");
+      EXPECT_EQ(present.substr(0, 8), "present.");
+      EXPECT_EQ(past.substr(16), present.substr(8));
+    }
+  // Past and present have the same fixed shape [batch, kv_heads, max_length, head_dim] in both stages.
+  for (const auto* g : {&prefill, &decode})
+    for (const auto& in : g->graph().input())
+      if (in.name().rfind("past_key_values.", 0) == 0) {
+        EXPECT_EQ(in.type().tensor_type().shape().dim(2).dim_value(), kMaxLength) << in.name();
+      }
+
+  // The weights are stored once: shared tensors point at the same bytes.
+  std::map<std::string, std::string> where;
+  int64_t referenced = 0;
+  for (const char* file : {"embedding.onnx", "decoder_prefill.onnx", "decoder_decode.onnx"}) {
+    const onnx::ModelProto g = load_graph(pkg / file);
+    for (const auto& t : g.graph().initializer()) {
+      if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+      std::map<std::string, std::string> kv;
+      for (const auto& e : t.external_data()) kv[e.key()] = e.value();
+      EXPECT_EQ(kv["location"], "model.onnx.data");
+      const std::string at = kv["offset"] + "+" + kv["length"];
+      if (where.count(t.name())) {
+        EXPECT_EQ(where[t.name()], at) << t.name();
+      }
+      where[t.name()] = at;
+      referenced += std::stoll(kv["length"]);
+    }
+  }
+  EXPECT_TRUE(where.count("embed_tokens.weight"));
+  EXPECT_LT(int64_t(fs::file_size(pkg / "model.onnx.data")), referenced) << "graphs share one copy of each weight";
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(OnnxExportErrors, UnrepresentableExportsNameTheFeatureAndTheReason) {
+  const std::string dir = model_dir("tiny-gemma3");
+  const fs::path out = temp_root() / "bad";
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> bad = {
+      {"--plan unified", "plan 'unified' cannot be exported"},
+      {"--plan split-copy", "plan 'split-copy' cannot be exported"},
+      {"--max-length 0", "max_length 0 cannot be exported"},
+      {"--max-length 4294967296", "max_length 4294967296 cannot be exported"},
+      {"--max-length 200000000", "exceeds 2^31 elements"},
+      {"--policy sideways", "unknown mask policy 'sideways'"},
+  };
+  for (const Case& b : bad) {
+    std::string output;
+    const int rc = run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + dir + " --out " + out.string() + " " +
+                           b.args,
+                       &output);
+    EXPECT_EQ(rc, 1) << b.args << ": " << output;
+    EXPECT_NE(output.find(b.expect), std::string::npos) << b.args << ": " << output;
+    EXPECT_EQ(output.find("Segmentation"), std::string::npos) << output;
+  }
+  // A model directory that is not there.
+  std::string output;
+  EXPECT_EQ(run(std::string(SPLITDEC_BINARY) + " export-onnx --model /nonexistent/model --out " + out.string(), &output), 1);
+  EXPECT_NE(output.find("/nonexistent/model"), std::string::npos) << output;
+}
