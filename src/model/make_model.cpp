@@ -28,7 +28,8 @@ struct Preset {
   bool tiny;
 };
 constexpr Preset kPresets[] = {
-    {"tiny-gemma3", true}, {"tiny-gemma4", true}, {"gemma3-1b", false}, {"gemma3-12b", false}, {"gemma4-12b", false}};
+    {"tiny-gemma3", true}, {"tiny-gemma4", true}, {"gemma3-1b", false}, {"gemma3-12b", false}, {"gemma4-12b", false},
+    {"gemma4-12b-attention", false}};
 
 // Token ids of the special pieces in the trained tokenizer.
 struct SpecialIds {
@@ -104,6 +105,15 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
     text.update({{"vocab_size", 262144}, {"hidden_size", 3840}, {"intermediate_size", 15360},
                  {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 256},
                  {"global_head_dim", 512}, {"sliding_window", 1024}, {"rms_norm_eps", 1e-6}});
+  } else if (name == "gemma4-12b-attention") {
+    // Gemma-4-12B's attention (16 query heads, 8 KV heads, head_dim 256 /
+    // 512, window 1024, 5:1 sliding:full) on a small residual stream, MLP and
+    // vocabulary: a stack for measuring attention without 12B of weights.
+    multimodal_gemma4(280);
+    n_layers = 6;
+    text.update({{"vocab_size", vocab}, {"hidden_size", 512}, {"intermediate_size", 1024}, {"num_attention_heads", 16},
+                 {"num_key_value_heads", 8}, {"head_dim", 256}, {"global_head_dim", 512}, {"sliding_window", 1024},
+                 {"rms_norm_eps", 1e-6}});
   } else {
     std::string valid;
     for (const auto& p : kPresets) valid += (valid.empty() ? "" : ", ") + std::string(p.name);

@@ -97,7 +97,7 @@ json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy pol
   }
   json eos = c.eos_token_ids;
   return {{"model",
-           {{"type", c.family == Family::Gemma4 ? "gemma4" : "gemma3"},
+           {{"type", split ? "decoder-pipeline" : c.family == Family::Gemma4 ? "gemma4" : "gemma3"},
             {"bos_token_id", c.bos_token_id},
             {"eos_token_id", eos},
             {"pad_token_id", c.pad_token_id},
