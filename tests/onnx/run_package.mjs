@@ -21,6 +21,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
+import { runDecoderStage } from './decoder_stage.mjs';
 
 const SENTINEL = -7777.25;
 
@@ -118,23 +119,8 @@ async function main() {
       input_ids: new ort.Tensor('int64', i64(ids), [1, S]),
       media_embeds: new ort.Tensor('float32', Float32Array.from(media), [media.length / hidden, hidden]),
     });
-    const feeds = {
-      inputs_embeds: emb.inputs_embeds,
-      attention_mask: new ort.Tensor('int64', i64(new Array(length + S).fill(1)), [1, length + S]),
-      position_ids: new ort.Tensor('int64', i64(ids.map((_, k) => length + k)), [1, S]),
-    };
-    if (session.inputNames.includes('block_ids')) feeds.block_ids = new ort.Tensor('int64', i64(blockIds), [1, S]);
-    const fetches = { logits: null };
-    for (const [layer, b] of kv) {
-      feeds[`past_key_values.${layer}.key`] = b.key;
-      feeds[`past_key_values.${layer}.value`] = b.value;
-      // split: the same tensors are the stage's present outputs (past_present_share_buffer).
-      fetches[`present.${layer}.key`] = split ? b.key : null;
-      fetches[`present.${layer}.value`] = split ? b.value : null;
-    }
-    const out = await session.run(feeds, fetches);
+    const out = await runDecoderStage(session, kv, split, emb.inputs_embeds, length, S, blockIds);
     if (split) checkBuffers(out, length, length + S, `${stage} at length ${length}`);
-    else for (const [layer, b] of kv) { b.key = out[`present.${layer}.key`]; b.value = out[`present.${layer}.value`]; }
     length += S;
     return out.logits.data;
   }

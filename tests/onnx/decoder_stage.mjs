@@ -1,0 +1,34 @@
+// One run of a decoder stage of an exported package, as a pipeline runtime
+// binds it: positions [length, length + seq) of one sequence, every KV
+// buffer as the past input, and under `split` the same tensors as the
+// present outputs (past_present_share_buffer). Under `single` the presents
+// are new tensors and become the next past.
+import ort from 'onnxruntime-node';
+
+const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));
+
+// kv: Map layer -> {key, value} of ort.Tensor. blockIds: per new token, or null (-1 each).
+export async function runDecoderStage(session, kv, split, inputsEmbeds, length, seq, blockIds = null) {
+  const total = length + seq;
+  const feeds = {
+    inputs_embeds: inputsEmbeds,
+    attention_mask: new ort.Tensor('int64', i64(total, () => 1), [1, total]),
+    position_ids: new ort.Tensor('int64', i64(seq, (k) => length + k), [1, seq]),
+  };
+  if (session.inputNames.includes('block_ids'))
+    feeds.block_ids = new ort.Tensor('int64', i64(seq, (k) => (blockIds ? blockIds[k] : -1)), [1, seq]);
+  const fetches = { logits: null };
+  for (const [layer, b] of kv) {
+    feeds[`past_key_values.${layer}.key`] = b.key;
+    feeds[`past_key_values.${layer}.value`] = b.value;
+    fetches[`present.${layer}.key`] = split ? b.key : null;
+    fetches[`present.${layer}.value`] = split ? b.value : null;
+  }
+  const out = await session.run(feeds, fetches);
+  if (!split)
+    for (const [layer, b] of kv) {
+      b.key = out[`present.${layer}.key`];
+      b.value = out[`present.${layer}.value`];
+    }
+  return out;
+}
