@@ -146,12 +146,6 @@ std::string GraphBuilder::weight(const std::string& name, const std::vector<floa
   return name;
 }
 
-int GraphBuilder::op_count(const std::string& op) const {
-  int n = 0;
-  for (const auto& node : graph_.node()) n += node.op_type() == op;
-  return n;
-}
-
 void init_model(onnx::ModelProto& model, const std::string& graph_name) {
   // IR 11 is the first IR version that admits opset 24.
   model.set_ir_version(11);

@@ -75,7 +75,6 @@ class GraphBuilder {
   // A float tensor in the weights file.
   std::string weight(const std::string& name, const std::vector<float>& data, const std::vector<int64_t>& dims);
 
-  int op_count(const std::string& op) const;
   // A value name not used before in this graph.
   std::string new_name(const std::string& hint) { return fresh(hint); }
 

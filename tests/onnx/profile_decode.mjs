@@ -75,7 +75,7 @@ async function profile(pkgDir, context, args) {
     // next measured run.
     out = null;
     if (global.gc) global.gc();
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 300));
   }
   session.endProfiling();
   await session.release();
