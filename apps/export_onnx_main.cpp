@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
     o.max_length = max_length;
     o.plan = parse_plan(plan);
     if (!policy.empty()) o.policy = parse_mask_policy(policy);
+    check_onnx_export_options(o);  // before loading a model that may be large
     const Model model = Model::load(model_dir);
     const OnnxPackage pkg = export_onnx_package(model, out, o);
     std::printf("wrote %s (plan %s, max_length %lld, weights %.1f MiB):", out.c_str(), plan_name(o.plan),

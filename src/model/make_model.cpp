@@ -248,12 +248,4 @@ void make_model(const MakeModelOptions& o) {
   write_npy((fs::path(o.out_dir) / "demo_image.npy").string(), {mm, config.hidden_size}, image.data());
 }
 
-void write_random_model(const std::string& config_json, const std::string& out_dir, DType dtype, uint64_t seed) {
-  namespace fs = std::filesystem;
-  fs::create_directories(out_dir);
-  const ModelConfig config = parse_model_config(nlohmann::json::parse(config_json), "benchmark config");
-  std::ofstream(fs::path(out_dir) / "config.json") << config_json << "\n";
-  write_random_weights(config, (fs::path(out_dir) / "model.safetensors").string(), dtype, seed);
-}
-
 }  // namespace splitdec

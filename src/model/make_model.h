@@ -22,9 +22,4 @@ struct MakeModelOptions {
 
 void make_model(const MakeModelOptions& options);
 
-// Writes config.json (the given text) and a model.safetensors of random
-// weights for it into `out_dir` (no tokenizer): shapes beyond the presets,
-// for benchmarks.
-void write_random_model(const std::string& config_json, const std::string& out_dir, DType dtype, uint64_t seed);
-
 }  // namespace splitdec

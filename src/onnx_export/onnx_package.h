@@ -39,9 +39,9 @@ inline constexpr const char* kOnnxDecodeFile = "decoder_decode.onnx";
 inline constexpr const char* kOnnxSingleFile = "decoder.onnx";
 inline constexpr const char* kGenaiConfigFile = "genai_config.json";
 
-// Throws InputError naming the feature and the reason when the model or the
-// options cannot be expressed with the operators the package uses.
-void check_onnx_exportable(const Model& model, const OnnxExportOptions& options);
+// Throws InputError naming the feature and the reason when the options
+// cannot be expressed with the operators the package uses.
+void check_onnx_export_options(const OnnxExportOptions& options);
 
 OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& options);
 
