@@ -362,6 +362,39 @@ TEST_P(OnnxPackage, DecodeGraphIsGqaOnlyAndPrefillWritesInPlace) {
   EXPECT_LT(int64_t(fs::file_size(pkg / "model.onnx.data")), referenced) << "graphs share one copy of each weight";
 }
 
+// The user path: the same exact-input file through `splitdec generate` and,
+// with tests/onnx/generate.mjs, through each package in ONNX Runtime.
+TEST_P(OnnxPackage, GreedyGenerationMatchesSplitdecGenerate) {
+  REQUIRE_RUNTIME();
+  const std::string preset = GetParam();
+  const ModelConfig& c = model(preset).config();
+  const fs::path dir = model_dir(preset);
+  std::vector<int> tokens = {c.bos_token_id, 40, 41, 42, c.boi_token_id};
+  std::vector<std::string> modality(tokens.size(), "text");
+  for (int k = 0; k < c.mm_tokens_per_image; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
+  for (int t : {c.eoi_token_id, 50, 51, 52}) tokens.push_back(t), modality.push_back("text");
+  const fs::path input = temp_root() / (preset + "-input.json");
+  std::ofstream(input) << json{{"tokens", {tokens}}, {"modality", {modality}},
+                               {"media_embeddings", (dir / "demo_image.npy").string()}}.dump();
+  std::string out;
+  ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " + input.string() +
+                    " --max-new-tokens 12 --json",
+                &out),
+            0)
+      << out;
+  const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
+  for (const std::string plan : {"split", "single"}) {
+    const std::string pkg = export_package(preset, plan, mask_policy_name(c.default_policy), kMaxLength);
+    ASSERT_EQ(run("node " + (runner_dir() / "generate.mjs").string() + " " + pkg + " " + input.string() +
+                      " --max-new-tokens 12",
+                  &out),
+              0)
+        << out;
+    const json got = json::parse(out);
+    EXPECT_EQ(got["tokens"], want["tokens"]) << plan << ": " << out;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4"),
                          [](const auto& info) {
                            std::string n = info.param;

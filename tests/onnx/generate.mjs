@@ -1,0 +1,125 @@
+// Greedy generation with an exported package in ONNX Runtime, from the same
+// exact-input JSON that `splitdec generate --input` takes (one sequence):
+//
+//   node generate.mjs PKG INPUT.json [--max-new-tokens N]
+//
+// INPUT.json: {"tokens": [[ids...]], "modality": [["text"|"image"|...]],
+// "media_embeddings": "rows.npy"} (float32 [n, hidden], relative to the JSON
+// file). Prints {"tokens": [generated ids], "stop_reason": ...} on stdout.
+// The embedding graph finds media positions by token id, so every non-text
+// position must hold the model's image, video or audio token id.
+import fs from 'node:fs';
+import path from 'node:path';
+import ort from 'onnxruntime-node';
+import { runDecoderStage } from './decoder_stage.mjs';
+
+function fail(msg) {
+  process.stderr.write(`generate.mjs: error: ${msg}\n`);
+  process.exit(1);
+}
+
+// A float32 .npy of shape [n, hidden] (C order).
+function readNpy(file, hidden) {
+  const buf = fs.readFileSync(file);
+  if (buf.toString('latin1', 1, 6) !== 'NUMPY') fail(`${file}: not a .npy file`);
+  const major = buf[6];
+  const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
+  const start = (major === 1 ? 10 : 12) + headerLen;
+  const header = buf.toString('latin1', major === 1 ? 10 : 12, start);
+  if (!/'descr':\s*'<f4'/.test(header) || /'fortran_order':\s*True/.test(header))
+    fail(`${file}: media rows must be little-endian float32 in C order (${header.trim()})`);
+  const shape = (header.match(/'shape':\s*\(([^)]*)\)/) || [])[1]?.split(',').filter((s) => s.trim()).map(Number);
+  if (!shape || shape.length !== 2 || shape[1] !== hidden) fail(`${file}: shape must be [n, ${hidden}], got [${shape}]`);
+  const bytes = buf.subarray(start, start + shape[0] * hidden * 4);
+  if (bytes.length !== shape[0] * hidden * 4) fail(`${file}: truncated (${bytes.length} bytes of data)`);
+  return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
+}
+
+// Each maximal run of one bidirectional modality (image or video) is a block;
+// text and audio get -1 (as block_ids_from_modality in mask_contract.h).
+function blockIds(modality) {
+  const ids = [];
+  let next = 0;
+  modality.forEach((m, k) => {
+    const media = m === 'image' || m === 'video';
+    if (!media) return ids.push(-1);
+    ids.push(k > 0 && modality[k - 1] === m ? ids[k - 1] : next++);
+  });
+  return ids;
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  let maxNew = 16;
+  const pos = [];
+  for (let k = 0; k < args.length; ++k) {
+    if (args[k] === '--max-new-tokens') maxNew = Number(args[++k]);
+    else pos.push(args[k]);
+  }
+  if (pos.length !== 2 || !(maxNew >= 1)) fail('usage: generate.mjs PKG INPUT.json [--max-new-tokens N]');
+  const [dir, inputFile] = pos;
+  const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
+  const sd = cfg.splitdec, split = sd.plan === 'split';
+  const hidden = cfg.model.decoder.hidden_size, vocab = cfg.model.vocab_size;
+  const input = JSON.parse(fs.readFileSync(inputFile, 'utf8'));
+  if (!Array.isArray(input.tokens) || input.tokens.length !== 1) fail('input: exactly one sequence in "tokens"');
+  const tokens = input.tokens[0], modality = input.modality?.[0] ?? tokens.map(() => 'text');
+  if (modality.length !== tokens.length) fail('input: "modality" and "tokens" differ in length');
+  const mediaIds = new Set(Object.values(sd.media_token_ids).filter((id) => id >= 0));
+  tokens.forEach((t, k) => {
+    if (!Number.isInteger(t) || t < 0 || t >= vocab) fail(`input: token ${t} at position ${k} is outside [0, ${vocab})`);
+    if ((modality[k] !== 'text') !== mediaIds.has(t))
+      fail(`input: position ${k} is ${modality[k]} but holds token ${t}; media positions must hold a media token id`);
+  });
+  if (tokens.length + maxNew > sd.max_length)
+    fail(`prompt of ${tokens.length} tokens + ${maxNew} new tokens exceeds the package's max_length ${sd.max_length}`);
+  const media = input.media_embeddings
+    ? readNpy(path.resolve(path.dirname(inputFile), input.media_embeddings), hidden) : new Float32Array(0);
+  const nMedia = modality.filter((m) => m !== 'text').length;
+  if (media.length !== nMedia * hidden) fail(`input: ${nMedia} media positions but ${media.length / hidden} media rows`);
+
+  const opts = { executionProviders: ['cpu'], logSeverityLevel: 3 };
+  const load = (f) => ort.InferenceSession.create(path.join(dir, f), opts);
+  const embedding = await load(cfg.model.embedding.filename);
+  let prefill, decode;
+  if (split) {
+    const stages = cfg.model.decoder.pipeline.map((s) => Object.values(s)[0]);
+    prefill = await load(stages.find((s) => s.run_on_prompt).filename);
+    decode = await load(stages.find((s) => s.run_on_token_gen).filename);
+  } else {
+    prefill = decode = await load(cfg.model.decoder.filename);
+  }
+  const kv = new Map();
+  for (const l of sd.layers.filter((l) => l.kv_source === l.layer)) {
+    const dims = [1, l.kv_heads, split ? sd.max_length : 0, l.head_dim];
+    const make = () => new ort.Tensor('float32', new Float32Array(dims.reduce((a, b) => a * b, 1)), dims);
+    kv.set(l.layer, { key: make(), value: make() });
+  }
+  const embed = async (ids, rows) => (await embedding.run({
+    input_ids: new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]),
+    media_embeds: new ort.Tensor('float32', rows, [rows.length / hidden, hidden]),
+  })).inputs_embeds;
+  const argmaxLast = (logits, rows) => {
+    let best = 0;
+    const off = (rows - 1) * vocab;
+    for (let k = 1; k < vocab; ++k) if (logits[off + k] > logits[off + best]) best = k;
+    return best;
+  };
+
+  const eos = new Set([].concat(cfg.model.eos_token_id));
+  let out = await runDecoderStage(prefill, kv, split, await embed(tokens, media), 0, tokens.length, blockIds(modality));
+  let length = tokens.length, next = argmaxLast(out.logits.data, tokens.length);
+  const generated = [];
+  let stop = 'max_new_tokens';
+  for (;;) {
+    generated.push(next);
+    if (eos.has(next)) { stop = 'eos'; break; }
+    if (generated.length >= maxNew) break;
+    out = await runDecoderStage(decode, kv, split, await embed([next], new Float32Array(0)), length, 1);
+    length += 1;
+    next = argmaxLast(out.logits.data, 1);
+  }
+  process.stdout.write(JSON.stringify({ tokens: generated, stop_reason: stop }) + '\n');
+}
+
+main().catch((e) => fail(String(e && e.message ? e.message : e)));
