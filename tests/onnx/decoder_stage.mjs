@@ -1,8 +1,27 @@
+// Opens the sessions of a package: the embedding graph, and the stage that
+// runs on prompts and the one that runs on generated tokens (the same graph
+// under `single`).
+export async function openPackage(dir, cfg, sessionOptions) {
+  const load = (f) => ort.InferenceSession.create(path.join(dir, f), sessionOptions);
+  const embedding = await load(cfg.model.embedding.filename);
+  if (cfg.splitdec.plan !== 'split') {
+    const decoder = await load(cfg.model.decoder.filename);
+    return { embedding, prefill: decoder, decode: decoder };
+  }
+  const stages = cfg.model.decoder.pipeline.map((s) => Object.values(s)[0]);
+  return {
+    embedding,
+    prefill: await load(stages.find((s) => s.run_on_prompt).filename),
+    decode: await load(stages.find((s) => s.run_on_token_gen).filename),
+  };
+}
+
 // One run of a decoder stage of an exported package, as a pipeline runtime
 // binds it: positions [length, length + seq) of one sequence, every KV
 // buffer as the past input, and under `split` the same tensors as the
 // present outputs (past_present_share_buffer). Under `single` the presents
 // are new tensors and become the next past.
+import path from 'node:path';
 import ort from 'onnxruntime-node';
 
 const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));

@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { runDecoderStage } from './decoder_stage.mjs';
+import { openPackage, runDecoderStage } from './decoder_stage.mjs';
 
 function fail(msg) {
   process.stderr.write(`generate.mjs: error: ${msg}\n`);
@@ -79,16 +79,7 @@ async function main() {
   if (media.length !== nMedia * hidden) fail(`input: ${nMedia} media positions but ${media.length / hidden} media rows`);
 
   const opts = { executionProviders: ['cpu'], logSeverityLevel: 3 };
-  const load = (f) => ort.InferenceSession.create(path.join(dir, f), opts);
-  const embedding = await load(cfg.model.embedding.filename);
-  let prefill, decode;
-  if (split) {
-    const stages = cfg.model.decoder.pipeline.map((s) => Object.values(s)[0]);
-    prefill = await load(stages.find((s) => s.run_on_prompt).filename);
-    decode = await load(stages.find((s) => s.run_on_token_gen).filename);
-  } else {
-    prefill = decode = await load(cfg.model.decoder.filename);
-  }
+  const { embedding, prefill, decode } = await openPackage(dir, cfg, opts);
   const kv = new Map();
   for (const l of sd.layers.filter((l) => l.kv_source === l.layer)) {
     const dims = [1, l.kv_heads, split ? sd.max_length : 0, l.head_dim];

@@ -21,7 +21,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { runDecoderStage } from './decoder_stage.mjs';
+import { openPackage, runDecoderStage } from './decoder_stage.mjs';
 
 const SENTINEL = -7777.25;
 
@@ -53,16 +53,7 @@ async function main() {
   const hidden = cfg.model.decoder.hidden_size;
   const vocab = cfg.model.vocab_size;
   const opts = { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 2 };
-  const load = (f) => ort.InferenceSession.create(path.join(dir, f), opts);
-  const embedding = await load(cfg.model.embedding.filename);
-  let prefill, decode;
-  if (split) {
-    const stages = cfg.model.decoder.pipeline.map((s) => Object.values(s)[0]);
-    prefill = await load(stages.find((s) => s.run_on_prompt).filename);
-    decode = await load(stages.find((s) => s.run_on_token_gen).filename);
-  } else {
-    prefill = decode = await load(cfg.model.decoder.filename);
-  }
+  const { embedding, prefill, decode } = await openPackage(dir, cfg, opts);
 
   const owners = sd.layers.filter((l) => l.kv_source === l.layer);
   // split: one buffer pair per owning layer, for the whole run.
