@@ -7,8 +7,9 @@
 namespace splitdec::onnx_export {
 
 namespace {
-// Large tensors start on a 64 KiB boundary so that ONNX Runtime can map them
-// in place instead of copying; small ones only need float alignment.
+// Large tensors start on a 64 KiB boundary (a multiple of the allocation
+// granularity of every platform) so that ONNX Runtime may map them instead
+// of copying; small ones only need float alignment.
 constexpr int64_t kMapAlignment = 64 * 1024;
 constexpr int64_t kSmallAlignment = 16;
 }  // namespace

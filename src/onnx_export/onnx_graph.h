@@ -1,7 +1,7 @@
 // A small layer over the ONNX protobuf classes (Debian's libonnx-dev) for
 // writing graphs by hand: nodes with readable value names, constants, and
 // weights that live in one external-data file shared by every graph of a
-// package (ONNX Runtime maps the file; each graph only records offsets).
+// package (each graph only records offsets into it).
 #pragma once
 
 #include <cstdint>
