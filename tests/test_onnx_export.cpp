@@ -128,52 +128,60 @@ class PromptBuilder {
   Prompt p_;
 };
 
-PromptBatch batch_of(const Prompt& p) {
+// Rows of equal length, no padding; media rows sequence-major.
+PromptBatch batch_of(const std::vector<Prompt>& rows) {
   PromptBatch b;
-  b.batch = 1;
-  b.seq = int(p.tokens.size());
-  b.tokens = p.tokens;
-  b.modality = p.modality;
-  b.attention_mask.assign(p.tokens.size(), 1);
-  b.media = p.media;
+  b.batch = int(rows.size());
+  b.seq = int(rows[0].tokens.size());
+  for (const Prompt& p : rows) {
+    if (int(p.tokens.size()) != b.seq) throw std::logic_error("rows of a test batch must have equal lengths");
+    b.tokens.insert(b.tokens.end(), p.tokens.begin(), p.tokens.end());
+    b.modality.insert(b.modality.end(), p.modality.begin(), p.modality.end());
+    b.media.insert(b.media.end(), p.media.begin(), p.media.end());
+  }
+  b.attention_mask.assign(b.tokens.size(), 1);
   return b;
 }
 
 int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
 
 // splitdec (plan split) runs the turns greedily; the case file holds its
-// inputs, its logits and the tokens it fed at each step. A later turn
-// starts with the token the previous turn chose last.
-json make_case(const Model& m, MaskPolicy policy, const std::vector<Prompt>& turns, int64_t max_length) {
-  const int V = m.config().vocab_size;
+// inputs, its logits and the tokens it fed at each step. turns[t][b] is
+// sequence b's prompt in turn t; a later turn starts with the token each
+// sequence chose last.
+json make_case(const Model& m, MaskPolicy policy, const std::vector<std::vector<Prompt>>& turns, int64_t max_length) {
+  const int V = m.config().vocab_size, B = int(turns[0].size());
   SessionOptions o;
   o.plan = Plan::Split;
   o.capacity = max_length;
   o.policy = policy;
   o.chunk = 7;  // several chunks per prompt: the chunking must not matter either
-  Session s(m, 1, o);
+  Session s(m, B, o);
   json out = json::array();
-  int pending = -1;
-  for (Prompt p : turns) {
-    if (pending >= 0) {
-      p.tokens.insert(p.tokens.begin(), pending);
-      p.modality.insert(p.modality.begin(), Modality::Text);
+  std::vector<int> pending;
+  for (std::vector<Prompt> rows : turns) {
+    for (size_t b = 0; b < pending.size(); ++b) {
+      rows[b].tokens.insert(rows[b].tokens.begin(), pending[b]);
+      rows[b].modality.insert(rows[b].modality.begin(), Modality::Text);
     }
-    const PromptBatch b = batch_of(p);
-    const std::vector<float> prompt_logits = s.append(b, true);
-    std::vector<int> fed;
+    const PromptBatch batch = batch_of(rows);
+    const std::vector<float> prompt_logits = s.append(batch, true);
+    std::vector<int> next(size_t(B), 0);
+    for (int b = 0; b < B; ++b) next[size_t(b)] = argmax(prompt_logits.data() + (int64_t(b) * batch.seq + batch.seq - 1) * V, V);
+    json fed = json::array();
     std::vector<float> step_logits;
-    int next = argmax(prompt_logits.data() + (b.seq - 1) * int64_t(V), V);
     for (int k = 0; k < kDecodeSteps; ++k) {
       fed.push_back(next);
-      const std::vector<float> l = s.decode({next});
+      const std::vector<float> l = s.decode(next);
       step_logits.insert(step_logits.end(), l.begin(), l.end());
-      next = argmax(l.data(), V);
+      for (int b = 0; b < B; ++b) next[size_t(b)] = argmax(l.data() + int64_t(b) * V, V);
     }
     pending = next;
-    out.push_back({{"input_ids", p.tokens},
-                   {"block_ids", b.sequence_block_ids(0)},
-                   {"media", p.media},
+    json ids = json::array(), blocks = json::array();
+    for (int b = 0; b < B; ++b) ids.push_back(rows[size_t(b)].tokens), blocks.push_back(batch.sequence_block_ids(b));
+    out.push_back({{"input_ids", ids},
+                   {"block_ids", blocks},
+                   {"media", batch.media},
                    {"prompt_logits", prompt_logits},
                    {"decode_tokens", fed},
                    {"step_logits", step_logits}});
@@ -183,20 +191,21 @@ json make_case(const Model& m, MaskPolicy policy, const std::vector<Prompt>& tur
 
 struct NamedTurns {
   std::string name;
-  std::vector<Prompt> turns;
+  std::vector<std::vector<Prompt>> turns;  // [turn][sequence]
 };
 
 std::vector<NamedTurns> cases(const ModelConfig& c) {
   const int window = c.layers[0].window;  // tiny models: sliding layer 0, window 8
+  auto start = [&](uint32_t seed) { return PromptBuilder(c, seed).token(c.bos_token_id); };
+  const Prompt long_image = start(2).text(3).image(2 * window).text(4).done();
+  const int rest = int(long_image.tokens.size()) - 1 - 2 - 7;  // what pads the second row to the same length
   return {
-      {"no image", {PromptBuilder(c, 1).token(c.bos_token_id).text(14).done()}},
-      {"one image longer than the window",
-       {PromptBuilder(c, 2).token(c.bos_token_id).text(3).image(2 * window).text(4).done()}},
-      {"two images",
-       {PromptBuilder(c, 3).token(c.bos_token_id).image(2 * window).text(2).image(5).text(3).done()}},
+      {"no image", {{start(1).text(14).done()}}},
+      {"one image longer than the window", {{long_image}}},
+      {"two images", {{start(3).image(2 * window).text(2).image(5).text(3).done()}}},
       {"multi-turn, new image in turn 2",
-       {PromptBuilder(c, 4).token(c.bos_token_id).text(6).image(4).text(2).done(),
-        PromptBuilder(c, 5).text(2).image(12).text(3).done()}},
+       {{start(4).text(6).image(4).text(2).done()}, {PromptBuilder(c, 5).text(2).image(12).text(3).done()}}},
+      {"batch of two sequences", {{long_image, start(6).text(2).image(5).text(rest).done()}}},
   };
 }
 

@@ -17,7 +17,7 @@ export async function openPackage(dir, cfg, sessionOptions) {
 }
 
 // One run of a decoder stage of an exported package, as a pipeline runtime
-// binds it: positions [length, length + seq) of one sequence, every KV
+// binds it: positions [length, length + seq) of every sequence, every KV
 // buffer as the past input, and under `split` the same tensors as the
 // present outputs (past_present_share_buffer). Under `single` the presents
 // are new tensors and become the next past.
@@ -26,16 +26,18 @@ import ort from 'onnxruntime-node';
 
 const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));
 
-// kv: Map layer -> {key, value} of ort.Tensor. blockIds: per new token, or null (-1 each).
+// kv: Map layer -> {key, value} of ort.Tensor. inputsEmbeds: [batch, seq,
+// hidden]; the rows have equal lengths (no padding). blockIds: batch * seq
+// ids, row-major, or null (-1 each).
 export async function runDecoderStage(session, kv, split, inputsEmbeds, length, seq, blockIds = null) {
-  const total = length + seq;
+  const batch = inputsEmbeds.dims[0], total = length + seq;
   const feeds = {
     inputs_embeds: inputsEmbeds,
-    attention_mask: new ort.Tensor('int64', i64(total, () => 1), [1, total]),
-    position_ids: new ort.Tensor('int64', i64(seq, (k) => length + k), [1, seq]),
+    attention_mask: new ort.Tensor('int64', i64(batch * total, () => 1), [batch, total]),
+    position_ids: new ort.Tensor('int64', i64(batch * seq, (k) => length + (k % seq)), [batch, seq]),
   };
   if (session.inputNames.includes('block_ids'))
-    feeds.block_ids = new ort.Tensor('int64', i64(seq, (k) => (blockIds ? blockIds[k] : -1)), [1, seq]);
+    feeds.block_ids = new ort.Tensor('int64', i64(batch * seq, (k) => (blockIds ? blockIds[k] : -1)), [batch, seq]);
   const fetches = { logits: null };
   for (const [layer, b] of kv) {
     feeds[`past_key_values.${layer}.key`] = b.key;

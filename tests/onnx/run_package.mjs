@@ -5,7 +5,10 @@
 //
 // CASE.json (written by tests/test_onnx_export.cpp): {package, tolerance,
 // turns: [{input_ids, block_ids, media, prompt_logits, decode_tokens,
-// step_logits}]}. Each turn runs the prompt stage once over its prompt
+// step_logits}]}: input_ids and block_ids hold one row per sequence (rows of
+// equal length), media the rows of every sequence in order, prompt_logits
+// [batch, seq, vocab], decode_tokens one list of batch tokens per step and
+// step_logits [steps, batch, vocab]. Each turn runs the prompt stage once over its prompt
 // (with everything before it as past), then one token-generation step per
 // decode token. Prints one JSON report on stdout.
 //
@@ -55,11 +58,12 @@ async function main() {
   const opts = { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 2 };
   const { embedding, prefill, decode } = await openPackage(dir, cfg, opts);
 
+  const batch = spec.turns[0].input_ids.length;
   const owners = sd.layers.filter((l) => l.kv_source === l.layer);
   // split: one buffer pair per owning layer, for the whole run.
   const kv = new Map();
   for (const l of owners) {
-    const dims = split ? [1, l.kv_heads, maxLength, l.head_dim] : [1, l.kv_heads, 0, l.head_dim];
+    const dims = [batch, l.kv_heads, split ? maxLength : 0, l.head_dim];
     const make = () => {
       const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
       data.fill(SENTINEL);
@@ -86,7 +90,7 @@ async function main() {
           report.problems.push(`${what}: ${name} differs from the bound buffer`);
         }
         const d = b[which].data, hd = b.layer.head_dim;
-        for (let h = 0; h < b.layer.kv_heads; ++h) {
+        for (let h = 0; h < batch * b.layer.kv_heads; ++h) {  // (sequence, head) pairs
           const base = h * maxLength * hd;
           for (let s = from; s < to; ++s)
             if (d[base + s * hd] === SENTINEL) {
@@ -104,30 +108,34 @@ async function main() {
     }
   }
 
-  async function run(session, ids, media, blockIds, stage) {
-    const S = ids.length;
+  // rows: one list of token ids per sequence.
+  async function run(session, rows, media, blockRows, stage) {
+    const S = rows[0].length;
     const emb = await embedding.run({
-      input_ids: new ort.Tensor('int64', i64(ids), [1, S]),
+      input_ids: new ort.Tensor('int64', i64(rows.flat()), [batch, S]),
       media_embeds: new ort.Tensor('float32', Float32Array.from(media), [media.length / hidden, hidden]),
     });
-    const out = await runDecoderStage(session, kv, split, emb.inputs_embeds, length, S, blockIds);
+    const out = await runDecoderStage(session, kv, split, emb.inputs_embeds, length, S, blockRows.flat());
     if (split) checkBuffers(out, length, length + S, `${stage} at length ${length}`);
     length += S;
     return out.logits.data;
   }
 
   for (const [t, turn] of spec.turns.entries()) {
-    const S = turn.input_ids.length;
+    const S = turn.input_ids[0].length;
     const r = { prompt_tokens: S, prompt_max_diff: 0, step_max_diff: [] };
     const logits = await run(prefill, turn.input_ids, turn.media, turn.block_ids, `turn ${t} prompt`);
     r.prompt_max_diff = maxDiff(logits, turn.prompt_logits);
-    if (argmax(logits, (S - 1) * vocab, vocab) !== argmax(turn.prompt_logits, (S - 1) * vocab, vocab))
-      report.argmax_match = false;
-    for (const [k, tok] of turn.decode_tokens.entries()) {
-      const step = await run(decode, [tok], [], [-1], `turn ${t} step ${k}`);
-      const want = turn.step_logits.slice(k * vocab, (k + 1) * vocab);
+    for (let b = 0; b < batch; ++b) {
+      const last = (b * S + S - 1) * vocab;
+      if (argmax(logits, last, vocab) !== argmax(turn.prompt_logits, last, vocab)) report.argmax_match = false;
+    }
+    for (const [k, toks] of turn.decode_tokens.entries()) {
+      const step = await run(decode, toks.map((tok) => [tok]), [], toks.map(() => [-1]), `turn ${t} step ${k}`);
+      const want = turn.step_logits.slice(k * batch * vocab, (k + 1) * batch * vocab);
       r.step_max_diff.push(maxDiff(step, want));
-      if (argmax(step, 0, vocab) !== argmax(want, 0, vocab)) report.argmax_match = false;
+      for (let b = 0; b < batch; ++b)
+        if (argmax(step, b * vocab, vocab) !== argmax(want, b * vocab, vocab)) report.argmax_match = false;
     }
     report.max_diff = Math.max(report.max_diff, r.prompt_max_diff, ...r.step_max_diff);
     report.turns.push(r);
