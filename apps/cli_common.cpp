@@ -20,9 +20,15 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16");
 }
 
+DType parse_dtype_flag(const std::string& flag, const std::string& value) {
+  if (value == "f32") return DType::F32;
+  if (value == "bf16") return DType::BF16;
+  if (value == "f16") return DType::F16;
+  throw InputError(flag + " " + value + " is not supported (f32, bf16, f16 are)");
+}
+
 SessionOptions SessionFlags::options(const ModelConfig& c, int64_t default_capacity) const {
-  if (kv_dtype != "f32" && kv_dtype != "bf16" && kv_dtype != "f16")
-    throw InputError("--kv-dtype " + kv_dtype + " is not supported (f32, bf16, f16 are)");
+  const DType kv = parse_dtype_flag("--kv-dtype", kv_dtype);
   if (threads < 0) throw InputError("--threads must be >= 0");
   ThreadPool::set_threads(threads);
   SessionOptions o;
@@ -31,7 +37,7 @@ SessionOptions SessionFlags::options(const ModelConfig& c, int64_t default_capac
   o.capacity = max_length > 0 ? max_length : default_capacity;
   o.policy = policy.empty() ? c.default_policy : parse_mask_policy(policy);
   o.progress = prefill_progress();
-  o.kv_dtype = kv_dtype == "bf16" ? DType::BF16 : kv_dtype == "f16" ? DType::F16 : DType::F32;
+  o.kv_dtype = kv;
   return o;
 }
 

@@ -32,6 +32,9 @@ struct SamplingFlags {
   SamplingOptions options(const CLI::App& app) const;
 };
 
+// "f32" | "bf16" | "f16" given to `flag`; InputError otherwise.
+DType parse_dtype_flag(const std::string& flag, const std::string& value);
+
 // Loads a model, with a progress line on stderr when it is a terminal.
 Model load_model(const std::string& dir);
 // A progress callback for long prefills (nullptr when stderr is not a terminal).

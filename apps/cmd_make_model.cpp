@@ -1,7 +1,6 @@
 #include <cstdio>
 
 #include "cli_common.h"
-#include "core/error.h"
 #include "model/make_model.h"
 
 namespace splitdec::cli {
@@ -18,12 +17,7 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--layers", *layers, "keep only the first N layers");
   cmd->callback([cmd, o, dtype, layers, &run] {
     run = [cmd, o, dtype, layers] {
-      if (!dtype->empty()) {
-        if (*dtype == "f32") o->dtype = DType::F32;
-        else if (*dtype == "bf16") o->dtype = DType::BF16;
-        else if (*dtype == "f16") o->dtype = DType::F16;
-        else throw InputError("--dtype " + *dtype + " is not supported (f32, bf16, f16 are)");
-      }
+      if (!dtype->empty()) o->dtype = parse_dtype_flag("--dtype", *dtype);
       if (cmd->count("--layers")) o->layers = *layers;
       make_model(*o);
       std::printf("wrote %s (preset %s, seed %llu)\n", o->out_dir.c_str(), o->preset.c_str(),

@@ -20,16 +20,20 @@ struct Partial {
   float m[kMaxGroup], l[kMaxGroup];
 };
 
-// Accumulates keys [lo, hi) into acc [group, hd] (unnormalised) and p.m / p.l.
-// Each key and value row is read once for the whole group.
-void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& kv, int b, int r, int kvh, int64_t lo,
-                int64_t hi, Partial& p, float* acc) {
-  const int hd = q.head_dim, group = q.heads / kv.kv_heads;
-  const float* qrow = q.q + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
+// Empty online-softmax state for the `group` heads of one row.
+void reset(Partial& p, float* acc, int group, int hd) {
   std::fill(acc, acc + int64_t(group) * hd, 0.f);
   std::fill(p.m, p.m + group, -std::numeric_limits<float>::infinity());
   std::fill(p.l, p.l + group, 0.f);
-  // Keys in runs of consecutive slots (a ring wraps at most once).
+}
+
+// Adds keys [lo, hi) of row r to acc [group, hd] (unnormalised) and p.m /
+// p.l. Each key and value row is read once for the whole group; keys come in
+// runs of consecutive slots (a ring wraps at most once).
+void attend_range(const simd::KernelTable& t, const QueryBlock& q, const KvView& kv, int b, int r, int kvh, int64_t lo,
+                  int64_t hi, Partial& p, float* acc) {
+  const int hd = q.head_dim, group = q.heads / kv.kv_heads;
+  const float* qrow = q.q + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
   for (int64_t j = lo; j < hi;) {
     const int64_t slot = kv.slot(j);
     const int64_t run = std::min(hi - j, kv.slots - slot);
@@ -40,6 +44,13 @@ void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& k
       t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
     j += run;
   }
+}
+
+// A fresh state over keys [lo, hi).
+void accumulate(const simd::KernelTable& t, const QueryBlock& q, const KvView& kv, int b, int r, int kvh, int64_t lo,
+                int64_t hi, Partial& p, float* acc) {
+  reset(p, acc, q.heads / kv.kv_heads, q.head_dim);
+  attend_range(t, q, kv, b, r, kvh, lo, hi, p, acc);
 }
 
 void finish(const QueryBlock& q, const KvView& kv, int b, int r, int kvh, const Partial& p, const float* acc, float* out) {
@@ -109,35 +120,17 @@ void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyIn
         if (iv.empty()) continue;
         lo = std::min(lo, iv.begin), hi = std::max(hi, iv.end);
       }
-      for (int r = r0; r < r1; ++r) {
-        std::fill(part[r - r0].l, part[r - r0].l + group, 0.f);
-        std::fill(acc.begin() + long(size_t(r - r0) * size_t(group) * size_t(hd)),
-                  acc.begin() + long(size_t(r - r0 + 1) * size_t(group) * size_t(hd)), 0.f);
-        std::fill(part[r - r0].m, part[r - r0].m + group, -std::numeric_limits<float>::infinity());
-      }
+      const size_t row_acc = size_t(group) * size_t(hd);
+      for (int r = r0; r < r1; ++r) reset(part[r - r0], acc.data() + size_t(r - r0) * row_acc, group, hd);
       for (int64_t j0 = lo; j0 < hi; j0 += kKeyTile) {
         const int64_t j1 = std::min(hi, j0 + kKeyTile);
         for (int r = r0; r < r1; ++r) {
           const KeyInterval iv = intervals[int64_t(b) * q.rows + r];
           const int64_t a = std::max(j0, iv.begin), e = std::min(j1, iv.end);
-          if (a >= e) continue;  // empty tile for this row
-          const float* qrow = q.q + ((int64_t(b) * q.rows + r) * q.heads + int64_t(kvh) * group) * hd;
-          float* racc = acc.data() + size_t(r - r0) * size_t(group) * size_t(hd);
-          for (int64_t j = a; j < e;) {  // a ring wraps at most once
-            const int64_t run = std::min(e - j, kv.slots - kv.slot(j));
-            if (kv.is_16bit())
-              (kv.f16 ? t.attend_keys_f16 : t.attend_keys_bf16)(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j),
-                                                                kv.v16 + kv.offset(b, kvh, j), int(run), part[r - r0].m,
-                                                                part[r - r0].l, racc);
-            else
-              t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), part[r - r0].m,
-                            part[r - r0].l, racc);
-            j += run;
-          }
+          if (a < e) attend_range(t, q, kv, b, r, kvh, a, e, part[r - r0], acc.data() + size_t(r - r0) * row_acc);
         }
       }
-      for (int r = r0; r < r1; ++r)
-        finish(q, kv, b, r, kvh, part[r - r0], acc.data() + size_t(r - r0) * size_t(group) * size_t(hd), out);
+      for (int r = r0; r < r1; ++r) finish(q, kv, b, r, kvh, part[r - r0], acc.data() + size_t(r - r0) * row_acc, out);
     }
   });
 }

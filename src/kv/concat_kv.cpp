@@ -42,12 +42,13 @@ size_t ConcatKv::append(int layer, int n, const float* k, const float* v) {
   const LayerSpec& s = config_->layers[size_t(layer)];
   Layer& L = layers_[size_t(layer)];
   const int64_t first = L.length - n;
+  const KvView at = view(layer);
   const size_t hd = size_t(s.head_dim);
   for (int b = 0; b < batch_; ++b)
     for (int r = 0; r < n; ++r)
       for (int h = 0; h < s.num_kv_heads; ++h) {
         const size_t src = ((size_t(b) * size_t(n) + size_t(r)) * size_t(s.num_kv_heads) + size_t(h)) * hd;
-        const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(first + r)) * hd;
+        const size_t dst = size_t(at.offset(b, h, first + r));
         std::memcpy(L.k.data.get() + dst, k + src, hd * 4);
         std::memcpy(L.v.data.get() + dst, v + src, hd * 4);
       }
@@ -58,18 +59,19 @@ size_t ConcatKv::append_from(int layer, const KvView& src, int64_t from, int64_t
   const size_t bytes = grow(layer, int(to - from));
   const LayerSpec& s = config_->layers[size_t(layer)];
   Layer& L = layers_[size_t(layer)];
+  const KvView at = view(layer);
   const size_t hd = size_t(s.head_dim);
   // Positions a ring has already dropped are zero: no window reaches them.
   const int64_t held = src.ring ? std::max<int64_t>(from, to - src.slots) : from;
   for (int b = 0; b < batch_; ++b)
     for (int h = 0; h < s.num_kv_heads; ++h) {
       for (int64_t p = from; p < held; ++p) {
-        const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(p)) * hd;
+        const size_t dst = size_t(at.offset(b, h, p));
         std::fill_n(L.k.data.get() + dst, hd, 0.f);
         std::fill_n(L.v.data.get() + dst, hd, 0.f);
       }
       for (int64_t p = held; p < to; ++p) {
-        const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(L.length) + size_t(p)) * hd;
+        const size_t dst = size_t(at.offset(b, h, p));
         src.key_f32(b, h, p, L.k.data.get() + dst);
         src.value_f32(b, h, p, L.v.data.get() + dst);
       }

@@ -61,16 +61,14 @@ KvView KvCache::view(int layer) const {
 void KvCache::write(int layer, int64_t first, int n, const float* k, const float* v) {
   const LayerSpec& s = config_->layers[size_t(layer)];
   Buffer& buf = buffers_[size_t(layer)];
+  const KvView at = view(layer);  // its offset() places a position in the ring
   const int H = s.num_kv_heads, hd = s.head_dim;
   for (int b = 0; b < batch_; ++b)
-    for (int r = 0; r < n; ++r) {
-      const int64_t slot = buf.ring ? (first + r) % buf.slots : first + r;
+    for (int r = 0; r < n; ++r)
       for (int h = 0; h < H; ++h) {
         const size_t src = ((size_t(b) * size_t(n) + size_t(r)) * size_t(H) + size_t(h)) * size_t(hd);
-        const size_t dst = ((size_t(b) * size_t(H) + size_t(h)) * size_t(buf.slots) + size_t(slot)) * size_t(hd);
-        store_row(buf, dst, k + src, v + src, hd);
+        store_row(buf, size_t(at.offset(b, h, first + r)), k + src, v + src, hd);
       }
-    }
 }
 
 size_t KvCache::copy_from(int layer, const KvView& src, int64_t from, int64_t to) {
@@ -78,15 +76,14 @@ size_t KvCache::copy_from(int layer, const KvView& src, int64_t from, int64_t to
   const LayerSpec& s = config_->layers[size_t(layer)];
   from = std::max(from, to - buf.slots);  // older positions would be overwritten anyway
   size_t bytes = 0;
+  const KvView at = view(layer);
   std::vector<float> krow(size_t(s.head_dim)), vrow(size_t(s.head_dim));
   for (int b = 0; b < batch_; ++b)
     for (int h = 0; h < s.num_kv_heads; ++h)
       for (int64_t p = from; p < to; ++p) {
-        const int64_t slot = buf.ring ? p % buf.slots : p;
-        const size_t dst = ((size_t(b) * size_t(s.num_kv_heads) + size_t(h)) * size_t(buf.slots) + size_t(slot)) * size_t(s.head_dim);
         src.key_f32(b, h, p, krow.data());
         src.value_f32(b, h, p, vrow.data());
-        store_row(buf, dst, krow.data(), vrow.data(), s.head_dim);
+        store_row(buf, size_t(at.offset(b, h, p)), krow.data(), vrow.data(), s.head_dim);
         bytes += size_t(s.head_dim) * 2 * dtype_size(dtype_);
       }
   return bytes;

@@ -12,6 +12,7 @@
 // A row with no visible key outputs zeros.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ struct LayerMaskRule {
   bool block = false;               // the block term is active on this layer
   int window = 0;                   // 0: no window
   bool window_limits_block = true;  // false: block OR (causal AND window)
+  // Ordered, so that a mask built for one rule can be kept and reused by every layer with that rule.
+  friend auto operator<=>(const LayerMaskRule&, const LayerMaskRule&) = default;
 };
 
 LayerMaskRule layer_mask_rule(MaskPolicy policy, LayerType type, int window);

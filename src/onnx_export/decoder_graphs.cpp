@@ -49,20 +49,24 @@ class DecoderWriter {
     const std::string y = g_.op("Mul", {x, inv});
     if (weight == nullptr) return y;
     // Gemma-3 scales by (1 + w): folded into the stored weight, as splitdec computes 1.f + w.
-    std::vector<float> w = *weight;
-    if (c_.norm_adds_one)
-      for (float& v : w) v = 1.f + v;
-    return g_.op("Mul", {y, g_.weight(weight_name, w, {int64_t(w.size())})});
+    return g_.op("Mul", {y, g_.weight(weight_name, {int64_t(weight->size())}, [&] {
+                                std::vector<float> w = *weight;
+                                if (c_.norm_adds_one)
+                                  for (float& v : w) v = 1.f + v;
+                                return w;
+                              })});
   }
 
   // y = x W^T with W stored transposed ([in, out]) so that MatMul broadcasts over [B,S,in].
   std::string linear(const std::string& x, const WeightMatrix& w, const std::string& name) {
-    std::vector<float> t(size_t(w.out) * size_t(w.in)), row(size_t(w.in));
-    for (int o = 0; o < w.out; ++o) {
-      w.row_f32(o, row.data());
-      for (int i = 0; i < w.in; ++i) t[size_t(i) * size_t(w.out) + size_t(o)] = row[size_t(i)];
-    }
-    return g_.op("MatMul", {x, g_.weight(name + ".weight_t", t, {w.in, w.out})});
+    return g_.op("MatMul", {x, g_.weight(name + ".weight_t", {w.in, w.out}, [&] {
+                              std::vector<float> t(size_t(w.out) * size_t(w.in)), row(size_t(w.in));
+                              for (int o = 0; o < w.out; ++o) {
+                                w.row_f32(o, row.data());
+                                for (int i = 0; i < w.in; ++i) t[size_t(i) * size_t(w.out) + size_t(o)] = row[size_t(i)];
+                              }
+                              return t;
+                            })});
   }
 
   // cos/sin [B,S,1,hd] for one set of inverse frequencies, made once per graph.
@@ -163,9 +167,11 @@ class DecoderWriter {
 
  private:
   std::string table(const std::string& name, const WeightMatrix& w) {
-    std::vector<float> t(size_t(w.out) * size_t(w.in));
-    for (int o = 0; o < w.out; ++o) w.row_f32(o, t.data() + size_t(o) * size_t(w.in));
-    return g_.weight(name, t, {w.out, w.in});
+    return g_.weight(name, {w.out, w.in}, [&] {
+      std::vector<float> t(size_t(w.out) * size_t(w.in));
+      for (int o = 0; o < w.out; ++o) w.row_f32(o, t.data() + size_t(o) * size_t(w.in));
+      return t;
+    });
   }
 
   const Model& m_;

@@ -29,8 +29,7 @@ MaskGraph::MaskGraph(GraphBuilder& g, MaskPolicy policy, const std::string& batc
 }
 
 std::string MaskGraph::boolean(const LayerMaskRule& rule) {
-  const Key key{rule.block, rule.window, rule.window_limits_block};
-  if (auto it = booleans_.find(key); it != booleans_.end()) return it->second;
+  if (auto it = booleans_.find(rule); it != booleans_.end()) return it->second;
   g_.set_scope("mask");
   std::string window;  // j > i - W
   if (rule.window > 0) window = g_.op("Less", {diff_, g_.const_i64(rule.window)});
@@ -41,17 +40,16 @@ std::string MaskGraph::boolean(const LayerMaskRule& rule) {
   else visible = g_.op("Or", {same_block_, both(causal_, window)});
   visible = g_.op("Unsqueeze", {g_.op("And", {visible, pad_ok_}), g_.const_i64(1)});  // [B,1,S,T]
   g_.set_scope("");
-  return booleans_[key] = visible;
+  return booleans_[rule] = visible;
 }
 
 std::string MaskGraph::bias(const LayerMaskRule& rule) {
-  const Key key{rule.block, rule.window, rule.window_limits_block};
-  if (auto it = biases_.find(key); it != biases_.end()) return it->second;
+  if (auto it = biases_.find(rule); it != biases_.end()) return it->second;
   const std::string visible = boolean(rule);
   g_.set_scope("mask");
   const std::string b = g_.op("Where", {visible, g_.scalar_f32(0.f), g_.scalar_f32(std::numeric_limits<float>::lowest())});
   g_.set_scope("");
-  return biases_[key] = b;
+  return biases_[rule] = b;
 }
 
 }  // namespace splitdec::onnx_export

@@ -12,7 +12,6 @@
 
 #include <map>
 #include <string>
-#include <tuple>
 
 #include "mask/mask_contract.h"
 
@@ -32,11 +31,10 @@ class MaskGraph {
   std::string bias(const LayerMaskRule& rule);
 
  private:
-  using Key = std::tuple<bool, int, bool>;
   GraphBuilder& g_;
   MaskPolicy policy_;
   std::string causal_, diff_, same_block_, pad_ok_;
-  std::map<Key, std::string> booleans_, biases_;
+  std::map<LayerMaskRule, std::string> booleans_, biases_;  // built once per rule
 };
 
 }  // namespace splitdec::onnx_export

@@ -20,17 +20,16 @@ WeightFile::WeightFile(const std::string& dir, const std::string& file_name)
   if (!out_) throw InputError("cannot write " + path_);
 }
 
-WeightFile::Span WeightFile::add(const std::string& name, const void* data, int64_t bytes) {
-  if (auto it = written_.find(name); it != written_.end()) {
-    if (it->second.length != bytes) throw Error("weight '" + name + "' added twice with different sizes");
-    return it->second;
-  }
+WeightFile::Span WeightFile::add(const std::string& name, const TensorData& make) {
+  if (auto it = written_.find(name); it != written_.end()) return it->second;
+  const std::vector<float> data = make();
+  const int64_t bytes = int64_t(data.size() * sizeof(float));
   const int64_t align = bytes >= kMapAlignment ? kMapAlignment : kSmallAlignment;
   const int64_t pad = (align - size_ % align) % align;
   static const char zeros[kMapAlignment] = {};
   out_.write(zeros, pad);
   Span s{size_ + pad, bytes};
-  out_.write(static_cast<const char*>(data), bytes);
+  out_.write(reinterpret_cast<const char*>(data.data()), bytes);
   if (!out_) throw InputError("write failed: " + path_ + " (disk full?)");
   size_ = s.offset + bytes;
   written_[name] = s;
@@ -126,10 +125,9 @@ std::string GraphBuilder::scalar_f32(float v) { return const_f32({v}, {}); }
 
 std::string GraphBuilder::scalar_i64(int64_t v) { return const_i64({v}, {}); }
 
-std::string GraphBuilder::weight(const std::string& name, const std::vector<float>& data,
-                                 const std::vector<int64_t>& dims) {
-  if (auto it = weight_values_.find(name); it != weight_values_.end()) return it->second;
-  const WeightFile::Span span = weights_.add(name, data.data(), int64_t(data.size() * sizeof(float)));
+std::string GraphBuilder::weight(const std::string& name, const std::vector<int64_t>& dims, const TensorData& data) {
+  if (!weights_added_.insert(name).second) return name;
+  const WeightFile::Span span = weights_.add(name, data);
   onnx::TensorProto* t = graph_.add_initializer();
   t->set_name(name);
   t->set_data_type(onnx::TensorProto::FLOAT);
@@ -143,7 +141,6 @@ std::string GraphBuilder::weight(const std::string& name, const std::vector<floa
   add_entry("location", weights_.file_name());
   add_entry("offset", std::to_string(span.offset));
   add_entry("length", std::to_string(span.length));
-  weight_values_[name] = name;
   return name;
 }
 

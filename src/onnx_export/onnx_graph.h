@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -15,16 +17,21 @@
 
 namespace splitdec::onnx_export {
 
-// The package's weights file. A tensor added twice under one name (the
-// embedding table: looked up by the embedding graph, the LM head of the
-// decoders) is written once.
+// Float tensor contents, made only when a tensor is first written: every
+// decoder graph of a package refers to the same weights, and converting a
+// large one (bf16 to f32, a transpose) is done once.
+using TensorData = std::function<std::vector<float>()>;
+
+// The package's weights file. A tensor added twice under one name (every
+// layer weight in the prefill and decode graphs; the embedding table, which
+// is also the LM head) is written once.
 class WeightFile {
  public:
   WeightFile(const std::string& dir, const std::string& file_name);
   struct Span {
     int64_t offset = 0, length = 0;
   };
-  Span add(const std::string& name, const void* data, int64_t bytes);
+  Span add(const std::string& name, const TensorData& data);
   const std::string& file_name() const { return file_name_; }
   int64_t bytes() const { return size_; }
   void close();
@@ -73,7 +80,7 @@ class GraphBuilder {
   std::string const_f32(const std::vector<float>& values, const std::vector<int64_t>& dims);
   std::string scalar_i64(int64_t v);  // shape [] int64
   // A float tensor in the weights file.
-  std::string weight(const std::string& name, const std::vector<float>& data, const std::vector<int64_t>& dims);
+  std::string weight(const std::string& name, const std::vector<int64_t>& dims, const TensorData& data);
 
   // A value name not used before in this graph.
   std::string new_name(const std::string& hint) { return fresh(hint); }
@@ -84,7 +91,7 @@ class GraphBuilder {
   WeightFile& weights_;
   std::string scope_;
   std::map<std::string, int> used_;
-  std::map<std::string, std::string> weight_values_;  // weight name -> initializer already in this graph
+  std::set<std::string> weights_added_;  // initializers already in this graph
 };
 
 // A model with the opsets our graphs use: ai.onnx 24 (Attention, TensorScatter)

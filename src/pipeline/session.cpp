@@ -1,6 +1,7 @@
 #include "pipeline/session.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/error.h"
 #include "kernels/attention.h"
@@ -11,7 +12,9 @@
 namespace splitdec {
 
 // The plan's attention for one chunk: stores the chunk's new K/V where the
-// path keeps them, then runs the path's kernel.
+// path keeps them, then runs the path's kernel. The chunk's mask depends on
+// the layer's rule only, so it is built once per distinct rule (a model has
+// at most two: sliding and full), not once per layer.
 class SessionAttention : public AttentionStage {
  public:
   SessionAttention(Session& s, AttentionPath path, int64_t first, int rows, const std::vector<std::vector<int>>& blocks)
@@ -27,34 +30,39 @@ class SessionAttention : public AttentionStage {
     }
     const KvView kv = concat_store ? s_.concat_->view(layer) : s_.cache_->view(layer);
     const QueryBlock qb{q, s_.batch_, rows_, c.num_heads, spec.head_dim, first_, c.attn_scale};
-    const LayerMaskRule rule = layer_mask_rule(s_.policy_, spec.type, spec.window);
-    const ChunkMaskInput mask{first_, rows_, s_.batch_, &blocks_, s_.seq_start_.data()};
     switch (path_) {
       case AttentionPath::Gqa:
         gqa_attention(qb, kv, spec.window, s_.seq_start_.data(), out);
         break;
       case AttentionPath::Masked:
-      case AttentionPath::Unified: {
-        const std::vector<KeyInterval> rows = chunk_row_intervals(rule, mask);
-        masked_prefill_attention(qb, kv, rows.data(), out);
+      case AttentionPath::Unified:
+        masked_prefill_attention(qb, kv, mask_for(spec, intervals_, chunk_row_intervals).data(), out);
         break;
-      }
-      case AttentionPath::DenseBias: {
-        const std::vector<float> bias = chunk_dense_bias(rule, mask);
-        dense_bias_attention(qb, kv, bias.data(), out);
+      case AttentionPath::DenseBias:
+        dense_bias_attention(qb, kv, mask_for(spec, biases_, chunk_dense_bias).data(), out);
         break;
-      }
     }
   }
   int64_t allocated() const { return allocated_; }
 
  private:
+  template <class T, class Build>
+  const std::vector<T>& mask_for(const LayerSpec& spec, std::map<LayerMaskRule, std::vector<T>>& built, Build build) {
+    const LayerMaskRule rule = layer_mask_rule(s_.policy_, spec.type, spec.window);
+    auto it = built.find(rule);
+    if (it == built.end())
+      it = built.emplace(rule, build(rule, ChunkMaskInput{first_, rows_, s_.batch_, &blocks_, s_.seq_start_.data()})).first;
+    return it->second;
+  }
+
   Session& s_;
   AttentionPath path_;
   int64_t first_;
   int rows_;
   const std::vector<std::vector<int>>& blocks_;
   int64_t allocated_ = 0;
+  std::map<LayerMaskRule, std::vector<KeyInterval>> intervals_;
+  std::map<LayerMaskRule, std::vector<float>> biases_;
 };
 
 namespace {
