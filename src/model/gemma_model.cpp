@@ -27,13 +27,21 @@ void Model::embed(const int* tokens, int rows, float* hidden) const {
   }
 }
 
+// Activations of one layer; kept across the layers of a call so that a
+// decode step allocates once, not once per layer.
+struct Model::LayerScratch {
+  std::vector<float> x, q, k, v, attn, o, gate, up;
+};
+
 void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const {
-  for (int l = 0; l < config_.num_layers; ++l) run_layer(l, hidden, rows, positions, attention);
+  LayerScratch scratch;
+  for (int l = 0; l < config_.num_layers; ++l) run_layer(l, hidden, rows, positions, attention, scratch);
 }
 
 // out = h + post_ff_norm(down(gelu(gate(h')) * up(h'))), h' = pre_ff_norm(h),
 // h = x + post_attn_norm(attn(input_norm(x))); Gemma-4 then scales by layer_scalar.
-void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const {
+void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
+                      LayerScratch& scratch) const {
   const ModelConfig& c = config_;
   const LayerSpec& spec = c.layers[size_t(l)];
   const LayerWeights& w = weights_.layers[size_t(l)];
@@ -43,11 +51,12 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   const bool add1 = c.norm_adds_one;
   const bool shared = c.is_kv_shared(l);
 
-  std::vector<float> x(size_t(rows) * H);
+  auto& [x, q, k, v, attn, o, gate, up] = scratch;
+  x.resize(size_t(rows) * H);
   for (int r = 0; r < rows; ++r)
     ref::rms_norm(hidden + int64_t(r) * H, w.input_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
 
-  std::vector<float> q(size_t(rows) * Hq * hd), k, v;
+  q.resize(size_t(rows) * Hq * hd);
   linear(x.data(), rows, w.q_proj, q.data());
   for (int r = 0; r < rows; ++r)
     for (int h = 0; h < Hq; ++h) {
@@ -73,10 +82,10 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
       }
   }
 
-  std::vector<float> attn(size_t(rows) * Hq * hd);
+  attn.resize(size_t(rows) * Hq * hd);
   attention.attend(l, q.data(), shared ? nullptr : k.data(), shared ? nullptr : v.data(), attn.data());
 
-  std::vector<float> o(size_t(rows) * H);
+  o.resize(size_t(rows) * H);
   linear(attn.data(), rows, w.o_proj, o.data());
   for (int r = 0; r < rows; ++r) {
     float* hr = hidden + int64_t(r) * H;
@@ -86,7 +95,8 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
     ref::rms_norm(hr, w.pre_feedforward_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
   }
 
-  std::vector<float> gate(size_t(rows) * I), up(size_t(rows) * I);
+  gate.resize(size_t(rows) * I);
+  up.resize(size_t(rows) * I);
   linear(x.data(), rows, w.gate_proj, gate.data());
   linear(x.data(), rows, w.up_proj, up.data());
   for (size_t k2 = 0; k2 < gate.size(); ++k2) gate[k2] = ref::gelu_tanh(gate[k2]) * up[k2];

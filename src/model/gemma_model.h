@@ -47,7 +47,9 @@ class Model {
   void logits(const float* hidden, int rows, float* out) const;
 
  private:
-  void run_layer(int layer, float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const;
+  struct LayerScratch;
+  void run_layer(int layer, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
+                 LayerScratch& scratch) const;
   ModelConfig config_;
   ModelWeights weights_;
 };

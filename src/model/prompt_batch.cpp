@@ -84,23 +84,6 @@ PromptBatch PromptBatch::text_column(const std::vector<int>& tokens) {
   return p;
 }
 
-void PromptBatch::append_column(const std::vector<int>& next_tokens) {
-  auto grow = [&](auto& v, auto fill_for_row) {
-    std::remove_reference_t<decltype(v)> out;
-    out.reserve(size_t(batch) * size_t(seq + 1));
-    for (int b = 0; b < batch; ++b) {
-      out.insert(out.end(), v.begin() + long(size_t(b) * size_t(seq)), v.begin() + long(size_t(b + 1) * size_t(seq)));
-      out.push_back(fill_for_row(b));
-    }
-    v = std::move(out);
-  };
-  grow(tokens, [&](int b) { return next_tokens[size_t(b)]; });
-  grow(modality, [](int) { return Modality::Text; });
-  grow(attention_mask, [](int) { return uint8_t(1); });
-  if (!block_ids.empty()) grow(block_ids, [](int) { return -1; });
-  ++seq;
-}
-
 void validate_prompt_batch(const PromptBatch& p, const ModelConfig& c) {
   if (p.batch <= 0 || p.seq <= 0) throw InputError("input: the batch is empty (need at least one sequence of one token)");
   const size_t n = size_t(p.rows());

@@ -36,8 +36,6 @@ struct PromptBatch {
   PromptBatch concat(const PromptBatch& tail) const;
   // One text token per sequence (a decode step, or a pending token).
   static PromptBatch text_column(const std::vector<int>& tokens);
-  // Appends one token column (text, unmasked) to every sequence.
-  void append_column(const std::vector<int>& next_tokens);
 };
 
 // One turn of a conversation: a prompt appended after everything so far,
