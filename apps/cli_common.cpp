@@ -4,9 +4,6 @@
 
 #include <cstdio>
 
-#include "core/error.h"
-#include "core/thread_pool.h"
-
 namespace splitdec::cli {
 
 void SessionFlags::add_to(CLI::App& app) {
@@ -20,24 +17,28 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16");
 }
 
-DType parse_dtype_flag(const std::string& flag, const std::string& value) {
-  if (value == "f32") return DType::F32;
-  if (value == "bf16") return DType::BF16;
-  if (value == "f16") return DType::F16;
-  throw InputError(flag + " " + value + " is not supported (f32, bf16, f16 are)");
+namespace {
+// A progress callback for long prefills (empty when stderr is not a terminal).
+std::function<void(int64_t, int64_t)> prefill_progress() {
+  if (!::isatty(2)) return {};
+  return [](int64_t done, int64_t total) {
+    if (done < total) std::fprintf(stderr, "\rprefill %lld/%lld tokens", static_cast<long long>(done), static_cast<long long>(total));
+    else std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+  };
 }
+}  // namespace
 
-SessionOptions SessionFlags::options(const ModelConfig& c, int64_t default_capacity) const {
-  const DType kv = parse_dtype_flag("--kv-dtype", kv_dtype);
+ConversationOptions SessionFlags::options(int64_t default_capacity) const {
   if (threads < 0) throw InputError("--threads must be >= 0");
-  ThreadPool::set_threads(threads);
-  SessionOptions o;
-  o.plan = parse_plan(plan);
+  set_threads(threads);
+  ConversationOptions o;
+  o.plan = plan;
+  o.policy = policy;
   o.chunk = chunk;
-  o.capacity = max_length > 0 ? max_length : default_capacity;
-  o.policy = policy.empty() ? c.default_policy : parse_mask_policy(policy);
-  o.progress = prefill_progress();
-  o.kv_dtype = kv;
+  o.max_length = max_length > 0 ? max_length : default_capacity;
+  o.kv_dtype = kv_dtype;
+  o.prefill_progress = prefill_progress();
   return o;
 }
 
@@ -51,60 +52,35 @@ void SamplingFlags::add_to(CLI::App& app) {
   app.add_option("--stop", stop, "stop string (repeatable)");
 }
 
-SamplingOptions SamplingFlags::options(const CLI::App& app) const {
-  SamplingOptions o;
+GenerateOptions SamplingFlags::options(int max_new_tokens) const {
+  GenerateOptions o;
+  o.max_new_tokens = max_new_tokens;
   o.temperature = temperature;
   o.top_k = top_k;
   o.top_p = top_p;
   o.min_p = min_p;
   o.repetition_penalty = repetition_penalty;
   o.seed = seed;
-  // Without sampling flags generation stays greedy.
-  o.sample = (app.count("--temperature") && temperature > 0) || app.count("--top-k") || app.count("--top-p") ||
-             app.count("--min-p");
-  if (o.sample && !app.count("--temperature")) o.temperature = 1.f;
-  o.validate();
+  o.stop = stop;
   return o;
 }
 
-Model load_model(const std::string& dir) {
-  if (!::isatty(2)) return Model::load(dir);
-  Model m = Model::load(dir, [](size_t done, size_t total) {
+std::shared_ptr<const Engine> load_engine(const std::string& dir) {
+  if (!::isatty(2)) return Engine::load(dir);
+  auto engine = Engine::load(dir, [](size_t done, size_t total) {
     std::fprintf(stderr, "\rloading weights %zu/%zu", done + 1, total);
     std::fflush(stderr);
   });
   std::fprintf(stderr, "\r\033[K");
-  return m;
+  return engine;
 }
 
-std::function<void(int64_t, int64_t)> prefill_progress() {
-  if (!::isatty(2)) return {};
-  return [](int64_t done, int64_t total) {
-    if (done < total) std::fprintf(stderr, "\rprefill %lld/%lld tokens", static_cast<long long>(done), static_cast<long long>(total));
-    else std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
-  };
-}
-
-void print_memory(const Session& s) {
-  const KvMemory m = s.memory();
-  auto mib = [](size_t b) { return double(b) / (1 << 20); };
-  std::fprintf(stderr, "plan %s, policy %s, capacity %lld, chunk %d\n", plan_name(s.options().plan),
-               mask_policy_name(s.policy()), static_cast<long long>(s.options().capacity), s.options().chunk);
-  std::fprintf(stderr,
-               "KV cache: %d full layers x %lld positions = %.2f MiB; %d sliding layers x %lld-position rings = %.2f MiB; "
-               "%d shared layers own none\n",
-               m.full_layers, static_cast<long long>(m.full_slots), mib(m.full_bytes), m.sliding_layers,
-               static_cast<long long>(m.sliding_slots), mib(m.sliding_bytes), m.shared_layers);
-}
-
-void print_trace(const std::vector<TraceEntry>& trace, size_t from) {
+void print_trace(const std::vector<TraceStep>& trace, size_t from) {
   for (size_t k = from; k < trace.size(); ++k) {
-    const TraceEntry& e = trace[k];
-    std::printf("trace %-7s positions [%lld, %lld) path %-10s kv allocated %lld B, copied %lld B\n",
-                e.kind == TraceEntry::Prefill ? "prefill" : "decode", static_cast<long long>(e.begin),
-                static_cast<long long>(e.end), path_name(e.path), static_cast<long long>(e.kv_bytes_allocated),
-                static_cast<long long>(e.kv_bytes_copied));
+    const TraceStep& e = trace[k];
+    std::printf("trace %-7s positions [%lld, %lld) path %-10s kv allocated %lld B, copied %lld B\n", e.decode ? "decode" : "prefill",
+                static_cast<long long>(e.begin), static_cast<long long>(e.end), e.path.c_str(),
+                static_cast<long long>(e.kv_bytes_allocated), static_cast<long long>(e.kv_bytes_copied));
   }
 }
 

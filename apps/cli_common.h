@@ -1,13 +1,13 @@
 // Flags shared by the splitdec subcommands, and helpers to turn them into
-// library options.
+// the public API's options (generate and chat are clients of that API).
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "generate/generator.h"
-#include "pipeline/session.h"
+#include "splitdec/splitdec.h"
 
 namespace splitdec::cli {
 
@@ -20,7 +20,8 @@ struct SessionFlags {
   int threads = 0;
   std::string kv_dtype = "f32";
   void add_to(CLI::App& app);
-  SessionOptions options(const ModelConfig& config, int64_t default_capacity) const;
+  // Sets the thread count too (--threads).
+  ConversationOptions options(int64_t default_capacity) const;
 };
 
 struct SamplingFlags {
@@ -29,18 +30,12 @@ struct SamplingFlags {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   void add_to(CLI::App& app);
-  SamplingOptions options(const CLI::App& app) const;
+  GenerateOptions options(int max_new_tokens) const;
 };
 
-// "f32" | "bf16" | "f16" given to `flag`; InputError otherwise.
-DType parse_dtype_flag(const std::string& flag, const std::string& value);
-
 // Loads a model, with a progress line on stderr when it is a terminal.
-Model load_model(const std::string& dir);
-// A progress callback for long prefills (nullptr when stderr is not a terminal).
-std::function<void(int64_t, int64_t)> prefill_progress();
+std::shared_ptr<const Engine> load_engine(const std::string& dir);
 
-void print_memory(const Session& s);
-void print_trace(const std::vector<TraceEntry>& trace, size_t from);
+void print_trace(const std::vector<TraceStep>& trace, size_t from);
 
 }  // namespace splitdec::cli

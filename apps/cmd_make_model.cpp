@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cli_common.h"
+#include "core/dtype.h"
 #include "model/make_model.h"
 
 namespace splitdec::cli {

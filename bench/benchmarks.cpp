@@ -256,7 +256,7 @@ json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
         o.capacity = ctx + 48;
         sessions.push_back(std::make_unique<Session>(model, 1, o));
         if (real) sessions.back()->append(synthetic_prompt(model.config(), ctx, image));
-        else sessions.back()->fill_synthetic(ctx);
+        else sessions.back()->fill_synthetic(0, ctx);
         // Warm-up: the first steps fault in fresh pages (and `single` grows
         // its two recycled present buffers); that is not a per-token cost.
         for (int k = 0; k < 3; ++k) sessions.back()->decode({26 + k});

@@ -198,13 +198,13 @@ namespace {
 class ScriptedSource : public LogitsSource {
  public:
   ScriptedSource(std::vector<int> script, int vocab) : script_(std::move(script)), vocab_(vocab) {}
-  std::vector<float> prompt(const PromptBatch& p, bool all) override {
+  std::vector<float> prompt(const std::vector<int>&, const PromptBatch& p, bool all) override {
     std::vector<float> l(size_t(all ? p.seq : 1) * size_t(vocab_), 0.f);
     l[l.size() - size_t(vocab_) + size_t(script_[next_ % script_.size()])] = 10.f;
     ++next_;
     return l;
   }
-  std::vector<float> step(const std::vector<int>&) override {
+  std::vector<float> step(const std::vector<int>&, const std::vector<int>&) override {
     std::vector<float> l(size_t(vocab_), 0.f);
     l[size_t(script_[next_ % script_.size()])] = 10.f;
     ++next_;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "generate/generator.h"
+#include "generate/reference_source.h"
 #include "model/make_model.h"
 #include "model/reference_forward.h"
 #include "test_support.h"

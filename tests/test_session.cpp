@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "generate/generator.h"
+#include "generate/reference_source.h"
 #include "kv/kv_cache.h"
 #include "pipeline/session.h"
 #include "test_support.h"

@@ -7,6 +7,7 @@
 //   std::string reply = chat.generate({.max_new_tokens = 64},
 //                                     [](const std::string& piece) { std::cout << piece; });
 //
+// splitdec/batch.h adds exact token inputs and batches that move together.
 // Errors are thrown as the types in splitdec/error.h.
 #pragma once
 
@@ -17,18 +18,43 @@
 #include <vector>
 
 #include "splitdec/error.h"
+#include "splitdec/modality.h"
 
 namespace splitdec {
 
-// A loaded model: config.json, weights and tokenizer.model of a directory.
+// Exact inputs of one turn for `batch` sequences of `seq` positions each:
+// token ids, the modality of each position, left padding (attention_mask 0)
+// and the media rows spliced in at the non-text positions.
+struct TokenInputs {
+  int batch = 0, seq = 0;
+  std::vector<int> tokens;              // [batch * seq]
+  std::vector<Modality> modality;       // [batch * seq]
+  std::vector<uint8_t> attention_mask;  // [batch * seq]; empty: no padding
+  std::vector<int> block_ids;           // [batch * seq] explicit media blocks; empty: from modality
+  std::vector<float> media;             // [n, hidden] post-projector rows, batch-major, in position order
+  int max_new_tokens = -1;              // this turn's budget; -1: the GenerateOptions' value
+};
+
+// A loaded model: config.json, weights and tokenizer of a directory.
 class Engine {
  public:
-  static std::shared_ptr<const Engine> load(const std::string& model_dir);
+  // progress(done, total) is called as weight tensors are read.
+  static std::shared_ptr<const Engine> load(const std::string& model_dir,
+                                            const std::function<void(size_t, size_t)>& progress = {});
   ~Engine();
 
   int vocab_size() const;
   int hidden_size() const;
   std::string model_type() const;
+  bool has_tokenizer() const;
+
+  // The ids a text prompt feeds (one sequence): BOS, then the text with each
+  // <image:FILE> / <audio:FILE> placeholder expanded to its markers and one
+  // soft token per embedding row of FILE (.npy / .safetensors). With
+  // `chat_template`, the text is one user turn followed by the model's header.
+  TokenInputs encode_prompt(const std::string& text, bool chat_template) const;
+  // Decodes ids to text (the model's tokenizer).
+  std::string decode(const std::vector<int>& ids) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -38,11 +64,17 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
+// Sets the worker threads of every engine (0: all cores).
+void set_threads(int threads);
+
 struct ConversationOptions {
-  std::string plan = "split";  // single | split | split-copy | unified
+  std::string plan = "split";  // single | split | split-copy | unified (Batch also takes reference)
   int64_t max_length = 4096;   // KV capacity in positions
   int chunk = 256;             // prefill chunk size
   std::string policy;          // mask policy; empty: the model family's
+  std::string kv_dtype = "f32";  // storage of the shared KV buffer: f32 | bf16 | f16
+  // Called after each prefill chunk with (positions done, positions in the prompt).
+  std::function<void(int64_t, int64_t)> prefill_progress;
 };
 
 struct GenerateOptions {
@@ -54,6 +86,27 @@ struct GenerateOptions {
   float repetition_penalty = 1.f;
   uint64_t seed = 0;
   std::vector<std::string> stop;  // stop strings
+  bool end_of_turn_stops = false;  // the chat template's end-of-turn token stops too (always in a Conversation)
+  bool keep_prompt_logits = false;  // logits at every prompt position (first turn of a Batch)
+  bool keep_step_logits = false;    // the logits each token was chosen from
+};
+
+// One prefill chunk or decode step, as the session ran it.
+struct TraceStep {
+  bool decode = false;
+  int64_t begin = 0, end = 0;  // positions
+  std::string path;            // masked | gqa | dense-bias | unified
+  int64_t kv_bytes_allocated = 0, kv_bytes_copied = 0;
+};
+
+// What the last generate produced.
+struct Reply {
+  std::vector<int> tokens;  // a stop token included
+  std::string text;         // cut before a stop string
+  std::string stop_reason;  // max_tokens | stop_token | stop_string
+  int64_t prompt_tokens = 0;
+  double prefill_ms = 0, decode_ms = 0;
+  int decode_steps = 0;
 };
 
 enum class MediaKind { Image, Audio };
@@ -75,15 +128,25 @@ class Conversation {
   void append_media(const std::vector<float>& embeddings, int64_t rows, MediaKind kind = MediaKind::Image);
   // A user turn in the Gemma chat template, followed by the model's header.
   void append_user_turn(const std::string& text);
+  // Exact inputs (one sequence); BOS is not added.
+  void append_tokens(const TokenInputs& inputs);
 
   // Prefills what was appended, then generates. on_text receives the reply
-  // as it is produced. Returns the reply.
+  // as it is produced. Returns the reply. On an error the conversation is
+  // as it was before the turn's appends (they are dropped), except where a
+  // sliding ring already dropped what that needs: then it keeps what the
+  // turn produced.
   std::string generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_text = {});
+  const Reply& last_reply() const;
 
   // Positions in the KV cache so far (appended text is counted once generate runs).
   int64_t length() const;
-  // Truncates the conversation to `length` positions.
+  // Truncates the conversation to `length` positions; drops anything staged.
   void rewind(int64_t length);
+  // Every chunk and step so far.
+  std::vector<TraceStep> trace() const;
+  // The KV cache's plan and size, one line per layer kind.
+  std::string describe_memory() const;
 
  private:
   struct Impl;

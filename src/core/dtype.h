@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "core/error.h"
+
 namespace splitdec {
 
 enum class DType { F32, BF16, F16 };
@@ -18,6 +20,14 @@ inline const char* dtype_name(DType t) {
     case DType::F16: return "F16";
   }
   return "?";
+}
+
+// "f32" | "bf16" | "f16" given to `flag` (named in the error); InputError otherwise.
+inline DType parse_dtype_flag(const std::string& flag, const std::string& value) {
+  if (value == "f32") return DType::F32;
+  if (value == "bf16") return DType::BF16;
+  if (value == "f16") return DType::F16;
+  throw InputError(flag + " " + value + " is not supported (f32, bf16, f16 are)");
 }
 
 inline float bf16_to_f32(uint16_t h) {

@@ -1,15 +1,19 @@
-// Generation over turns. Each turn's prompt is appended after everything so
-// far (the last token chosen in the previous turn is fed first); tokens are
-// then chosen (greedy or sampled) until a stop token, a stop string, or the
-// turn's max_new_tokens. The same driver runs a Session under any plan or
-// the recompute-everything reference, so they can be compared step by step.
+// Generation over turns for a batch that moves together: each turn's prompt
+// is appended after everything so far (each sequence's last chosen token is
+// fed first), then tokens are chosen (greedy or sampled) until a stop token,
+// a stop string, or the turn's max_new_tokens. It is a loop over the
+// step-wise generator (generate/step_generator.h), over a Session under any
+// plan or the recompute-everything reference, so they can be compared.
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "generate/logits_source.h"
 #include "generate/sampler.h"
+#include "generate/step_generator.h"
 #include "model/gemma_model.h"
 #include "model/prompt_batch.h"
 
@@ -17,37 +21,6 @@ namespace splitdec {
 
 class Session;
 class Tokenizer;
-
-// Where logits come from.
-class LogitsSource {
- public:
-  virtual ~LogitsSource() = default;
-  // Appends a prompt; [batch, seq, vocab] when all_positions, else [batch, vocab].
-  virtual std::vector<float> prompt(const PromptBatch& p, bool all_positions) = 0;
-  virtual std::vector<float> step(const std::vector<int>& tokens) = 0;  // [batch, vocab]
-};
-
-class SessionSource : public LogitsSource {
- public:
-  explicit SessionSource(Session& s) : s_(s) {}
-  std::vector<float> prompt(const PromptBatch& p, bool all_positions) override;
-  std::vector<float> step(const std::vector<int>& tokens) override;
-
- private:
-  Session& s_;
-};
-
-class ReferenceSource : public LogitsSource {
- public:
-  ReferenceSource(const Model& m, MaskPolicy policy) : m_(m), policy_(policy) {}
-  std::vector<float> prompt(const PromptBatch& p, bool all_positions) override;
-  std::vector<float> step(const std::vector<int>& tokens) override;
-
- private:
-  const Model& m_;
-  MaskPolicy policy_;
-  PromptBatch seq_;  // everything so far
-};
 
 struct GenerationOptions {
   SamplingOptions sampling;
@@ -57,48 +30,44 @@ struct GenerationOptions {
   // Streaming: each sequence's new text as soon as it is final (text that
   // could still become a stop string is held back).
   std::function<void(int seq, const std::string& text)> on_text;
+  bool keep_prompt_logits = true;  // the first turn's logits at every prompt position
+  bool keep_step_logits = true;    // the logits each token was chosen from
 };
-
-enum class StopReason { MaxTokens, StopToken, StopString };
-const char* stop_reason_name(StopReason r);
 
 struct GenerationResult {
   std::vector<std::vector<int>> tokens;  // per sequence, every turn, stop tokens included
   std::vector<std::string> texts;        // per sequence, every turn, cut before a stop string
   std::vector<StopReason> stop_reasons;  // per sequence, of the last turn
-  std::vector<float> step_logits;        // [batch, steps, vocab]; row k chose token k (turns concatenated)
+  // [batch, steps, vocab]; row k chose token k (turns concatenated). A
+  // sequence that stopped before the others has zero rows after its stop.
+  std::vector<float> step_logits;
   int steps = 0;
   std::vector<float> prompt_logits;      // [batch, seq, vocab] of the first turn's prompt
   std::vector<int64_t> prompt_tokens;    // per sequence, all turns, padding excluded
   double prefill_ms = 0, decode_ms = 0;  // wall time in prompt appends and in decode steps
-  int decode_steps = 0;                  // decode calls (one token per sequence each)
+  int decode_steps = 0;                  // decode calls
 };
 
 class Generator {
  public:
+  // Runs on sequences 0 .. batch-1 of `source`.
   Generator(LogitsSource& source, const ModelConfig& config, GenerationOptions options);
   // Runs one turn and adds it to result(). Returns the text of this turn per sequence.
   std::vector<std::string> run_turn(const Turn& turn);
   const GenerationResult& result() const { return r_; }
-  // The token chosen last and not yet fed (the next turn feeds it first).
-  const std::vector<int>& pending() const { return pending_; }
-  // Restores the pending token after the caller rewound a failed turn.
-  void set_pending(std::vector<int> tokens) { pending_ = std::move(tokens); }
 
  private:
-  LogitsSource& src_;
   const ModelConfig& c_;
   GenerationOptions o_;
-  Sampler sampler_;
+  std::shared_ptr<Sampler> sampler_;  // one random stream for the whole batch, as before the step API
+  StepGenerator steps_;
   GenerationResult r_;
-  std::vector<std::vector<float>> steps_;  // per sequence
-  std::vector<std::vector<int>> history_;  // per sequence: every token fed or chosen
-  std::vector<int> pending_;
+  std::vector<std::vector<float>> step_rows_;  // per sequence
   bool first_turn_ = true;
 };
 
-// Greedy generation of all turns (the common case, and what tests compare).
+// Greedy generation of all turns from `source` (what tests compare).
+GenerationResult generate_all(LogitsSource& source, const ModelConfig& config, const std::vector<Turn>& turns);
 GenerationResult generate_greedy(Session& session, const std::vector<Turn>& turns);
-GenerationResult reference_generate(const Model& model, const std::vector<Turn>& turns, MaskPolicy policy);
 
 }  // namespace splitdec

@@ -30,6 +30,24 @@ int SpecialTokens::require(int id, const char* name) {
   return id;
 }
 
+PromptBatch media_prompt(const SpecialTokens& sp, std::vector<float> rows_data, int64_t rows, Modality kind) {
+  const bool image = kind == Modality::Image;
+  PromptBatch p;
+  p.batch = 1;
+  auto push = [&](int id, Modality m) {
+    p.tokens.push_back(id);
+    p.modality.push_back(m);
+  };
+  push(SpecialTokens::require(image ? sp.boi : sp.boa, image ? "<start_of_image>" : "<start_of_audio>"), Modality::Text);
+  const int soft = SpecialTokens::require(image ? sp.image_soft : sp.audio_soft, image ? "image soft" : "audio soft");
+  for (int64_t k = 0; k < rows; ++k) push(soft, kind);
+  push(SpecialTokens::require(image ? sp.eoi : sp.eoa, image ? "<end_of_image>" : "<end_of_audio>"), Modality::Text);
+  p.seq = int(p.tokens.size());
+  p.attention_mask.assign(p.tokens.size(), 1);
+  p.media = std::move(rows_data);
+  return p;
+}
+
 PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c, bool add_bos) {
   const SpecialTokens sp = SpecialTokens::resolve(c, tok);
   PromptBatch p;
@@ -55,12 +73,11 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
   for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder); it != std::sregex_iterator(); ++it) {
     push_text(text.substr(last, size_t(it->position()) - last));
     const bool image = (*it)[1] == "image";
-    const MediaEmbeddings media = load_media_embeddings((*it)[2], c);
-    push(SpecialTokens::require(image ? sp.boi : sp.boa, image ? "<start_of_image>" : "<start_of_audio>"), Modality::Text);
-    const int soft = SpecialTokens::require(image ? sp.image_soft : sp.audio_soft, image ? "image soft" : "audio soft");
-    for (int64_t k = 0; k < media.rows; ++k) push(soft, image ? Modality::Image : Modality::Audio);
-    push(SpecialTokens::require(image ? sp.eoi : sp.eoa, image ? "<end_of_image>" : "<end_of_audio>"), Modality::Text);
-    p.media.insert(p.media.end(), media.data.begin(), media.data.end());
+    MediaEmbeddings media = load_media_embeddings((*it)[2], c);
+    const PromptBatch block = media_prompt(sp, std::move(media.data), media.rows, image ? Modality::Image : Modality::Audio);
+    p.tokens.insert(p.tokens.end(), block.tokens.begin(), block.tokens.end());
+    p.modality.insert(p.modality.end(), block.modality.begin(), block.modality.end());
+    p.media.insert(p.media.end(), block.media.begin(), block.media.end());
     last = size_t(it->position() + it->length());
   }
   push_text(text.substr(last));

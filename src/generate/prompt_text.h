@@ -22,6 +22,11 @@ struct SpecialTokens {
   static int require(int id, const char* name);
 };
 
+// One media block as the model sees it: the begin marker, one soft token
+// per row of `rows_data` ([rows, hidden]), the end marker; the rows ride
+// along as the prompt's media. `kind` is Image or Audio.
+PromptBatch media_prompt(const SpecialTokens& special, std::vector<float> rows_data, int64_t rows, Modality kind);
+
 // Tokenizes `text` (after a BOS when `add_bos`). Each <image:PATH> becomes
 // <start_of_image>, one image soft token per embedding row of PATH (.npy or
 // .safetensors), <end_of_image>; <audio:PATH> likewise with the audio tokens.

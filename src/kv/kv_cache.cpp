@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 
@@ -11,7 +12,7 @@ int64_t sliding_slots(int window, int64_t capacity, int max_chunk) {
   return std::min(capacity, int64_t(window) + max_chunk);
 }
 
-KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype) {
+KvMemory KvCache::plan(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype) {
   KvMemory m;
   for (int l = 0; l < config.num_layers; ++l) {
     const LayerSpec& s = config.layers[size_t(l)];
@@ -20,24 +21,24 @@ KvMemory KvCache::plan(const ModelConfig& config, int batch, int64_t capacity, i
       continue;
     }
     const int64_t slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
-    const size_t bytes = 2 * size_t(batch) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim) * dtype_size(dtype);
+    const size_t bytes = 2 * size_t(sequences) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim) * dtype_size(dtype);
     if (s.type == LayerType::Sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = slots;
     else ++m.full_layers, m.full_bytes += bytes, m.full_slots = slots;
   }
   return m;
 }
 
-KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype)
-    : config_(&config), batch_(batch), capacity_(capacity), max_chunk_(max_chunk), dtype_(dtype),
-      buffers_(size_t(config.num_layers)) {
-
+KvCache::KvCache(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype)
+    : config_(&config), sequences_(sequences), capacity_(capacity), max_chunk_(max_chunk), dtype_(dtype),
+      buffers_(size_t(config.num_layers)), end_(size_t(sequences), 0), oldest_(size_t(sequences), 0) {
   for (int l = 0; l < config.num_layers; ++l) {
     if (!owns(l)) continue;
     const LayerSpec& s = config.layers[size_t(l)];
     Buffer& buf = buffers_[size_t(l)];
     buf.slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
     buf.ring = buf.slots < capacity;
-    const size_t n = size_t(batch) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
+    if (buf.ring) ring_slots_ = ring_slots_ == 0 ? buf.slots : std::min(ring_slots_, buf.slots);
+    const size_t n = size_t(sequences) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
     if (dtype != DType::F32) {
       buf.k16.assign(n, 0);
       buf.v16.assign(n, 0);
@@ -48,44 +49,60 @@ KvCache::KvCache(const ModelConfig& config, int batch, int64_t capacity, int max
   }
 }
 
-KvView KvCache::view(int layer) const {
+namespace {
+// Where one sequence's [kv_heads, slots, head_dim] block starts.
+size_t seq_base(int64_t slots, const LayerSpec& s, int seq) {
+  return size_t(seq) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim);
+}
+}  // namespace
+
+KvView KvCache::view(int layer, int seq, KvLayout) const {
   const int src = config_->layers[size_t(layer)].kv_source;
   const LayerSpec& s = config_->layers[size_t(src)];
   const Buffer& buf = buffers_[size_t(src)];
+  const size_t base = seq_base(buf.slots, s, seq);
   if (dtype_ != DType::F32)
-    return {nullptr,  nullptr,   batch_,         s.num_kv_heads,          s.head_dim, buf.slots, buf.ring, buf.k16.data(),
-            buf.v16.data(), dtype_ == DType::F16};
-  return {buf.k.data(), buf.v.data(), batch_, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
+    return {nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, buf.slots, buf.ring, buf.k16.data() + base,
+            buf.v16.data() + base, dtype_ == DType::F16};
+  return {buf.k.data() + base, buf.v.data() + base, 1, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
 }
 
-void KvCache::write(int layer, int64_t first, int n, const float* k, const float* v) {
+void KvCache::note_written(int seq, int64_t end) {
+  end_[size_t(seq)] = std::max(end_[size_t(seq)], end);
+  // Writing position p into a ring of S slots drops position p - S.
+  if (ring_slots_ > 0) oldest_[size_t(seq)] = std::max(oldest_[size_t(seq)], end - ring_slots_);
+}
+
+void KvCache::write(int layer, int seq, KvLayout, int64_t first, int n, const float* k, const float* v) {
   const LayerSpec& s = config_->layers[size_t(layer)];
   Buffer& buf = buffers_[size_t(layer)];
-  const KvView at = view(layer);  // its offset() places a position in the ring
+  const KvView at = view(layer, seq);  // its offset() places a position in the ring
+  const size_t base = seq_base(buf.slots, s, seq);
   const int H = s.num_kv_heads, hd = s.head_dim;
-  for (int b = 0; b < batch_; ++b)
-    for (int r = 0; r < n; ++r)
-      for (int h = 0; h < H; ++h) {
-        const size_t src = ((size_t(b) * size_t(n) + size_t(r)) * size_t(H) + size_t(h)) * size_t(hd);
-        store_row(buf, size_t(at.offset(b, h, first + r)), k + src, v + src, hd);
-      }
+  for (int r = 0; r < n; ++r)
+    for (int h = 0; h < H; ++h) {
+      const size_t src = (size_t(r) * size_t(H) + size_t(h)) * size_t(hd);
+      store_row(buf, base + size_t(at.offset(0, h, first + r)), k + src, v + src, hd);
+    }
+  note_written(seq, first + n);
 }
 
-size_t KvCache::copy_from(int layer, const KvView& src, int64_t from, int64_t to) {
+size_t KvCache::copy_from(int layer, int seq, const KvView& src, int64_t from, int64_t to) {
   Buffer& buf = buffers_[size_t(layer)];
   const LayerSpec& s = config_->layers[size_t(layer)];
   from = std::max(from, to - buf.slots);  // older positions would be overwritten anyway
   size_t bytes = 0;
-  const KvView at = view(layer);
+  const KvView at = view(layer, seq);
+  const size_t base = seq_base(buf.slots, s, seq);
   std::vector<float> krow(size_t(s.head_dim)), vrow(size_t(s.head_dim));
-  for (int b = 0; b < batch_; ++b)
-    for (int h = 0; h < s.num_kv_heads; ++h)
-      for (int64_t p = from; p < to; ++p) {
-        src.key_f32(b, h, p, krow.data());
-        src.value_f32(b, h, p, vrow.data());
-        store_row(buf, size_t(at.offset(b, h, p)), krow.data(), vrow.data(), s.head_dim);
-        bytes += size_t(s.head_dim) * 2 * dtype_size(dtype_);
-      }
+  for (int h = 0; h < s.num_kv_heads; ++h)
+    for (int64_t p = from; p < to; ++p) {
+      src.key_f32(0, h, p, krow.data());
+      src.value_f32(0, h, p, vrow.data());
+      store_row(buf, base + size_t(at.offset(0, h, p)), krow.data(), vrow.data(), s.head_dim);
+      bytes += size_t(s.head_dim) * 2 * dtype_size(dtype_);
+    }
+  note_written(seq, to);
   return bytes;
 }
 
@@ -102,12 +119,27 @@ void KvCache::store_row(Buffer& buf, size_t dst, const float* k, const float* v,
   }
 }
 
-int64_t KvCache::oldest_held(int layer, int64_t length) const {
-  const Buffer& buf = buffers_[size_t(config_->layers[size_t(layer)].kv_source)];
-  return buf.ring ? std::max<int64_t>(0, length - buf.slots) : 0;
+// A sliding layer needs the window's keys before the new end: a ring that
+// already overwrote them cannot give them back.
+void KvCache::check_rewind(int seq, int64_t length, int64_t first_real) const {
+  if (length == 0 || ring_slots_ == 0) return;
+  for (int l = 0; l < config_->num_layers; ++l) {
+    const LayerSpec& s = config_->layers[size_t(l)];
+    if (s.window == 0 || !owns(l) || !buffers_[size_t(l)].ring) continue;
+    const int64_t needed = std::max(first_real, length - s.window + 1);
+    const int64_t held = std::max(oldest_[size_t(seq)], end_[size_t(seq)] - buffers_[size_t(l)].slots);
+    if (needed < held)
+      throw CapacityError("cannot rewind to position " + std::to_string(length) + ": sliding layer " + std::to_string(l) +
+                          " keeps a ring of its last positions and has dropped position " + std::to_string(needed) +
+                          " (oldest held: " + std::to_string(held) + ")");
+  }
 }
 
+void KvCache::rewind(int seq, int64_t length) { end_[size_t(seq)] = std::min(end_[size_t(seq)], length); }
+
+void KvCache::clear(int seq) { end_[size_t(seq)] = oldest_[size_t(seq)] = 0; }
+
 // The buffers were sized by the same rule plan() computes.
-KvMemory KvCache::memory() const { return plan(*config_, batch_, capacity_, max_chunk_, dtype_); }
+KvMemory KvCache::memory() const { return plan(*config_, sequences_, capacity_, max_chunk_, dtype_); }
 
 }  // namespace splitdec

@@ -1,13 +1,13 @@
 // The shared KV cache: one buffer per layer that owns K/V, allocated once
-// when a session starts, laid out [batch, kv_heads, slots, head_dim]. Both
-// the masked prefill path and the GQA path read and write it in place, so
-// handing a prompt over to decoding copies nothing.
+// when a session starts, laid out [sequence slot, kv_heads, slots, head_dim].
+// Both the masked prefill path and the GQA path read and write it in place,
+// so handing a prompt over to decoding copies nothing.
 //
-// Full layers hold `capacity` positions. Sliding layers hold a ring of
-// window + max_chunk positions: a chunk of up to max_chunk queries writes its
-// K/V first and then needs the window - 1 positions before it, so nothing it
-// reads is overwritten. KV-shared layers (Gemma-4) own no buffer. Storage
-// is f32 or bf16; the kernels read either.
+// Full layers hold `capacity` positions per sequence. Sliding layers hold a
+// ring of window + max_chunk positions: a chunk of up to max_chunk queries
+// writes its K/V first and then needs the window - 1 positions before it,
+// so nothing it reads is overwritten. KV-shared layers (Gemma-4) own no
+// buffer. Storage is f32, bf16 or f16; the kernels read each.
 #pragma once
 
 #include <cstdint>
@@ -15,48 +15,51 @@
 
 #include "core/dtype.h"
 #include "io/model_config.h"
-#include "kernels/attention.h"
+#include "kv/kv_store.h"
 
 namespace splitdec {
 
-struct KvMemory {
-  int sliding_layers = 0, full_layers = 0, shared_layers = 0;
-  int64_t sliding_slots = 0, full_slots = 0;
-  size_t sliding_bytes = 0, full_bytes = 0;
-};
-
-class KvCache {
+class KvCache : public KvStore {
  public:
   // dtype: F32, BF16 or F16 (16-bit: half the bytes; rounded to nearest even on write).
-  KvCache(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype = DType::F32);
+  KvCache(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype = DType::F32);
   // What a cache of these dimensions holds, without allocating it.
-  static KvMemory plan(const ModelConfig& config, int batch, int64_t capacity, int max_chunk, DType dtype = DType::F32);
+  static KvMemory plan(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype = DType::F32);
 
-  // The buffer layer `layer` reads (its kv_source's).
-  KvView view(int layer) const;
-  // Writes rows [batch, n, kv_heads, head_dim] at positions [first, first + n).
-  void write(int layer, int64_t first, int n, const float* k, const float* v);
-  // Copies positions [from, to) out of `src` (any layout). Returns bytes copied.
-  size_t copy_from(int layer, const KvView& src, int64_t from, int64_t to);
-  // The oldest position a layer still holds once `length` positions were written.
-  int64_t oldest_held(int layer, int64_t length) const;
-  bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
-  KvMemory memory() const;
+  // KvStore: the layout argument is ignored (this store has one).
+  void prepare(int, KvLayout, int64_t) override {}
+  void write(int layer, int seq, KvLayout, int64_t first, int n, const float* k, const float* v) override;
+  KvView view(int layer, int seq, KvLayout = KvLayout::Shared) const override;
+  void check_rewind(int seq, int64_t length, int64_t first_real) const override;
+  void rewind(int seq, int64_t length) override;
+  void clear(int seq) override;
+  KvMemory memory() const override;
+
+  // Copies positions [from, to) of `seq` out of `src` (any layout, one sequence). Returns bytes copied.
+  size_t copy_from(int layer, int seq, const KvView& src, int64_t from, int64_t to);
+  // The oldest position of `seq` every ring still holds (0 when no ring dropped any).
+  int64_t oldest_held(int seq) const { return oldest_[size_t(seq)]; }
+  // Positions [0, end) of `seq` have been written (its length, as far as the cache knows).
+  int64_t end(int seq) const { return end_[size_t(seq)]; }
 
  private:
   struct Buffer {
     int64_t slots = 0;
     bool ring = false;
     std::vector<float> k, v;         // f32 storage
-    std::vector<uint16_t> k16, v16;  // bf16 storage
+    std::vector<uint16_t> k16, v16;  // 16-bit storage
   };
+  bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
   void store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd);
+  void note_written(int seq, int64_t end);
   const ModelConfig* config_;
-  int batch_;
+  int sequences_;
   int64_t capacity_;
   int max_chunk_;
   DType dtype_;
+  int64_t ring_slots_ = 0;       // slots of the smallest ring (0: no layer has one)
   std::vector<Buffer> buffers_;  // indexed by layer; empty for KV-shared layers
+  std::vector<int64_t> end_, oldest_;  // per sequence
 };
 
 // Slots of a sliding layer's ring (or capacity when the ring would not be smaller).

@@ -17,9 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "splitdec/modality.h"
+
 namespace splitdec {
 
-enum class Modality : uint8_t { Text, Image, Video, Audio };
 enum class LayerType : uint8_t { Sliding, Full };
 
 enum class MaskPolicy { Gemma3, Gemma4, AllLayers, LegacyWindow, Gemma4LegacyWindow, Causal };

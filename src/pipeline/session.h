@@ -1,17 +1,25 @@
-// A decoding session: runs a model incrementally over a KV cache under one
+// A decoding session: runs a model incrementally over a KV store under one
 // execution plan. Prompt segments are cut into chunks that never split a
 // media block and routed to the masked or the GQA path (plan `split`), or
 // to the dense-bias path (`single`), or to one mask-aware kernel
 // (`unified`). Every chunk and step is recorded in a trace.
+//
+// A session holds up to `max_sequences` sequences, each in its own KV slot
+// with its own length: a prefill or a decode step takes any subset of the
+// live sequences (their linear layers run as one batch; attention runs per
+// sequence on its slot). Slots are reused once a sequence is closed. The
+// lockstep calls (append(segment), decode(tokens), rewind(length)) act on
+// the first `batch` sequences, opened by the constructor, for callers that
+// move a left-padded batch together.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
-#include "kv/concat_kv.h"
-#include "kv/kv_cache.h"
+#include "kv/kv_store.h"
 #include "model/gemma_model.h"
 #include "model/prompt_batch.h"
 #include "pipeline/plan.h"
@@ -20,9 +28,10 @@ namespace splitdec {
 
 struct SessionOptions {
   Plan plan = Plan::Split;
-  int64_t capacity = 4096;  // maximum sequence length, padding included
+  int64_t capacity = 4096;  // maximum length of one sequence, padding included
   int chunk = 256;          // prefill chunk size
   int max_chunk = 0;        // largest chunk (a media block can grow one); 0: chunk + 2 * mm_tokens_per_image
+  int max_sequences = 0;    // KV slots; 0: the constructor's batch
   std::optional<MaskPolicy> policy;  // default: the model family's
   DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16 or F16
   // Called after each prefill chunk with (positions done, positions in the segment).
@@ -31,32 +40,48 @@ struct SessionOptions {
 
 struct TraceEntry {
   enum Kind { Prefill, Decode } kind = Prefill;
-  int64_t begin = 0, end = 0;  // positions
+  int64_t begin = 0, end = 0;  // positions (of the first sequence in the call)
   AttentionPath path = AttentionPath::Gqa;
   int64_t kv_bytes_allocated = 0;
   int64_t kv_bytes_copied = 0;
+  int sequences = 1;  // sequences that ran together
 };
 
 class Session {
  public:
+  // Opens sequences 0 .. batch-1 (batch may be 0 when max_sequences is set).
   Session(const Model& model, int batch, SessionOptions options);
+  ~Session();
 
-  // Appends one segment to every sequence and prefills it. Padding is only
-  // allowed at the left of the first segment. Returns logits
-  // [batch, vocab] of the last position, or [batch, seq, vocab] of every
-  // position when `all_positions`.
+  // --- Per sequence ---
+  // A free slot, now live and empty. CapacityError when every slot is live.
+  int open_sequence();
+  // Frees the slot (its KV is forgotten).
+  void close_sequence(int seq);
+  // Appends `segment` (one row per entry of `seqs`, in order) and prefills it.
+  // Padding is only allowed at the left of a sequence's first segment.
+  // Returns logits [n, vocab] of each sequence's last position, or
+  // [n, seq, vocab] of every position when `all_positions`.
+  std::vector<float> append(const std::vector<int>& seqs, const PromptBatch& segment, bool all_positions = false);
+  // One decode step: one text token for each sequence of `seqs`. Returns [n, vocab].
+  std::vector<float> decode(const std::vector<int>& seqs, const std::vector<int>& tokens);
+  // Truncates one sequence to `length` positions. Throws before changing anything.
+  void rewind(int seq, int64_t length);
+  int64_t length(int seq) const;
+  bool live(int seq) const;
+
+  // --- Lockstep over sequences 0 .. batch-1 ---
   std::vector<float> append(const PromptBatch& segment, bool all_positions = false);
-  // One decode step: one text token per sequence. Returns [batch, vocab].
   std::vector<float> decode(const std::vector<int>& tokens);
-  // Truncates every sequence to `length` positions.
   void rewind(int64_t length);
-  // Benchmarks only: makes positions [0, length) the past of every sequence
+  int64_t length() const;  // of sequence 0
+  int batch() const { return batch_; }
+
+  // Benchmarks only: makes positions [0, length) of sequence `seq` its past
   // as if a text prompt had been prefilled, with zero K/V, so decode cost
   // can be measured at long contexts without paying for the prefill.
-  void fill_synthetic(int64_t length);
+  void fill_synthetic(int seq, int64_t length);
 
-  int64_t length() const { return length_; }
-  int batch() const { return batch_; }
   const Model& model() const { return model_; }
   MaskPolicy policy() const { return policy_; }
   const SessionOptions& options() const { return options_; }
@@ -65,29 +90,33 @@ class Session {
 
  private:
   friend class SessionAttention;
-  void validate_segment(const PromptBatch& segment) const;
+  struct Sequence {
+    bool live = false;
+    int64_t length = 0;
+    int64_t start = 0;      // first non-padding position
+    int64_t rope_next = 0;  // next RoPE position
+  };
   // What a segment's chunks share, computed once per segment: block ids per
   // sequence, and each sequence's next media row (chunks run in order).
   struct SegmentState {
     std::vector<std::vector<int>> blocks;
     std::vector<int64_t> next_media_row;
-    SegmentState(const PromptBatch& segment);
+    explicit SegmentState(const PromptBatch& segment);
   };
-  void run_chunk(const PromptBatch& segment, SegmentState& state, int begin, int end, AttentionPath path,
-                 TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits);
-  size_t sync_for(AttentionPath path);
+  void check_sequences(const std::vector<int>& seqs, size_t expected, const char* what) const;
+  void check_rewind(int seq, int64_t length) const;  // throws; changes nothing
+  void validate_segment(const std::vector<int>& seqs, const PromptBatch& segment) const;
+  void run_chunk(const std::vector<int>& seqs, const PromptBatch& segment, SegmentState& state, int begin, int end,
+                 AttentionPath path, TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits);
+  KvLayout layout_for(AttentionPath path) const;
+  std::vector<int> first_sequences() const;
 
   const Model& model_;
   int batch_;
   SessionOptions options_;
   MaskPolicy policy_;
-  std::optional<KvCache> cache_;   // every plan but single
-  std::optional<ConcatKv> concat_;  // single, and split-copy's prefill stage
-  int64_t length_ = 0;
-  std::vector<int64_t> seq_start_;  // first non-padding position per sequence
-  std::vector<int64_t> rope_next_;  // next RoPE position per sequence
-  // split-copy: positions [0, x) are current in the shared buffer / the prefill present.
-  int64_t cache_valid_ = 0, concat_valid_ = 0;
+  std::unique_ptr<KvStore> kv_;
+  std::vector<Sequence> seqs_;  // one per slot
   std::vector<TraceEntry> trace_;
 };
 

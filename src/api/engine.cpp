@@ -1,0 +1,118 @@
+// The public Engine and the option conversions the API's classes share.
+#include <cstdio>
+
+#include "api/api_internal.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "generate/prompt_text.h"
+
+namespace splitdec {
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
+  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, progress), Tokenizer::open_dir(dir)});
+  return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
+}
+
+int Engine::vocab_size() const { return impl_->model.config().vocab_size; }
+int Engine::hidden_size() const { return impl_->model.config().hidden_size; }
+std::string Engine::model_type() const { return impl_->model.config().model_type; }
+bool Engine::has_tokenizer() const { return impl_->tokenizer != nullptr; }
+
+TokenInputs Engine::encode_prompt(const std::string& text, bool chat_template) const {
+  const Tokenizer& tok = api::require_tokenizer(*this, "a text prompt");
+  const std::string wrapped = chat_template ? chat_user_turn(text, true, true) : text;
+  return api::to_token_inputs(prompt_from_text(wrapped, tok, impl_->model.config(), true));
+}
+
+std::string Engine::decode(const std::vector<int>& ids) const { return api::require_tokenizer(*this, "decoding").decode(ids); }
+
+void set_threads(int threads) {
+  if (threads < 0) throw InputError("threads must be >= 0, got " + std::to_string(threads));
+  ThreadPool::set_threads(threads);
+}
+
+namespace api {
+
+const Tokenizer& require_tokenizer(const Engine& e, const char* what) {
+  if (!e.impl().tokenizer) throw InputError(std::string(what) + " needs a tokenizer.model in the model directory");
+  return *e.impl().tokenizer;
+}
+
+SessionOptions session_options(const ConversationOptions& o, int sequences) {
+  SessionOptions s;
+  s.plan = parse_plan(o.plan);
+  s.capacity = o.max_length;
+  s.chunk = o.chunk;
+  s.max_sequences = sequences;
+  if (!o.policy.empty()) s.policy = parse_mask_policy(o.policy);
+  s.kv_dtype = parse_dtype_flag("--kv-dtype", o.kv_dtype);
+  s.progress = o.prefill_progress;
+  return s;
+}
+
+SamplingOptions sampling_options(const GenerateOptions& o) {
+  SamplingOptions s;
+  s.temperature = o.temperature;
+  s.top_k = o.top_k;
+  s.top_p = o.top_p;
+  s.min_p = o.min_p;
+  s.repetition_penalty = o.repetition_penalty;
+  s.seed = o.seed;
+  // Any sampling option turns sampling on (temperature 1 unless given).
+  s.sample = o.temperature > 0 || o.top_k > 0 || o.top_p < 1 || o.min_p > 0;
+  if (s.sample && o.temperature == 0) s.temperature = 1.f;
+  s.validate();
+  return s;
+}
+
+PromptBatch to_prompt_batch(const TokenInputs& in, const ModelConfig& config) {
+  PromptBatch p;
+  p.batch = in.batch;
+  p.seq = in.seq;
+  p.tokens = in.tokens;
+  p.modality = in.modality;
+  p.attention_mask = in.attention_mask.empty() ? std::vector<uint8_t>(in.tokens.size(), 1) : in.attention_mask;
+  p.block_ids = in.block_ids;
+  p.media = in.media;
+  validate_prompt_batch(p, config);
+  return p;
+}
+
+TokenInputs to_token_inputs(const PromptBatch& p) {
+  TokenInputs t;
+  t.batch = p.batch;
+  t.seq = p.seq;
+  t.tokens = p.tokens;
+  t.modality = p.modality;
+  t.attention_mask = p.attention_mask;
+  t.block_ids = p.block_ids;
+  t.media = p.media;
+  return t;
+}
+
+std::vector<TraceStep> to_trace(const std::vector<TraceEntry>& trace) {
+  std::vector<TraceStep> out;
+  for (const TraceEntry& e : trace)
+    out.push_back({e.kind == TraceEntry::Decode, e.begin, e.end, path_name(e.path), e.kv_bytes_allocated, e.kv_bytes_copied});
+  return out;
+}
+
+std::string describe_memory(const Session& s) {
+  const KvMemory m = s.memory();
+  auto mib = [](size_t b) { return double(b) / (1 << 20); };
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "plan %s, policy %s, capacity %lld, chunk %d\n"
+                "KV cache: %d full layers x %lld positions = %.2f MiB; %d sliding layers x %lld-position rings = %.2f MiB; "
+                "%d shared layers own none\n",
+                plan_name(s.options().plan), mask_policy_name(s.policy()), static_cast<long long>(s.options().capacity),
+                s.options().chunk, m.full_layers, static_cast<long long>(m.full_slots), mib(m.full_bytes), m.sliding_layers,
+                static_cast<long long>(m.sliding_slots), mib(m.sliding_bytes), m.shared_layers);
+  return buf;
+}
+
+}  // namespace api
+}  // namespace splitdec

@@ -1,0 +1,35 @@
+// Where a generator's logits come from: a session under any plan, or the
+// recompute-everything reference (generate/reference_source.h), so that
+// they can be compared step by step. Sequences are named by the source's
+// own ids (a session's slots).
+#pragma once
+
+#include <vector>
+
+#include "model/prompt_batch.h"
+
+namespace splitdec {
+
+class Session;
+
+class LogitsSource {
+ public:
+  virtual ~LogitsSource() = default;
+  // Appends one prompt row per sequence of `seqs`; [n, seq, vocab] when
+  // all_positions, else [n, vocab] of each last position.
+  virtual std::vector<float> prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all_positions) = 0;
+  // Feeds one token per sequence of `seqs`; [n, vocab].
+  virtual std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) = 0;
+};
+
+class SessionSource : public LogitsSource {
+ public:
+  explicit SessionSource(Session& s) : s_(s) {}
+  std::vector<float> prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all_positions) override;
+  std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) override;
+
+ private:
+  Session& s_;
+};
+
+}  // namespace splitdec

@@ -1,0 +1,106 @@
+// Step-wise generation over many sequences of one logits source: start a
+// request on a sequence (its prompt is prefilled and its first token
+// chosen), then step() advances every live request by one token with one
+// batched decode call; a request ends on a stop token, a stop string, its
+// token budget, or cancel(). Requests join and leave between steps, so a
+// server can batch whatever conversations are live.
+//
+// Each sequence remembers the token chosen last and not yet fed (a
+// request's final token): the next request on that sequence feeds it first.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generate/logits_source.h"
+#include "generate/sampler.h"
+#include "generate/stop_strings.h"
+#include "generate/text_stream.h"
+#include "io/model_config.h"
+
+namespace splitdec {
+
+class Tokenizer;
+
+enum class StopReason { MaxTokens, StopToken, StopString, Cancelled };
+const char* stop_reason_name(StopReason r);
+
+struct RequestOptions {
+  SamplingOptions sampling;
+  // Requests that share a sampler draw from one random stream in the order
+  // they are stepped (a batch moved together stays reproducible); null: its own.
+  std::shared_ptr<Sampler> sampler;
+  std::vector<int> stop_tokens;           // empty: the config's EOS ids
+  std::vector<std::string> stop_strings;  // need a tokenizer
+  int max_new_tokens = 16;
+  bool keep_step_logits = false;          // keep the logits each token was chosen from
+  std::function<void(const std::string&)> on_text;  // final text as it is produced
+};
+
+struct Request {
+  int seq = -1;
+  RequestOptions options;
+  std::vector<int> tokens;       // chosen tokens, a stop token included
+  std::string text;              // cut before a stop string (needs a tokenizer)
+  std::vector<float> step_logits;  // [tokens, vocab] when kept
+  int64_t prompt_tokens = 0;     // tokens fed by the prompt (a pending token included, padding not)
+  bool finished = false;
+  StopReason stop_reason = StopReason::MaxTokens;
+  StopStrings stops;
+  std::optional<TextStream> stream;  // reads `stops` (a request never moves: it lives on the heap)
+};
+
+class StepGenerator {
+ public:
+  // `tokenizer` may be null: then no text, no stop strings.
+  StepGenerator(LogitsSource& source, const ModelConfig& config, const Tokenizer* tokenizer);
+  ~StepGenerator();
+
+  // Starts one request per sequence of `seqs` (none of them may have a live
+  // request): row i of `prompt` is appended to seqs[i] after its pending
+  // token, the rows are prefilled together, and each first token is chosen.
+  // `prompt_logits`, when given, receives [n, seq, vocab] of every prompt
+  // position. Returns the request ids. On an error nothing was appended.
+  std::vector<int> start(const std::vector<int>& seqs, const PromptBatch& prompt, const std::vector<RequestOptions>& options,
+                         std::vector<float>* prompt_logits = nullptr);
+  // Feeds the last token of every live request in one decode call and
+  // chooses the next. Returns false (and does nothing) when none is live.
+  bool step();
+  // Ends a live request now (its last token stays pending on its sequence).
+  void cancel(int request);
+  // Forgets a finished request.
+  void release(int request);
+
+  const Request& request(int id) const;
+  bool any_live() const;
+  // The token chosen last on `seq` and not yet fed (-1: none).
+  int pending(int seq) const;
+  // Sets or clears (-1) the pending token of `seq` (after the caller rewound it).
+  void set_pending(int seq, int token);
+  // Tokens fed or chosen on `seq` so far (the repetition penalty's history).
+  const std::vector<int>& history(int seq) const;
+  // Keeps the first `size` tokens of the history of `seq` (after a rewind).
+  void truncate_history(int seq, size_t size);
+  void forget_sequence(int seq);
+
+ private:
+  struct SequenceState {
+    int pending = -1;
+    std::vector<int> history;
+  };
+  SequenceState& state(int seq);
+  // Chooses request `id`'s next token from `logits` [vocab]; ends it when a stop is reached.
+  void choose(int id, const float* logits);
+  void finish(Request& r, StopReason why);
+
+  LogitsSource& src_;
+  const ModelConfig& c_;
+  const Tokenizer* tok_;
+  std::vector<std::unique_ptr<Request>> requests_;  // by id; null once released
+  std::vector<SequenceState> seqs_;                  // by sequence id
+};
+
+}  // namespace splitdec

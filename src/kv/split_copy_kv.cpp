@@ -1,0 +1,64 @@
+#include "kv/split_copy_kv.h"
+
+#include <algorithm>
+
+namespace splitdec {
+
+SplitCopyKv::SplitCopyKv(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype)
+    : config_(&config), shared_(config, sequences, capacity, max_chunk, dtype), present_(config, sequences),
+      shared_valid_(size_t(sequences), 0), present_valid_(size_t(sequences), 0) {}
+
+void SplitCopyKv::prepare(int seq, KvLayout layout, int64_t length) {
+  int64_t& present_valid = present_valid_[size_t(seq)];
+  int64_t& shared_valid = shared_valid_[size_t(seq)];
+  for (int l = 0; l < config_->num_layers; ++l) {
+    if (config_->is_kv_shared(l)) continue;
+    if (layout == KvLayout::Present && present_valid < length)
+      present_.append_from(l, seq, shared_.view(l, seq), length);  // decoded positions join the prefill's past
+    else if (layout == KvLayout::Shared && shared_valid < length)
+      traffic_.copied += int64_t(shared_.copy_from(l, seq, present_.view(l, seq), shared_valid, length));  // the hand-off
+  }
+  if (layout == KvLayout::Present) present_valid = std::max(present_valid, length);
+  else shared_valid = std::max(shared_valid, length);
+}
+
+void SplitCopyKv::write(int layer, int seq, KvLayout layout, int64_t first, int n, const float* k, const float* v) {
+  if (layout == KvLayout::Present) {
+    present_.write(layer, seq, layout, first, n, k, v);
+    present_valid_[size_t(seq)] = first + n;
+  } else {
+    shared_.write(layer, seq, layout, first, n, k, v);
+    shared_valid_[size_t(seq)] = first + n;
+  }
+}
+
+KvView SplitCopyKv::view(int layer, int seq, KvLayout layout) const {
+  return layout == KvLayout::Present ? present_.view(layer, seq) : shared_.view(layer, seq);
+}
+
+void SplitCopyKv::check_rewind(int seq, int64_t length, int64_t first_real) const {
+  if (present_valid_[size_t(seq)] >= length) return;
+  shared_.check_rewind(seq, length, first_real);
+}
+
+void SplitCopyKv::rewind(int seq, int64_t length) {
+  present_.rewind(seq, length);
+  shared_.rewind(seq, length);
+  present_valid_[size_t(seq)] = std::min(present_valid_[size_t(seq)], length);
+  shared_valid_[size_t(seq)] = std::min(shared_valid_[size_t(seq)], length);
+}
+
+void SplitCopyKv::clear(int seq) {
+  present_.clear(seq);
+  shared_.clear(seq);
+  present_valid_[size_t(seq)] = shared_valid_[size_t(seq)] = 0;
+}
+
+KvTraffic SplitCopyKv::take_traffic() {
+  KvTraffic t = KvStore::take_traffic();
+  for (const KvTraffic& part : {shared_.take_traffic(), present_.take_traffic()})
+    t.allocated += part.allocated, t.copied += part.copied;
+  return t;
+}
+
+}  // namespace splitdec
