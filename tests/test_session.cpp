@@ -12,70 +12,18 @@
 #include "generate/reference_source.h"
 #include "kv/kv_cache.h"
 #include "pipeline/session.h"
+#include "test_prompts.h"
 #include "test_support.h"
 
 using namespace splitdec;
+using test::SeqBuilder;
+using test::batch_of;
 
 namespace {
 
 // Logits of every plan agree with the reference within this (fp32, logits of
 // order 1..30; differences come from summation order only).
 constexpr float kLogitTolerance = 2e-4f;
-
-// Builds one sequence: text, media runs wrapped in their markers, with
-// random media rows.
-class SeqBuilder {
- public:
-  SeqBuilder(const ModelConfig& c, uint32_t seed) : c_(c), rng_(seed) { push(c.bos_token_id, Modality::Text); }
-  SeqBuilder& text(int n) {
-    for (int k = 0; k < n; ++k) push(20 + int(rng_() % uint32_t(c_.vocab_size - 20)), Modality::Text);
-    return *this;
-  }
-  SeqBuilder& media(Modality m, int n) {
-    const bool audio = m == Modality::Audio;
-    // Models without audio/video tokens (Gemma-3) still take the modality
-    // through exact inputs; stand-in ids are used then.
-    auto or_any = [](int id) { return id >= 0 ? id : 30; };
-    push(or_any(audio ? c_.boa_token_id : c_.boi_token_id), Modality::Text);
-    const int id = or_any(m == Modality::Image ? c_.image_token_id : m == Modality::Video ? c_.video_token_id : c_.audio_token_id);
-    std::uniform_real_distribution<float> u(-1.7f, 1.7f);
-    for (int k = 0; k < n; ++k) {
-      push(id, m);
-      for (int d = 0; d < c_.hidden_size; ++d) media_.push_back(u(rng_));
-    }
-    push(or_any(audio ? c_.eoa_token_id : c_.eoi_token_id), Modality::Text);
-    return *this;
-  }
-  SeqBuilder& no_bos() {
-    tokens_.erase(tokens_.begin());
-    modality_.erase(modality_.begin());
-    return *this;
-  }
-  std::vector<int> tokens_;
-  std::vector<Modality> modality_;
-  std::vector<float> media_;
-
- private:
-  void push(int t, Modality m) { tokens_.push_back(t), modality_.push_back(m); }
-  const ModelConfig& c_;
-  std::mt19937 rng_;
-};
-
-// Left-pads the sequences to one length.
-PromptBatch batch_of(const std::vector<SeqBuilder>& seqs, int pad_id) {
-  PromptBatch p;
-  p.batch = int(seqs.size());
-  for (const auto& s : seqs) p.seq = std::max(p.seq, int(s.tokens_.size()));
-  for (const auto& s : seqs) {
-    const int pad = p.seq - int(s.tokens_.size());
-    for (int k = 0; k < pad; ++k) p.tokens.push_back(pad_id), p.modality.push_back(Modality::Text), p.attention_mask.push_back(0);
-    p.tokens.insert(p.tokens.end(), s.tokens_.begin(), s.tokens_.end());
-    p.modality.insert(p.modality.end(), s.modality_.begin(), s.modality_.end());
-    p.attention_mask.insert(p.attention_mask.end(), s.tokens_.size(), 1);
-    p.media.insert(p.media.end(), s.media_.begin(), s.media_.end());
-  }
-  return p;
-}
 
 struct NamedCase {
   std::string name;

@@ -62,29 +62,28 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   Impl& c = *impl_;
   const int pending = c.steps.pending(c.seq);
   if (c.staged.batch == 0 && pending < 0) throw InputError("generate: nothing to continue from; append text first");
-  const Tokenizer* tok = c.engine->impl().tokenizer.get();
-  RequestOptions ro;
-  ro.sampling = api::sampling_options(o);
-  ro.stop_strings = o.stop;
-  ro.max_new_tokens = o.max_new_tokens;
-  ro.keep_step_logits = o.keep_step_logits;
-  ro.stop_tokens = c.config().eos_token_ids;
-  const int end_of_turn = tok ? SpecialTokens::resolve(c.config(), *tok).end_of_turn : -1;
-  if (end_of_turn >= 0) ro.stop_tokens.push_back(end_of_turn);
-  ro.on_text = on_text;
-
-  // Only the pending token to continue from: feed it as a one-token prompt.
-  PromptBatch prompt = c.staged;
-  if (prompt.batch == 0) {
-    prompt = PromptBatch::text_column({pending});
-    c.steps.set_pending(c.seq, -1);
-  }
   const int64_t length_before = c.session.length(c.seq);
   const size_t history_before = c.steps.history(c.seq).size();
   using clock = std::chrono::steady_clock;
   Reply reply;
-  int id = -1;
+  int id = -1, end_of_turn = -1;
   try {
+    const Tokenizer* tok = c.engine->impl().tokenizer.get();
+    RequestOptions ro;
+    ro.sampling = api::sampling_options(o);
+    ro.stop_strings = o.stop;
+    ro.max_new_tokens = o.max_new_tokens;
+    ro.keep_step_logits = o.keep_step_logits;
+    ro.stop_tokens = c.config().eos_token_ids;
+    end_of_turn = tok ? SpecialTokens::resolve(c.config(), *tok).end_of_turn : -1;
+    if (end_of_turn >= 0) ro.stop_tokens.push_back(end_of_turn);
+    ro.on_text = on_text;
+    // Only the pending token to continue from: feed it as a one-token prompt.
+    PromptBatch prompt = c.staged;
+    if (prompt.batch == 0) {
+      prompt = PromptBatch::text_column({pending});
+      c.steps.set_pending(c.seq, -1);
+    }
     auto t0 = clock::now();
     id = c.steps.start({c.seq}, prompt, {ro})[0];
     reply.prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();

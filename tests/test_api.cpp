@@ -1,0 +1,195 @@
+// The public API (include/splitdec/) as an embedding program sees it:
+// conversations on one engine, rewinds, media, errors that leave a
+// conversation as it was, and batches that match the reference.
+#include <gtest/gtest.h>
+
+#include "splitdec/batch.h"
+#include "splitdec/splitdec.h"
+#include "test_support.h"
+
+using namespace splitdec;
+
+namespace {
+
+std::shared_ptr<const Engine> engine_for(const std::string& preset) {
+  static std::map<std::string, std::shared_ptr<const Engine>> engines;
+  auto& e = engines[preset];
+  if (!e) e = Engine::load(test::tiny_model_dir(preset));
+  return e;
+}
+
+std::vector<float> image_rows(const Engine& e, int rows, float scale) {
+  std::vector<float> v(size_t(rows) * size_t(e.hidden_size()));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = scale * float(int((k * 37) % 23) - 11) / 11.f;
+  return v;
+}
+
+GenerateOptions greedy(int n) {
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.keep_step_logits = true;
+  return o;
+}
+
+// What one conversation does: a user turn, a reply, an image, a reply.
+struct Transcript {
+  std::vector<std::string> replies;
+  std::vector<std::vector<int>> tokens;
+};
+
+}  // namespace
+
+// Two conversations of different lengths on one engine, interleaved: one
+// appends an image and generates while the other is mid-conversation. Each
+// transcript is what it is alone.
+TEST(Api, ConversationsOnOneEngineDoNotMeet) {
+  const auto engine = engine_for("tiny-gemma4");
+  auto script = [&](Conversation& c, int step, float scale) {
+    if (step == 0) c.append_user_turn(scale > 1 ? "a much longer first question about the cat" : "hi");
+    if (step == 1) c.append_media(image_rows(*engine, 12, scale), 12);
+    if (step == 2) c.append_user_turn("and now?");
+    return c.generate(greedy(step == 1 ? 4 : 6));
+  };
+  Transcript alone_a, alone_b;
+  {
+    Conversation a(engine), b(engine);
+    for (int s = 0; s < 3; ++s) alone_a.replies.push_back(script(a, s, 1.f)), alone_a.tokens.push_back(a.last_reply().tokens);
+    for (int s = 0; s < 3; ++s) alone_b.replies.push_back(script(b, s, 1.5f)), alone_b.tokens.push_back(b.last_reply().tokens);
+  }
+  Conversation a(engine), b(engine);
+  Transcript got_a, got_b;
+  for (int s = 0; s < 3; ++s) {
+    got_a.replies.push_back(script(a, s, 1.f)), got_a.tokens.push_back(a.last_reply().tokens);
+    got_b.replies.push_back(script(b, s, 1.5f)), got_b.tokens.push_back(b.last_reply().tokens);
+  }
+  EXPECT_EQ(got_a.tokens, alone_a.tokens);
+  EXPECT_EQ(got_b.tokens, alone_b.tokens);
+  EXPECT_EQ(got_a.replies, alone_a.replies);
+  EXPECT_NE(a.length(), b.length());
+}
+
+TEST(Api, RewindThenRegenerateGivesTheSameReply) {
+  const auto engine = engine_for("tiny-gemma3");
+  Conversation c(engine);
+  c.append_user_turn("hello there");
+  const std::string first = c.generate(greedy(5));
+  const int64_t after_first = c.length();
+  c.append_user_turn("tell me more");
+  c.generate(greedy(5));
+  // Back to the end of the first reply (its last token was never fed):
+  // the conversation goes on from there.
+  c.rewind(after_first);
+  EXPECT_EQ(c.length(), after_first);
+  c.append_user_turn("tell me more");
+  c.generate(greedy(5));
+  EXPECT_GT(c.length(), after_first);
+  // Rewinding to 0 starts over: the first reply comes back.
+  c.rewind(0);
+  c.append_user_turn("hello there");
+  EXPECT_EQ(c.generate(greedy(5)), first);
+  EXPECT_THROW(c.rewind(c.length() + 1), InputError);
+}
+
+TEST(Api, AFailedTurnLeavesTheConversationAsItWas) {
+  const auto engine = engine_for("tiny-gemma4");
+  ConversationOptions small;
+  small.max_length = 48;
+  Conversation c(engine, small), twin(engine, small);
+  for (Conversation* x : {&c, &twin}) {
+    x->append_user_turn("hi");
+    x->generate(greedy(3));
+  }
+  const int64_t before = c.length();
+  // An image that does not fit the capacity: the turn fails as a whole.
+  c.append_media(image_rows(*engine, 40, 1.f), 40);
+  EXPECT_THROW(c.generate(greedy(3)), CapacityError);
+  EXPECT_EQ(c.length(), before);
+  // A reply that runs out of capacity mid-way fails too, and is rolled back.
+  c.append_user_turn("go on");
+  EXPECT_THROW(c.generate(greedy(40)), CapacityError);
+  EXPECT_EQ(c.length(), before);
+  // Bad inputs fail before anything is staged.
+  EXPECT_THROW(c.append_media({1.f, 2.f}, 1), InputError);
+  GenerateOptions bad = greedy(2);
+  bad.top_p = 2.f;
+  c.append_user_turn("x");
+  EXPECT_THROW(c.generate(bad), InputError);
+  // The conversation goes on exactly as its twin that never failed.
+  c.append_user_turn("again");
+  twin.append_user_turn("again");
+  EXPECT_EQ(c.generate(greedy(4)), twin.generate(greedy(4)));
+  EXPECT_EQ(c.last_reply().tokens, twin.last_reply().tokens);
+}
+
+TEST(Api, GenerateWithNothingNewContinuesTheReply) {
+  const auto engine = engine_for("tiny-gemma3");
+  Conversation c(engine), whole(engine);
+  c.append_user_turn("count");
+  whole.append_user_turn("count");
+  GenerateOptions no_stop = greedy(3);
+  c.generate(no_stop);
+  const std::vector<int> part1 = c.last_reply().tokens;
+  c.generate(no_stop);
+  std::vector<int> joined = part1;
+  joined.insert(joined.end(), c.last_reply().tokens.begin(), c.last_reply().tokens.end());
+  whole.generate(greedy(6));
+  const std::vector<int>& all = whole.last_reply().tokens;
+  // Unless the first part ended on a stop token, continuing gives the same tokens.
+  if (all.size() == 6) EXPECT_EQ(joined, all);
+  Conversation empty(engine);
+  EXPECT_THROW(empty.generate(greedy(2)), InputError);
+}
+
+TEST(Api, BatchMatchesTheReferenceAndTracesTheRouter) {
+  const auto engine = engine_for("tiny-gemma4");
+  TokenInputs turn = engine->encode_prompt("a long enough prompt about a cat and a mat", false);
+  const TokenInputs image = [&] {
+    TokenInputs t;
+    t.batch = 1;
+    t.tokens = {40, 6};
+    t.modality = {Modality::Text, Modality::Text};
+    for (int k = 0; k < 12; ++k) t.tokens.push_back(8), t.modality.push_back(Modality::Image);
+    t.tokens.push_back(7), t.modality.push_back(Modality::Text);
+    t.seq = int(t.tokens.size());
+    t.media = image_rows(*engine, 12, 1.f);
+    return t;
+  }();
+  std::vector<std::vector<int>> tokens;
+  std::vector<std::vector<float>> logits;
+  for (const char* plan : {"reference", "single", "split", "split-copy", "unified"}) {
+    ConversationOptions o;
+    o.plan = plan;
+    o.chunk = 4;
+    o.max_length = 128;
+    Batch b(engine, 1, o);
+    b.run_turn(turn, greedy(4));
+    b.run_turn(image, greedy(3));
+    tokens.push_back(b.result().tokens[0]);
+    logits.push_back(b.result().step_logits);
+    if (std::string(plan) == "split") {
+      bool masked = false;
+      for (const TraceStep& s : b.trace()) masked = masked || s.path == "masked";
+      EXPECT_TRUE(masked);
+    }
+    if (std::string(plan) == "reference") EXPECT_TRUE(b.trace().empty());
+  }
+  for (size_t p = 1; p < tokens.size(); ++p) {
+    EXPECT_EQ(tokens[p], tokens[0]) << p;
+    ASSERT_EQ(logits[p].size(), logits[0].size());
+    for (size_t k = 0; k < logits[p].size(); ++k) ASSERT_NEAR(logits[p][k], logits[0][k], 2e-4) << p;
+  }
+  Batch b(engine, 2);
+  EXPECT_THROW(b.run_turn(turn, greedy(2)), InputError);  // one sequence for a batch of two
+}
+
+TEST(Api, EngineErrorsAreTyped) {
+  EXPECT_THROW(Engine::load(test::temp_dir("api-empty")), Error);
+  const auto engine = engine_for("tiny-gemma3");
+  ConversationOptions o;
+  o.plan = "fast";
+  EXPECT_THROW(Conversation(engine, o), InputError);
+  o.plan = "split";
+  o.kv_dtype = "f8";
+  EXPECT_THROW(Conversation(engine, o), InputError);
+  EXPECT_THROW(set_threads(-1), InputError);
+}

@@ -1,0 +1,225 @@
+// Sequences on their own: each KV slot of a session has its own length, a
+// prefill or decode step takes any subset of live sequences, slots are
+// reused, and the step-wise generator lets requests join and leave between
+// steps - all without changing a single logit against running alone.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "generate/generator.h"
+#include "generate/step_generator.h"
+#include "pipeline/session.h"
+#include "test_prompts.h"
+#include "test_support.h"
+
+using namespace splitdec;
+using test::batch_of;
+using test::SeqBuilder;
+
+namespace {
+
+int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); }
+
+SessionOptions options_for(Plan plan, int sequences) {
+  SessionOptions o;
+  o.plan = plan;
+  o.chunk = 5;
+  o.capacity = 96;
+  o.max_sequences = sequences;
+  return o;
+}
+
+// One sequence's script: a prompt, greedy decode steps, then a second
+// prompt holding an image, then more steps. Records every logit row.
+struct Script {
+  PromptBatch first, second;
+  int steps1 = 0, steps2 = 0;
+};
+
+struct Recording {
+  std::vector<float> logits;  // every row the sequence produced, in order
+  std::vector<int> tokens;
+};
+
+// The script run alone, in a session of its own.
+Recording run_alone(const Model& m, Plan plan, const Script& s) {
+  Session session(m, 1, options_for(plan, 1));
+  Recording r;
+  const int V = m.config().vocab_size;
+  auto take = [&](const std::vector<float>& l) {
+    r.logits.insert(r.logits.end(), l.begin(), l.end());
+    r.tokens.push_back(argmax(l.data(), V));
+  };
+  take(session.append(s.first));
+  for (int k = 0; k < s.steps1; ++k) take(session.decode({r.tokens.back()}));
+  take(session.append(s.second));
+  for (int k = 0; k < s.steps2; ++k) take(session.decode({r.tokens.back()}));
+  return r;
+}
+
+Script script_a(const ModelConfig& c) {
+  Script s;
+  s.first = batch_of({SeqBuilder(c, 21).text(9)}, 0);
+  s.second = batch_of({SeqBuilder(c, 22).no_bos().text(2).media(Modality::Image, 12).text(2)}, 0);
+  s.steps1 = 6, s.steps2 = 4;
+  return s;
+}
+
+Script script_b(const ModelConfig& c) {
+  Script s;
+  s.first = batch_of({SeqBuilder(c, 31).text(3).media(Modality::Image, 10).text(3)}, 0);
+  s.second = batch_of({SeqBuilder(c, 32).no_bos().text(4)}, 0);
+  s.steps1 = 3, s.steps2 = 6;
+  return s;
+}
+
+class Interleaved : public ::testing::TestWithParam<std::tuple<std::string, Plan>> {};
+
+}  // namespace
+
+// Two sequences of different lengths in one session, interleaved: B appends
+// a prompt with an image while A decodes, A appends an image while B
+// decodes, and some steps decode both at once. Each gets exactly the logits
+// it gets alone.
+TEST_P(Interleaved, TwoSequencesMatchRunningAlone) {
+  const auto& [preset, plan] = GetParam();
+  const Model& m = test::tiny_model(preset);
+  const int V = m.config().vocab_size;
+  const Script sa = script_a(m.config()), sb = script_b(m.config());
+  const Recording want_a = run_alone(m, plan, sa), want_b = run_alone(m, plan, sb);
+
+  Session session(m, 0, options_for(plan, 3));
+  const int a = session.open_sequence(), b = session.open_sequence();
+  Recording got_a, got_b;
+  auto take = [&](Recording& r, const float* l) {
+    r.logits.insert(r.logits.end(), l, l + V);
+    r.tokens.push_back(argmax(l, V));
+  };
+  take(got_a, session.append({a}, sa.first).data());
+  for (int k = 0; k < 3; ++k) take(got_a, session.decode({a}, {got_a.tokens.back()}).data());  // A decodes alone
+  take(got_b, session.append({b}, sb.first).data());                                          // B's image prompt
+  for (int k = 0; k < 3; ++k) {  // both decode in one call
+    const auto l = session.decode({b, a}, {got_b.tokens.back(), got_a.tokens.back()});
+    take(got_b, l.data());
+    take(got_a, l.data() + V);
+  }
+  take(got_a, session.append({a}, sa.second).data());  // A's image while B waits
+  take(got_b, session.append({b}, sb.second).data());
+  EXPECT_NE(session.length(a), session.length(b));
+  for (int k = 0; k < 4; ++k) {
+    const auto l = session.decode({a, b}, {got_a.tokens.back(), got_b.tokens.back()});
+    take(got_a, l.data());
+    take(got_b, l.data() + V);
+  }
+  for (int k = 0; k < 2; ++k) take(got_b, session.decode({b}, {got_b.tokens.back()}).data());
+  // A chose 1 + 3 + 3 tokens before its second prompt, B 1 + 3: as the scripts say.
+  ASSERT_EQ(got_a.tokens, want_a.tokens);
+  ASSERT_EQ(got_b.tokens, want_b.tokens);
+  EXPECT_EQ(got_a.logits, want_a.logits);
+  EXPECT_EQ(got_b.logits, want_b.logits);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, Interleaved,
+                         ::testing::Combine(::testing::Values("tiny-gemma3", "tiny-gemma4"),
+                                            ::testing::Values(Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified)),
+                         [](const auto& info) {
+                           std::string n = std::get<0>(info.param) + "_" + plan_name(std::get<1>(info.param));
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+TEST(SessionSlots, ClosedSlotsAreReusedAndStartEmpty) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const Script sa = script_a(m.config());
+  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy}) {
+    Session session(m, 0, options_for(plan, 2));
+    const int a = session.open_sequence(), b = session.open_sequence();
+    EXPECT_THROW(session.open_sequence(), CapacityError);
+    session.append({a}, batch_of({SeqBuilder(m.config(), 5).text(30)}, 0));
+    session.close_sequence(a);
+    EXPECT_FALSE(session.live(a));
+    EXPECT_THROW(session.decode({a}, {40}), InputError);
+    const int again = session.open_sequence();
+    EXPECT_EQ(again, a);
+    EXPECT_EQ(session.length(again), 0);
+    // The reused slot gives what a fresh session gives.
+    Session fresh(m, 1, options_for(plan, 1));
+    EXPECT_EQ(session.append({again}, sa.first), fresh.append(sa.first)) << plan_name(plan);
+    EXPECT_EQ(session.decode({again}, {50}), fresh.decode({50})) << plan_name(plan);
+    EXPECT_EQ(session.length(b), 0);
+  }
+}
+
+TEST(SessionSlots, BadSequenceListsAreClearErrors) {
+  const Model& m = test::tiny_model("tiny-gemma3");
+  Session session(m, 2, options_for(Plan::Split, 2));
+  const PromptBatch one = batch_of({SeqBuilder(m.config(), 1).text(4)}, 0);
+  EXPECT_THROW(session.append({0, 1}, one), InputError);  // two sequences, one row
+  EXPECT_THROW(session.append({5}, one), InputError);     // no such slot
+  EXPECT_THROW(session.decode({0, 0}, {40, 41}), InputError);  // twice
+  EXPECT_THROW(session.decode({1}, {40}), InputError);    // nothing appended yet
+  session.append({1}, one);
+  EXPECT_EQ(session.length(0), 0);
+  EXPECT_EQ(session.length(1), 5);
+  // Rewinding one sequence leaves the other alone.
+  session.append({0}, batch_of({SeqBuilder(m.config(), 2).text(8)}, 0));
+  session.rewind(1, 2);
+  EXPECT_EQ(session.length(1), 2);
+  EXPECT_EQ(session.length(0), 9);
+}
+
+TEST(StepGenerator, RequestsJoinAndLeaveBetweenStepsWithoutChangingTokens) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const ModelConfig& c = m.config();
+  const std::vector<PromptBatch> prompts = {
+      batch_of({SeqBuilder(c, 41).text(6)}, 0),
+      batch_of({SeqBuilder(c, 42).text(2).media(Modality::Image, 11).text(2)}, 0),
+      batch_of({SeqBuilder(c, 43).text(13)}, 0),
+  };
+  const std::vector<int> budgets = {9, 5, 7};
+  RequestOptions ro;
+  ro.keep_step_logits = true;
+  ro.stop_tokens = {-5};  // none: every request runs its budget
+  // Alone.
+  std::vector<Request> alone;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Session s(m, 1, options_for(Plan::Split, 1));
+    SessionSource src(s);
+    StepGenerator g(src, c, nullptr);
+    ro.max_new_tokens = budgets[i];
+    const int id = g.start({0}, prompts[i], {ro})[0];
+    while (g.step()) {
+    }
+    alone.push_back(g.request(id));
+  }
+  // Together: 0 starts, 1 joins after two steps, 2 joins after four, 0 is
+  // cancelled after six; each finishes on its own budget.
+  Session s(m, 0, options_for(Plan::Split, 3));
+  SessionSource src(s);
+  StepGenerator g(src, c, nullptr);
+  std::vector<int> ids(3, -1);
+  auto start = [&](size_t i) {
+    ro.max_new_tokens = budgets[i];
+    ids[i] = g.start({s.open_sequence()}, prompts[i], {ro})[0];
+  };
+  start(0);
+  for (int k = 0; k < 8; ++k) {
+    if (k == 2) start(1);
+    if (k == 4) start(2);
+    if (k == 6) g.cancel(ids[0]);
+    g.step();
+  }
+  while (g.step()) {
+  }
+  EXPECT_EQ(g.request(ids[0]).stop_reason, StopReason::Cancelled);
+  const std::vector<int>& cut = g.request(ids[0]).tokens;
+  EXPECT_EQ(cut, std::vector<int>(alone[0].tokens.begin(), alone[0].tokens.begin() + long(cut.size())));
+  EXPECT_EQ(g.pending(g.request(ids[0]).seq), cut.back());
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(g.request(ids[i]).tokens, alone[i].tokens) << i;
+    EXPECT_EQ(g.request(ids[i]).step_logits, alone[i].step_logits) << i;
+    EXPECT_EQ(g.request(ids[i]).stop_reason, StopReason::MaxTokens);
+  }
+  EXPECT_FALSE(g.any_live());
+  EXPECT_THROW(g.start({g.request(ids[1]).seq}, prompts[0], {ro, ro}), InputError);  // one row, two options
+}
