@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "generate/generator.h"
-#include "generate/prompt_text.h"
+#include "prompt/prompt_text.h"
 #include "generate/sampler.h"
 #include "io/media_embeddings.h"
 #include "io/safetensors.h"

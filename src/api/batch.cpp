@@ -4,9 +4,9 @@
 
 #include "api/api_internal.h"
 #include "core/error.h"
-#include "generate/prompt_text.h"
+#include "prompt/prompt_text.h"
 #include "generate/reference_source.h"
-#include "io/prompt_input.h"
+#include "prompt/prompt_json.h"
 
 namespace splitdec {
 

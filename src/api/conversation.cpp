@@ -4,7 +4,7 @@
 
 #include "api/api_internal.h"
 #include "core/error.h"
-#include "generate/prompt_text.h"
+#include "prompt/prompt_text.h"
 #include "generate/step_generator.h"
 
 namespace splitdec {

@@ -1,4 +1,4 @@
-#include "generate/prompt_text.h"
+#include "prompt/prompt_text.h"
 
 #include <regex>
 

@@ -1,5 +1,5 @@
-// Prompt sources for `splitdec generate`: the exact-input JSON file and a
-// text prompt with <image:FILE.npy> placeholders.
+// Exact inputs from a JSON file (`splitdec generate --input`): token ids,
+// modality, padding, block ids and media rows, one turn or several.
 #pragma once
 
 #include <string>

@@ -1,5 +1,7 @@
-// Text prompts: media placeholders, the Gemma chat template and the special
-// tokens they need.
+// Text prompts: media placeholders, media blocks (markers + soft tokens),
+// the Gemma chat template and the special tokens they need. With
+// prompt_json.h this room is the one place where inputs become token ids
+// and media rows; the CLI and the API both come here.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "io/prompt_input.h"
+#include "prompt/prompt_json.h"
 
 #include <filesystem>
 #include <fstream>
