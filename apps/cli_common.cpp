@@ -30,8 +30,6 @@ std::function<void(int64_t, int64_t)> prefill_progress() {
 }  // namespace
 
 ConversationOptions SessionFlags::options(int64_t default_capacity) const {
-  if (threads < 0) throw InputError("--threads must be >= 0");
-  set_threads(threads);
   ConversationOptions o;
   o.plan = plan;
   o.policy = policy;

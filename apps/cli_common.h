@@ -20,8 +20,12 @@ struct SessionFlags {
   int threads = 0;
   std::string kv_dtype = "f32";
   void add_to(CLI::App& app);
-  // Sets the thread count too (--threads).
   ConversationOptions options(int64_t default_capacity) const;
+  // --threads, for every engine of the process.
+  void apply_threads() const {
+    if (threads < 0) throw InputError("--threads must be >= 0");
+    set_threads(threads);
+  }
 };
 
 struct SamplingFlags {

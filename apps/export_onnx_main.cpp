@@ -31,12 +31,12 @@ int main(int argc, char** argv) {
   try {
     OnnxExportOptions o;
     o.max_length = max_length;
-    o.plan = parse_plan(plan);
+    o.plan = parse_package_kind(plan);
     if (!policy.empty()) o.policy = parse_mask_policy(policy);
     check_onnx_export_options(o);  // before loading a model that may be large
     const Model model = Model::load(model_dir);
     const OnnxPackage pkg = export_onnx_package(model, out, o);
-    std::printf("wrote %s (plan %s, max_length %lld, weights %.1f MiB):", out.c_str(), plan_name(o.plan),
+    std::printf("wrote %s (plan %s, max_length %lld, weights %.1f MiB):", out.c_str(), package_kind_name(o.plan),
                 static_cast<long long>(o.max_length), double(pkg.weight_bytes) / (1 << 20));
     for (const auto& file : pkg.files) std::printf(" %s", file.c_str());
     std::printf("\n");

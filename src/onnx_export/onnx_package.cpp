@@ -16,11 +16,18 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace onnx_export;
 
+OnnxPackageKind parse_package_kind(const std::string& plan) {
+  if (plan == "split") return OnnxPackageKind::Split;
+  if (plan == "single") return OnnxPackageKind::Single;
+  const bool known = plan == "split-copy" || plan == "unified" || plan == "reference";
+  throw InputError((known ? "plan '" + plan + "' cannot be exported" : "unknown plan '" + plan + "'") +
+                   ": an ONNX package is either 'split' (prefill + decode graphs on shared KV "
+                   "buffers) or 'single' (one graph with a dense bias)");
+}
+
+const char* package_kind_name(OnnxPackageKind k) { return k == OnnxPackageKind::Split ? "split" : "single"; }
+
 void check_onnx_export_options(const OnnxExportOptions& o) {
-  if (o.plan != Plan::Split && o.plan != Plan::Single)
-    throw InputError(std::string("plan '") + plan_name(o.plan) +
-                     "' cannot be exported: an ONNX package is either 'split' (prefill + decode graphs on shared KV "
-                     "buffers) or 'single' (one graph with a dense bias)");
   // GroupQueryAttention takes seqlens_k and total_sequence_length as int32.
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   if (o.max_length < 1 || o.max_length > kInt32Max)
@@ -36,7 +43,7 @@ namespace {
 
 json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy policy) {
   const ModelConfig& c = model.config();
-  const bool split = o.plan == Plan::Split;
+  const bool split = o.plan == OnnxPackageKind::Split;
   json kv_layers = json::array();
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerSpec& s = c.layers[size_t(l)];
@@ -96,7 +103,7 @@ json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy pol
             {"decoder", decoder}}},
           {"search", {{"max_length", o.max_length}, {"past_present_share_buffer", split}}},
           {"splitdec",
-           {{"plan", plan_name(o.plan)},
+           {{"plan", package_kind_name(o.plan)},
             {"mask_policy", mask_policy_name(policy)},
             {"max_length", o.max_length},
             {"block_ids",
@@ -124,7 +131,7 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
     pkg.files.push_back(file);
   };
   write(GraphKind::Embedding, kOnnxEmbeddingFile);
-  if (o.plan == Plan::Split) {
+  if (o.plan == OnnxPackageKind::Split) {
     write(GraphKind::SplitPrefill, kOnnxPrefillFile);
     write(GraphKind::SplitDecode, kOnnxDecodeFile);
   } else {

@@ -14,16 +14,22 @@
 #include <vector>
 
 #include "mask/mask_contract.h"
-#include "pipeline/plan.h"
 
 namespace splitdec {
 
 class Model;
 
+// What a package holds: `split` (a prefill graph and a decode graph on
+// shared KV buffers) or `single` (one graph with a dense bias, every step).
+enum class OnnxPackageKind { Split, Single };
+// "split" | "single"; InputError naming the plan otherwise (the other plans cannot be exported).
+OnnxPackageKind parse_package_kind(const std::string& plan);
+const char* package_kind_name(OnnxPackageKind k);
+
 struct OnnxExportOptions {
   int64_t max_length = 4096;         // KV buffer length (split); context length (both)
   std::optional<MaskPolicy> policy;  // default: the model family's
-  Plan plan = Plan::Split;           // Split or Single
+  OnnxPackageKind plan = OnnxPackageKind::Split;
 };
 
 struct OnnxPackage {
