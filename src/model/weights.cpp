@@ -1,7 +1,5 @@
 #include "model/weights.h"
 
-#include <cstring>
-
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -63,17 +61,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) { return view(name, shape).to_f32(); };
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView& v = view(name, shape);
-    WeightMatrix m;
-    m.out = int(shape[0]);
-    m.in = int(shape[1]);
-    if (v.dtype == DType::BF16) {
-      m.dtype = DType::BF16;
-      m.bf16.resize(size_t(v.numel()));
-      std::memcpy(m.bf16.data(), v.data, v.nbytes);
-    } else {
-      m.f32 = v.to_f32();
-    }
-    return m;
+    return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(shape[0]), int(shape[1]), v.data);
   };
   ModelWeights w;
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;

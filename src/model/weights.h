@@ -1,6 +1,6 @@
 // The decoder's weights, resolved from checkpoint tensor names and checked
-// against the shapes the config implies. Matrices keep the checkpoint's bf16
-// (decode reads half the bytes); everything else is f32.
+// against the shapes the config implies. Matrices keep the checkpoint's
+// format (bf16 / f16: decode reads half the bytes); everything else is f32.
 #pragma once
 
 #include <functional>
@@ -9,7 +9,7 @@
 
 #include "core/dtype.h"
 #include "io/model_config.h"
-#include "kernels/linear.h"
+#include "kernels/weight_matrix.h"
 
 namespace splitdec {
 
@@ -30,7 +30,7 @@ struct ModelWeights {
   WeightMatrix lm_head;             // [vocab, hidden]; empty when tied to embed_tokens
   std::vector<LayerWeights> layers;
 
-  const WeightMatrix& output_matrix() const { return lm_head.out == 0 ? embed_tokens : lm_head; }
+  const WeightMatrix& output_matrix() const { return lm_head.empty() ? embed_tokens : lm_head; }
   size_t bytes() const;
 };
 
