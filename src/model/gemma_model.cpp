@@ -67,7 +67,7 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
     else linear(x.data(), rows, w.v_proj, v.data());
     ops::rms_norm(k.data(), w.k_norm.data(), rows * Hkv, hd, eps, add1, k.data());
     for (int r = 0; r < rows; ++r) ops::rope(k.data() + int64_t(r) * Hkv * hd, Hkv, hd, spec.inv_freq.data(), positions[r]);
-    if (c.family == Family::Gemma4)  // v_norm: RMS norm without weight
+    if (spec.v_norm)  // RMS norm without weight
       ops::rms_norm(v.data(), nullptr, rows * Hkv, hd, eps, false, v.data());
   }
 
