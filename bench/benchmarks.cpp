@@ -56,16 +56,8 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 }
 
 WeightMatrix random_matrix(int out, int in, DType dt, uint32_t seed) {
-  WeightMatrix w;
-  w.out = out, w.in = in, w.dtype = dt;
-  auto f = random_floats(size_t(out) * size_t(in), seed);
-  if (dt == DType::F32) {
-    w.f32 = std::move(f);
-  } else {
-    w.bf16.resize(f.size());
-    for (size_t k = 0; k < f.size(); ++k) w.bf16[k] = f32_to_bf16(f[k]);
-  }
-  return w;
+  const auto f = random_floats(size_t(out) * size_t(in), seed);
+  return WeightMatrix::from_f32(weight_format_of(dt), out, in, f.data());
 }
 
 // Fastest of `reps` runs: the machine's capability, for the bandwidth probe.

@@ -135,7 +135,9 @@ TEST(Api, GenerateWithNothingNewContinuesTheReply) {
   whole.generate(greedy(6));
   const std::vector<int>& all = whole.last_reply().tokens;
   // Unless the first part ended on a stop token, continuing gives the same tokens.
-  if (all.size() == 6) EXPECT_EQ(joined, all);
+  if (all.size() == 6) {
+    EXPECT_EQ(joined, all);
+  }
   Conversation empty(engine);
   EXPECT_THROW(empty.generate(greedy(2)), InputError);
 }
@@ -171,7 +173,9 @@ TEST(Api, BatchMatchesTheReferenceAndTracesTheRouter) {
       for (const TraceStep& s : b.trace()) masked = masked || s.path == "masked";
       EXPECT_TRUE(masked);
     }
-    if (std::string(plan) == "reference") EXPECT_TRUE(b.trace().empty());
+    if (std::string(plan) == "reference") {
+      EXPECT_TRUE(b.trace().empty());
+    }
   }
   for (size_t p = 1; p < tokens.size(); ++p) {
     EXPECT_EQ(tokens[p], tokens[0]) << p;

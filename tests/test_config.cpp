@@ -41,6 +41,8 @@ TEST(Config, Gemma3TextDefaultsFollowHuggingFace) {
   EXPECT_EQ(c.num_layers, 26);
   EXPECT_EQ(c.num_heads, 8);
   EXPECT_TRUE(c.norm_adds_one);
+  EXPECT_FALSE(c.layers[0].v_norm);  // per-layer family differences are data
+  EXPECT_FALSE(c.layers[0].layer_scalar);
   EXPECT_FLOAT_EQ(c.attn_scale, 1.f / 16.f);  // query_pre_attn_scalar 256
   EXPECT_EQ(c.default_policy, MaskPolicy::Causal);
   EXPECT_FALSE(c.final_logit_softcap.has_value());
@@ -94,6 +96,7 @@ TEST(Config, Gemma4Geometry) {
                                                             "sliding_attention"}}}));
   EXPECT_EQ(c.family, Family::Gemma4);
   EXPECT_FALSE(c.norm_adds_one);
+  for (const LayerSpec& L : c.layers) EXPECT_TRUE(L.v_norm && L.layer_scalar);
   EXPECT_FLOAT_EQ(c.attn_scale, 1.f);
   EXPECT_EQ(c.default_policy, MaskPolicy::Gemma4);
   ASSERT_TRUE(c.final_logit_softcap.has_value());
@@ -149,6 +152,8 @@ TEST(Config, Errors) {
   expect_error(json::array(), {"not a JSON object"});
   expect_error(json::object(), {"model_type", "missing"});
   expect_error({{"model_type", "llama"}}, {"model_type", "llama", "not supported"});
+  // The message lists every registered model_type.
+  expect_error({{"model_type", "llama"}}, {"(gemma3, gemma3_text, gemma4, gemma4_unified, gemma4_text are)"});
   expect_error({{"model_type", "gemma3_text"}, {"hidden_size", "big"}}, {"hidden_size", "integer"});
   expect_error({{"model_type", "gemma3_text"}, {"hidden_size", -4}}, {"hidden_size", "out of range"});
   expect_error({{"model_type", "gemma3_text"}, {"num_key_value_heads", 3}}, {"num_key_value_heads", "3", "divide"});

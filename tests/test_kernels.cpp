@@ -1,6 +1,6 @@
-// Every SIMD table this CPU can run against the scalar table, and the linear
-// layer (decode and BLAS paths, f32 and bf16 weights) against ref::linear,
-// on random inputs including odd sizes.
+// Every SIMD table this CPU can run against the scalar table for every weight
+// format, and the linear layer (decode and BLAS paths, f32, bf16 and f16
+// weights) against ref::linear, on random inputs including odd sizes.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -22,6 +22,11 @@ std::vector<float> random_vec(std::mt19937& rng, size_t n) {
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());
   for (size_t k = 0; k < v.size(); ++k) h[k] = f32_to_bf16(v[k]);
+  return h;
+}
+std::vector<uint16_t> to_f16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t k = 0; k < v.size(); ++k) h[k] = f32_to_f16(v[k]);
   return h;
 }
 }  // namespace
@@ -48,6 +53,21 @@ TEST(SimdTables, AgreeWithScalarOnOddSizes) {
       t->dot4_bf16(xp, hb.data(), n, got);
       ref.dot4_bf16(xp, hb.data(), n, want);
       for (int r = 0; r < 4; ++r) EXPECT_NEAR(got[r], want[r], tol);
+      const auto hf = to_f16(b);
+      EXPECT_NEAR(t->dot_f16(a.data(), hf.data(), n), ref.dot_f16(a.data(), hf.data(), n), tol);
+      t->dot4_f16(xp, hf.data(), n, got);
+      ref.dot4_f16(xp, hf.data(), n, want);
+      for (int r = 0; r < 4; ++r) EXPECT_NEAR(got[r], want[r], tol);
+      // Row expansion is exact in every table.
+      std::vector<float> e1(static_cast<size_t>(n)), e2(static_cast<size_t>(n));
+      t->expand_bf16(hb.data(), n, e1.data());
+      ref.expand_bf16(hb.data(), n, e2.data());
+      EXPECT_EQ(e1, e2);
+      for (int k = 0; k < n; ++k) EXPECT_EQ(e1[size_t(k)], bf16_to_f32(hb[size_t(k)]));
+      t->expand_f16(hf.data(), n, e1.data());
+      ref.expand_f16(hf.data(), n, e2.data());
+      EXPECT_EQ(e1, e2);
+      for (int k = 0; k < n; ++k) EXPECT_EQ(e1[size_t(k)], f16_to_f32(hf[size_t(k)]));
       auto y1 = random_vec(rng, size_t(n));
       auto y2 = y1;
       t->scale_axpy(y1.data(), 0.7f, -1.3f, a.data(), n);
@@ -103,17 +123,21 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
 
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
   std::mt19937 rng(5);
-  for (DType dt : {DType::F32, DType::BF16})
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16})
     for (int rows : {1, 2, 3, 4, 5, 9, 16, 21})
       for (auto [out, in] : {std::pair{1, 1}, {7, 13}, {33, 64}, {70, 129}}) {
-        WeightMatrix w;
-        w.out = out, w.in = in, w.dtype = dt;
+        SCOPED_TRACE(weight_format_name(format));
         auto wf = random_vec(rng, size_t(out) * size_t(in));
-        if (dt == DType::BF16) {
-          w.bf16 = to_bf16(wf);
-          for (size_t k = 0; k < wf.size(); ++k) wf[k] = bf16_to_f32(w.bf16[k]);  // the exact values the kernel sees
-        } else {
-          w.f32 = wf;
+        const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+        ASSERT_EQ(w.bytes(), wf.size() * (format == WeightFormat::F32 ? 4 : 2));
+        for (size_t k = 0; k < wf.size(); ++k)  // the exact values the kernel sees
+          wf[k] = format == WeightFormat::BF16  ? bf16_to_f32(f32_to_bf16(wf[k]))
+                  : format == WeightFormat::F16 ? f16_to_f32(f32_to_f16(wf[k]))
+                                                : wf[k];
+        std::vector<float> row(static_cast<size_t>(in));
+        for (int o = 0; o < out; ++o) {
+          w.row_f32(o, row.data());
+          for (int i = 0; i < in; ++i) ASSERT_EQ(row[size_t(i)], wf[size_t(o) * size_t(in) + size_t(i)]);
         }
         const auto x = random_vec(rng, size_t(rows) * size_t(in));
         std::vector<float> want(size_t(rows) * size_t(out)), got(want.size());

@@ -97,15 +97,46 @@ TEST(ReferenceModel, MakeModelIsDeterministicAndLoadsBackExactly) {
     // The loaded model holds those exact values.
     const Model m = Model::load(a);
     const auto& embed = store.get("model.language_model.embed_tokens.weight").to_f32();
-    if (m.weights().embed_tokens.dtype == DType::F32) {
-      EXPECT_EQ(m.weights().embed_tokens.f32, embed);
-    } else {
-      for (size_t k = 0; k < embed.size(); ++k) ASSERT_EQ(bf16_to_f32(m.weights().embed_tokens.bf16[k]), embed[k]);
+    const WeightMatrix& table = m.weights().embed_tokens;
+    EXPECT_EQ(table.format, std::string(dtype) == "bf16" ? WeightFormat::BF16 : WeightFormat::F32);  // kept as stored
+    std::vector<float> row(size_t(table.in));
+    ASSERT_EQ(size_t(table.out) * row.size(), embed.size());
+    for (int o = 0; o < table.out; ++o) {
+      table.row_f32(o, row.data());
+      for (size_t k = 0; k < row.size(); ++k) ASSERT_EQ(row[k], embed[size_t(o) * row.size() + k]);
     }
   }
   const std::string other = test::tiny_model_dir("tiny-gemma4", 6);
   EXPECT_NE(test::read_file(test::tiny_model_dir("tiny-gemma4", 5) + "/model.safetensors"),
             test::read_file(other + "/model.safetensors"));
+}
+
+TEST(ReferenceModel, F16CheckpointKeepsF16WeightsAndComputesLikeF32) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 5, "f16");
+  const Model m = Model::load(dir);
+  EXPECT_EQ(m.weights().embed_tokens.format, WeightFormat::F16);
+  EXPECT_EQ(m.weights().layers[0].q_proj.format, WeightFormat::F16);
+  EXPECT_EQ(m.weights().layers[0].down_proj.bytes(), size_t(m.weights().layers[0].down_proj.out) * size_t(m.weights().layers[0].down_proj.in) * 2);
+  // The same values held as f32: every kernel path (matvec below kGemmRows
+  // rows, GEMM panels above) gives the same logits.
+  ModelWeights w32 = m.weights();
+  auto widen = [](WeightMatrix& w) {
+    if (w.empty()) return;
+    std::vector<float> f(size_t(w.out) * size_t(w.in));
+    for (int o = 0; o < w.out; ++o) w.row_f32(o, f.data() + size_t(o) * size_t(w.in));
+    w = WeightMatrix::from_f32(WeightFormat::F32, w.out, w.in, f.data());
+  };
+  widen(w32.embed_tokens);
+  widen(w32.lm_head);
+  for (LayerWeights& L : w32.layers)
+    for (WeightMatrix* x : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj}) widen(*x);
+  const Model m32(m.config(), std::move(w32));
+  for (int n : {3, 20}) {
+    std::vector<int> tokens;
+    for (int k = 0; k < n; ++k) tokens.push_back(2 + 7 * k % 300);
+    const PromptBatch p = text_prompt(tokens);
+    EXPECT_EQ(reference_logits(m, p, MaskPolicy::Causal), reference_logits(m32, p, MaskPolicy::Causal)) << n << " rows";
+  }
 }
 
 TEST(ReferenceModel, LogitsAreFiniteAndInformative) {

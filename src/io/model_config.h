@@ -2,7 +2,8 @@
 //
 // Every field that the model math uses is resolved here, once, into plain
 // numbers and one LayerSpec per layer, so that the model file and the
-// kernels never look at the family or at JSON. Absent fields take the
+// kernels never look at the family or at JSON. Each family's parser is its
+// own file in io/families/, picked by model_type. Absent fields take the
 // Hugging Face class defaults; unsupported values are ConfigErrors that name
 // the field and the value.
 #pragma once
@@ -17,6 +18,7 @@
 
 namespace splitdec {
 
+// Which family parsed the config (io/families/); the math reads the data below, not this.
 enum class Family { Gemma3, Gemma4 };
 
 struct LayerSpec {
@@ -30,6 +32,10 @@ struct LayerSpec {
   std::vector<float> inv_freq;
   bool k_eq_v = false;  // no v_proj: V is the raw k_proj output through v_norm
   int kv_source = 0;    // the layer whose K/V this layer reads (itself unless shared)
+  bool v_norm = false;  // V goes through an RMS norm without weight (Gemma-4)
+  // A learned scalar (checkpoint tensor layer_scalar, default 1) multiplies
+  // the layer output after both residual adds (Gemma-4).
+  bool layer_scalar = false;
 };
 
 struct ModelConfig {

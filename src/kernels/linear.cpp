@@ -12,33 +12,51 @@ extern "C" void openblas_set_num_threads(int);
 
 namespace splitdec {
 
-void WeightMatrix::row_f32(int o, float* dst) const {
-  if (dtype == DType::F32) {
-    std::memcpy(dst, f32.data() + size_t(o) * size_t(in), size_t(in) * 4);
-    return;
+namespace {
+template <class T>
+const T* as(const uint8_t* p) {
+  return reinterpret_cast<const T*>(p);
+}
+}  // namespace
+
+const RowKernels& row_kernels(WeightFormat format) {
+  using simd::KernelTable;
+  static const RowKernels f32{
+      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f32(x, as<float>(w), n); },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f32(x, as<float>(w), n, out); },
+      [](const KernelTable&, const uint8_t* w, int n, float* dst) { std::memcpy(dst, w, size_t(n) * 4); }, true};
+  static const RowKernels bf16{
+      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_bf16(x, as<uint16_t>(w), n); },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_bf16(x, as<uint16_t>(w), n, out); },
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_bf16(as<uint16_t>(w), n, dst); }, false};
+  static const RowKernels f16{
+      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f16(x, as<uint16_t>(w), n); },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f16(x, as<uint16_t>(w), n, out); },
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false};
+  switch (format) {
+    case WeightFormat::F32: return f32;
+    case WeightFormat::BF16: return bf16;
+    case WeightFormat::F16: return f16;
   }
-  const uint16_t* src = bf16.data() + size_t(o) * size_t(in);
-  for (int i = 0; i < in; ++i) dst[i] = bf16_to_f32(src[i]);
+  return f32;
 }
 
 namespace {
 
 // Outputs [o0, o1) for every row, four rows per weight load.
-void matvec_block(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y, int64_t o0, int64_t o1) {
+void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* x, int rows, const WeightMatrix& w, float* y,
+                  int64_t o0, int64_t o1) {
   const int in = w.in;
   for (int64_t o = o0; o < o1; ++o) {
-    const float* wf = w.dtype == DType::F32 ? w.f32.data() + o * in : nullptr;
-    const uint16_t* wb = w.dtype == DType::BF16 ? w.bf16.data() + o * in : nullptr;
+    const uint8_t* wr = w.row(int(o));
     int r = 0;
     for (; r + 4 <= rows; r += 4) {
       const float* xs[4] = {x + int64_t(r) * in, x + int64_t(r + 1) * in, x + int64_t(r + 2) * in, x + int64_t(r + 3) * in};
       float out[4];
-      if (wf) t.dot4_f32(xs, wf, in, out);
-      else t.dot4_bf16(xs, wb, in, out);
-      for (int k = 0; k < 4; ++k) y[int64_t(r + k) * w.out + o] = out[k];
+      k.dot4(t, xs, wr, in, out);
+      for (int j = 0; j < 4; ++j) y[int64_t(r + j) * w.out + o] = out[j];
     }
-    for (; r < rows; ++r)
-      y[int64_t(r) * w.out + o] = wf ? t.dot_f32(x + int64_t(r) * in, wf, in) : t.dot_bf16(x + int64_t(r) * in, wb, in);
+    for (; r < rows; ++r) y[int64_t(r) * w.out + o] = k.dot(t, x + int64_t(r) * in, wr, in);
   }
 }
 
@@ -46,15 +64,17 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });  // our pool owns the cores
   constexpr int kPanel = 64;
+  const simd::KernelTable& t = simd::best();
+  const RowKernels& k = row_kernels(w.format);
   const int64_t panels = (w.out + kPanel - 1) / kPanel;
   ThreadPool::global().parallel_for(panels, [&](int64_t p0, int64_t p1) {
     std::vector<float> buf;
     for (int64_t p = p0; p < p1; ++p) {
       const int o0 = int(p * kPanel), n = std::min(kPanel, w.out - o0);
-      const float* panel = w.f32.data() + int64_t(o0) * w.in;
-      if (w.dtype == DType::BF16) {
+      const float* panel = as<float>(w.row(o0));
+      if (!k.f32_rows) {
         buf.resize(size_t(n) * size_t(w.in));
-        for (int k = 0; k < n; ++k) w.row_f32(o0 + k, buf.data() + size_t(k) * size_t(w.in));
+        for (int j = 0; j < n; ++j) k.to_f32(t, w.row(o0 + j), w.in, buf.data() + size_t(j) * size_t(w.in));
         panel = buf.data();
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, w.in, 1.f, x, w.in, panel, w.in, 0.f, y + o0, w.out);
@@ -65,9 +85,10 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 }  // namespace
 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
+  const RowKernels& k = row_kernels(w.format);
   // A range worth waking a thread for: ~256K multiply-adds.
   const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
-  ThreadPool::global().parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, x, rows, w, y, o0, o1); }, grain);
+  ThreadPool::global().parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
 void linear(const float* x, int rows, const WeightMatrix& w, float* y) {

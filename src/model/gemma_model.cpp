@@ -4,7 +4,7 @@
 
 #include "io/safetensors.h"
 #include "kernels/linear.h"
-#include "kernels/reference_ops.h"
+#include "kernels/ops.h"
 
 namespace splitdec {
 
@@ -53,33 +53,22 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
 
   auto& [x, q, k, v, attn, o, gate, up] = scratch;
   x.resize(size_t(rows) * H);
-  for (int r = 0; r < rows; ++r)
-    ref::rms_norm(hidden + int64_t(r) * H, w.input_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
+  ops::rms_norm(hidden, w.input_norm.data(), rows, H, eps, add1, x.data());
 
   q.resize(size_t(rows) * Hq * hd);
   linear(x.data(), rows, w.q_proj, q.data());
-  for (int r = 0; r < rows; ++r)
-    for (int h = 0; h < Hq; ++h) {
-      float* qh = q.data() + (int64_t(r) * Hq + h) * hd;
-      ref::rms_norm(qh, w.q_norm.data(), hd, eps, add1, qh);
-      ref::rope(qh, hd, spec.inv_freq.data(), positions[r]);
-    }
+  ops::rms_norm(q.data(), w.q_norm.data(), rows * Hq, hd, eps, add1, q.data());
+  for (int r = 0; r < rows; ++r) ops::rope(q.data() + int64_t(r) * Hq * hd, Hq, hd, spec.inv_freq.data(), positions[r]);
   if (!shared) {
     k.resize(size_t(rows) * Hkv * hd);
     v.resize(k.size());
     linear(x.data(), rows, w.k_proj, k.data());
     if (spec.k_eq_v) v = k;  // raw k_proj output, before k_norm and RoPE
     else linear(x.data(), rows, w.v_proj, v.data());
-    for (int r = 0; r < rows; ++r)
-      for (int h = 0; h < Hkv; ++h) {
-        float* kh = k.data() + (int64_t(r) * Hkv + h) * hd;
-        ref::rms_norm(kh, w.k_norm.data(), hd, eps, add1, kh);
-        ref::rope(kh, hd, spec.inv_freq.data(), positions[r]);
-        if (c.family == Family::Gemma4) {  // v_norm: RMS norm without weight
-          float* vh = v.data() + (int64_t(r) * Hkv + h) * hd;
-          ref::rms_norm(vh, nullptr, hd, eps, false, vh);
-        }
-      }
+    ops::rms_norm(k.data(), w.k_norm.data(), rows * Hkv, hd, eps, add1, k.data());
+    for (int r = 0; r < rows; ++r) ops::rope(k.data() + int64_t(r) * Hkv * hd, Hkv, hd, spec.inv_freq.data(), positions[r]);
+    if (spec.v_norm)  // RMS norm without weight
+      ops::rms_norm(v.data(), nullptr, rows * Hkv, hd, eps, false, v.data());
   }
 
   attn.resize(size_t(rows) * Hq * hd);
@@ -87,39 +76,26 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
 
   o.resize(size_t(rows) * H);
   linear(attn.data(), rows, w.o_proj, o.data());
-  for (int r = 0; r < rows; ++r) {
-    float* hr = hidden + int64_t(r) * H;
-    float* orow = o.data() + int64_t(r) * H;
-    ref::rms_norm(orow, w.post_attention_norm.data(), H, eps, add1, orow);
-    for (int k2 = 0; k2 < H; ++k2) hr[k2] += orow[k2];
-    ref::rms_norm(hr, w.pre_feedforward_norm.data(), H, eps, add1, x.data() + int64_t(r) * H);
-  }
+  ops::rms_norm(o.data(), w.post_attention_norm.data(), rows, H, eps, add1, o.data());
+  ops::residual_add(hidden, o.data(), o.size());
+  ops::rms_norm(hidden, w.pre_feedforward_norm.data(), rows, H, eps, add1, x.data());
 
   gate.resize(size_t(rows) * I);
   up.resize(size_t(rows) * I);
   linear(x.data(), rows, w.gate_proj, gate.data());
   linear(x.data(), rows, w.up_proj, up.data());
-  for (size_t k2 = 0; k2 < gate.size(); ++k2) gate[k2] = ref::gelu_tanh(gate[k2]) * up[k2];
+  ops::gelu_tanh_gate(gate.data(), up.data(), gate.size());
   linear(gate.data(), rows, w.down_proj, o.data());
-  for (int r = 0; r < rows; ++r) {
-    float* hr = hidden + int64_t(r) * H;
-    float* orow = o.data() + int64_t(r) * H;
-    ref::rms_norm(orow, w.post_feedforward_norm.data(), H, eps, add1, orow);
-    for (int k2 = 0; k2 < H; ++k2) hr[k2] = (hr[k2] + orow[k2]) * w.layer_scalar;
-  }
+  ops::rms_norm(o.data(), w.post_feedforward_norm.data(), rows, H, eps, add1, o.data());
+  ops::residual_add(hidden, o.data(), o.size(), w.layer_scalar);
 }
 
 void Model::logits(const float* hidden, int rows, float* out) const {
   const int H = config_.hidden_size, V = config_.vocab_size;
   std::vector<float> x(size_t(rows) * H);
-  for (int r = 0; r < rows; ++r)
-    ref::rms_norm(hidden + int64_t(r) * H, weights_.final_norm.data(), H, config_.rms_norm_eps, config_.norm_adds_one,
-                  x.data() + int64_t(r) * H);
+  ops::rms_norm(hidden, weights_.final_norm.data(), rows, H, config_.rms_norm_eps, config_.norm_adds_one, x.data());
   linear(x.data(), rows, weights_.output_matrix(), out);
-  if (config_.final_logit_softcap) {
-    const float cap = *config_.final_logit_softcap;
-    for (int64_t k = 0; k < int64_t(rows) * V; ++k) out[k] = cap * std::tanh(out[k] / cap);
-  }
+  if (config_.final_logit_softcap) ops::softcap(out, size_t(rows) * size_t(V), *config_.final_logit_softcap);
 }
 
 }  // namespace splitdec

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "model/embedding.h"  // embed_prompt, for callers that still take it from here
 #include "model/gemma_model.h"
 #include "model/prompt_batch.h"
 
@@ -24,10 +25,6 @@ class ReferenceAttention : public AttentionStage {
   std::vector<std::vector<int>> blocks_;
   std::vector<std::vector<float>> k_, v_;  // per layer [rows, Hkv, hd]
 };
-
-// Input embeddings [rows, hidden]: token embeddings, with media rows spliced
-// in at the non-text positions.
-std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt);
 
 // Logits [batch, seq, vocab] for every position.
 std::vector<float> reference_logits(const Model& model, const PromptBatch& prompt, MaskPolicy policy);

@@ -1,7 +1,5 @@
 #include "model/weights.h"
 
-#include <cstring>
-
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -14,6 +12,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 std::string layer_name(int i, const std::string& leaf) { return "layers." + std::to_string(i) + "." + leaf; }
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
 }  // namespace
 
 std::string find_decoder_prefix(const TensorStore& store) {
@@ -26,28 +28,38 @@ std::string find_decoder_prefix(const TensorStore& store) {
 
 std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
   const int64_t H = c.hidden_size;
+  using L = LayerWeights;
   std::vector<WeightSpec> s;
-  s.push_back({"embed_tokens.weight", {c.vocab_size, H}, WeightSpec::Embedding});
+  s.push_back({"embed_tokens.weight", {c.vocab_size, H}, WeightSpec::Embedding, -1, &ModelWeights::embed_tokens});
   for (int i = 0; i < c.num_layers; ++i) {
-    const LayerSpec& L = c.layers[size_t(i)];
-    const int64_t q = int64_t(c.num_heads) * L.head_dim, kv = int64_t(L.num_kv_heads) * L.head_dim;
-    s.push_back({layer_name(i, "self_attn.q_proj.weight"), {q, H}, WeightSpec::Linear});
-    if (!c.is_kv_shared(i)) {
-      s.push_back({layer_name(i, "self_attn.k_proj.weight"), {kv, H}, WeightSpec::Linear});
-      if (!L.k_eq_v) s.push_back({layer_name(i, "self_attn.v_proj.weight"), {kv, H}, WeightSpec::Linear});
+    const LayerSpec& spec = c.layers[size_t(i)];
+    const int64_t q = int64_t(c.num_heads) * spec.head_dim, kv = int64_t(spec.num_kv_heads) * spec.head_dim;
+    const int64_t I = spec.intermediate_size;
+    const bool owns_kv = !c.is_kv_shared(i);
+    auto add = [&](const std::string& leaf, std::vector<int64_t> shape, WeightSpec::Kind kind, auto slot) {
+      s.push_back({layer_name(i, leaf), std::move(shape), kind, i, slot});
+    };
+    add("self_attn.q_proj.weight", {q, H}, WeightSpec::Linear, &L::q_proj);
+    if (owns_kv) {
+      add("self_attn.k_proj.weight", {kv, H}, WeightSpec::Linear, &L::k_proj);
+      if (!spec.k_eq_v) add("self_attn.v_proj.weight", {kv, H}, WeightSpec::Linear, &L::v_proj);
     }
-    s.push_back({layer_name(i, "self_attn.o_proj.weight"), {H, q}, WeightSpec::Linear});
-    s.push_back({layer_name(i, "self_attn.q_norm.weight"), {L.head_dim}, WeightSpec::Norm});
-    if (!c.is_kv_shared(i)) s.push_back({layer_name(i, "self_attn.k_norm.weight"), {L.head_dim}, WeightSpec::Norm});
-    for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                          "post_feedforward_layernorm"})
-      s.push_back({layer_name(i, std::string(n) + ".weight"), {H}, WeightSpec::Norm});
-    s.push_back({layer_name(i, "mlp.gate_proj.weight"), {L.intermediate_size, H}, WeightSpec::Linear});
-    s.push_back({layer_name(i, "mlp.up_proj.weight"), {L.intermediate_size, H}, WeightSpec::Linear});
-    s.push_back({layer_name(i, "mlp.down_proj.weight"), {H, L.intermediate_size}, WeightSpec::Linear});
-    if (c.family == Family::Gemma4) s.push_back({layer_name(i, "layer_scalar"), {1}, WeightSpec::Scalar});
+    add("self_attn.o_proj.weight", {H, q}, WeightSpec::Linear, &L::o_proj);
+    add("self_attn.q_norm.weight", {spec.head_dim}, WeightSpec::Norm, &L::q_norm);
+    if (owns_kv) add("self_attn.k_norm.weight", {spec.head_dim}, WeightSpec::Norm, &L::k_norm);
+    add("input_layernorm.weight", {H}, WeightSpec::Norm, &L::input_norm);
+    add("post_attention_layernorm.weight", {H}, WeightSpec::Norm, &L::post_attention_norm);
+    add("pre_feedforward_layernorm.weight", {H}, WeightSpec::Norm, &L::pre_feedforward_norm);
+    add("post_feedforward_layernorm.weight", {H}, WeightSpec::Norm, &L::post_feedforward_norm);
+    add("mlp.gate_proj.weight", {I, H}, WeightSpec::Linear, &L::gate_proj);
+    add("mlp.up_proj.weight", {I, H}, WeightSpec::Linear, &L::up_proj);
+    add("mlp.down_proj.weight", {H, I}, WeightSpec::Linear, &L::down_proj);
+    if (spec.layer_scalar) {
+      add("layer_scalar", {1}, WeightSpec::Scalar, &L::layer_scalar);
+      s.back().optional = true;  // an HF buffer some checkpoints omit; default 1
+    }
   }
-  s.push_back({"norm.weight", {H}, WeightSpec::Norm});
+  s.push_back({"norm.weight", {H}, WeightSpec::Norm, -1, &ModelWeights::final_norm});
   return s;
 }
 
@@ -63,17 +75,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) { return view(name, shape).to_f32(); };
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView& v = view(name, shape);
-    WeightMatrix m;
-    m.out = int(shape[0]);
-    m.in = int(shape[1]);
-    if (v.dtype == DType::BF16) {
-      m.dtype = DType::BF16;
-      m.bf16.resize(size_t(v.numel()));
-      std::memcpy(m.bf16.data(), v.data, v.nbytes);
-    } else {
-      m.f32 = v.to_f32();
-    }
-    return m;
+    return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(shape[0]), int(shape[1]), v.data);
   };
   ModelWeights w;
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
@@ -83,39 +85,16 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   for (const WeightSpec& spec : specs) {
     if (progress) progress(done++, specs.size());
     const std::string full = prefix + spec.name;
-    if (spec.kind == WeightSpec::Scalar && !store.find(full)) continue;  // HF buffer; default 1
-    if (spec.kind == WeightSpec::Linear || spec.kind == WeightSpec::Embedding) {
-      WeightMatrix m = matrix(full, spec.shape);
-      if (spec.name == "embed_tokens.weight") {
-        w.embed_tokens = std::move(m);
-        continue;
-      }
-      const size_t dot = spec.name.find('.', 7);
-      LayerWeights& L = w.layers[size_t(std::stoi(spec.name.substr(7, dot - 7)))];
-      const std::string leaf = spec.name.substr(dot + 1);
-      if (leaf == "self_attn.q_proj.weight") L.q_proj = std::move(m);
-      else if (leaf == "self_attn.k_proj.weight") L.k_proj = std::move(m);
-      else if (leaf == "self_attn.v_proj.weight") L.v_proj = std::move(m);
-      else if (leaf == "self_attn.o_proj.weight") L.o_proj = std::move(m);
-      else if (leaf == "mlp.gate_proj.weight") L.gate_proj = std::move(m);
-      else if (leaf == "mlp.up_proj.weight") L.up_proj = std::move(m);
-      else if (leaf == "mlp.down_proj.weight") L.down_proj = std::move(m);
-      continue;
-    }
-    std::vector<float> data = fetch(full, spec.shape);
-    if (spec.name == "norm.weight") { w.final_norm = std::move(data); continue; }
-    // "layers.N.<leaf>"
-    const size_t dot = spec.name.find('.', 7);
-    const int layer = std::stoi(spec.name.substr(7, dot - 7));
-    const std::string leaf = spec.name.substr(dot + 1);
-    LayerWeights& L = w.layers[size_t(layer)];
-    if (leaf == "self_attn.q_norm.weight") L.q_norm = std::move(data);
-    else if (leaf == "self_attn.k_norm.weight") L.k_norm = std::move(data);
-    else if (leaf == "input_layernorm.weight") L.input_norm = std::move(data);
-    else if (leaf == "post_attention_layernorm.weight") L.post_attention_norm = std::move(data);
-    else if (leaf == "pre_feedforward_layernorm.weight") L.pre_feedforward_norm = std::move(data);
-    else if (leaf == "post_feedforward_layernorm.weight") L.post_feedforward_norm = std::move(data);
-    else if (leaf == "layer_scalar") L.layer_scalar = data[0];
+    if (spec.optional && !store.find(full)) continue;
+    LayerWeights* layer = spec.layer >= 0 ? &w.layers[size_t(spec.layer)] : nullptr;
+    std::visit(Overloaded{
+                   [&](WeightMatrix LayerWeights::*m) { layer->*m = matrix(full, spec.shape); },
+                   [&](std::vector<float> LayerWeights::*m) { layer->*m = fetch(full, spec.shape); },
+                   [&](float LayerWeights::*m) { layer->*m = fetch(full, spec.shape)[0]; },
+                   [&](WeightMatrix ModelWeights::*m) { w.*m = matrix(full, spec.shape); },
+                   [&](std::vector<float> ModelWeights::*m) { w.*m = fetch(full, spec.shape); },
+               },
+               spec.slot);
   }
   if (!c.tie_word_embeddings) {
     for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) {

@@ -1,15 +1,16 @@
 // The decoder's weights, resolved from checkpoint tensor names and checked
-// against the shapes the config implies. Matrices keep the checkpoint's bf16
-// (decode reads half the bytes); everything else is f32.
+// against the shapes the config implies. Matrices keep the checkpoint's
+// format (bf16 / f16: decode reads half the bytes); everything else is f32.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/dtype.h"
 #include "io/model_config.h"
-#include "kernels/linear.h"
+#include "kernels/weight_matrix.h"
 
 namespace splitdec {
 
@@ -20,7 +21,7 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;                  // [head_dim]
   std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;  // [hidden]
   WeightMatrix gate_proj, up_proj, down_proj;
-  float layer_scalar = 1.f;  // Gemma-4 multiplies the layer output by it
+  float layer_scalar = 1.f;  // multiplies the layer output (LayerSpec::layer_scalar)
 };
 
 struct ModelWeights {
@@ -30,7 +31,7 @@ struct ModelWeights {
   WeightMatrix lm_head;             // [vocab, hidden]; empty when tied to embed_tokens
   std::vector<LayerWeights> layers;
 
-  const WeightMatrix& output_matrix() const { return lm_head.out == 0 ? embed_tokens : lm_head; }
+  const WeightMatrix& output_matrix() const { return lm_head.empty() ? embed_tokens : lm_head; }
   size_t bytes() const;
 };
 
@@ -38,12 +39,19 @@ struct ModelWeights {
 // "model.language_model.", "model.", "language_model.model.".
 std::string find_decoder_prefix(const TensorStore& store);
 
-// Tensor names and shapes the config requires, in a stable order; used by
-// the loader and by make-model so that both agree.
+// Tensor names and shapes the config requires, in a stable order, and where
+// each one goes: the loader fills ModelWeights from them and make-model
+// writes them, so both agree and neither knows a family.
 struct WeightSpec {
   std::string name;  // without prefix
   std::vector<int64_t> shape;
   enum Kind { Linear, Embedding, Norm, Scalar } kind;
+  int layer = -1;  // the layer it belongs to; -1: the model's
+  // The member it loads into: of LayerWeights when layer >= 0, of ModelWeights otherwise.
+  std::variant<WeightMatrix LayerWeights::*, std::vector<float> LayerWeights::*, float LayerWeights::*,
+               WeightMatrix ModelWeights::*, std::vector<float> ModelWeights::*>
+      slot;
+  bool optional = false;  // absent in the checkpoint: the member keeps its default (HF buffers)
 };
 std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& config);
 

@@ -122,7 +122,7 @@ class DecoderWriter {
       // k_eq_v: V is the raw k_proj output, before k_norm and RoPE.
       v = spec.k_eq_v ? k_raw : g_.op("Reshape", {linear(x, w.v_proj, p + ".v_proj"), heads});
       k = rope(rms_norm(k_raw, &w.k_norm, p + ".k_norm.weight"), spec.inv_freq);
-      if (c_.family == Family::Gemma4) v = rms_norm(v, nullptr, "");  // v_norm: RMS norm without weight
+      if (spec.v_norm) v = rms_norm(v, nullptr, "");  // RMS norm without weight
     }
     const std::string attn = attention.attend(l, q, k, v);
 

@@ -9,7 +9,7 @@
 #include "kv/kv_cache.h"
 #include "kv/split_copy_kv.h"
 #include "mask/chunk_mask.h"
-#include "model/reference_forward.h"  // MERGE: model/embedding.h
+#include "model/embedding.h"
 #include "pipeline/chunker.h"
 
 namespace splitdec {

@@ -18,6 +18,12 @@ struct KernelTable {
   // the same with bf16 weights (expanded exactly to f32)
   void (*dot4_bf16)(const float* const x[4], const uint16_t* w, int n, float out[4]);
   float (*dot_bf16)(const float* x, const uint16_t* w, int n);
+  // the same with f16 weights
+  void (*dot4_f16)(const float* const x[4], const uint16_t* w, int n, float out[4]);
+  float (*dot_f16)(const float* x, const uint16_t* w, int n);
+  // dst[i] = w[i] expanded exactly to f32 (weight rows for the GEMM panels)
+  void (*expand_bf16)(const uint16_t* w, int n, float* dst);
+  void (*expand_f16)(const uint16_t* w, int n, float* dst);
   // y[i] = y[i] * s + a * x[i]
   void (*scale_axpy)(float* y, float s, float a, const float* x, int n);
   // sum of a large buffer (memory bandwidth probe)

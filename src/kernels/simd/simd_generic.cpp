@@ -31,6 +31,20 @@ float dot_bf16(const float* x, const uint16_t* w, int n) {
 void dot4_bf16(const float* const x[4], const uint16_t* w, int n, float out[4]) {
   for (int r = 0; r < 4; ++r) out[r] = dot_bf16(x[r], w, n);
 }
+float dot_f16(const float* x, const uint16_t* w, int n) {
+  float s = 0;
+  for (int i = 0; i < n; ++i) s += x[i] * f16_to_f32(w[i]);
+  return s;
+}
+void dot4_f16(const float* const x[4], const uint16_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_f16(x[r], w, n);
+}
+void expand_bf16(const uint16_t* w, int n, float* dst) {
+  for (int i = 0; i < n; ++i) dst[i] = bf16(w[i]);
+}
+void expand_f16(const uint16_t* w, int n, float* dst) {
+  for (int i = 0; i < n; ++i) dst[i] = f16_to_f32(w[i]);
+}
 void scale_axpy(float* y, float s, float a, const float* x, int n) {
   for (int i = 0; i < n; ++i) y[i] = y[i] * s + a * x[i];
 }
@@ -87,8 +101,9 @@ void attend_keys_f16(const float* q, int group, int hd, float scale, float softc
 }  // namespace
 
 const KernelTable& generic_table() {
-  static const KernelTable t{"generic", dot_f32, dot4_f32, dot4_bf16, dot_bf16, scale_axpy, sum_f32, attend_keys, attend_keys_bf16,
-                             attend_keys_f16};
+  static const KernelTable t{"generic",   dot_f32,     dot4_f32, dot4_bf16,   dot_bf16,         dot4_f16,
+                             dot_f16,     expand_bf16, expand_f16, scale_axpy, sum_f32,          attend_keys,
+                             attend_keys_bf16, attend_keys_f16};
   return t;
 }
 

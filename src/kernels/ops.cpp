@@ -1,0 +1,63 @@
+#include "kernels/ops.h"
+
+#include <cmath>
+#include <vector>
+
+namespace splitdec::ops {
+
+void rms_norm(const float* x, const float* w, int rows, int n, float eps, bool adds_one, float* y) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + int64_t(r) * n;
+    float* yr = y + int64_t(r) * n;
+    double ss = 0;
+    for (int k = 0; k < n; ++k) ss += double(xr[k]) * xr[k];
+    const float inv = float(1.0 / std::sqrt(ss / n + eps));
+    if (w == nullptr) {
+      for (int k = 0; k < n; ++k) yr[k] = xr[k] * inv;
+    } else if (adds_one) {
+      for (int k = 0; k < n; ++k) yr[k] = xr[k] * inv * (1.f + w[k]);
+    } else {
+      for (int k = 0; k < n; ++k) yr[k] = xr[k] * inv * w[k];
+    }
+  }
+}
+
+void rope(float* x, int heads, int head_dim, const float* inv_freq, int64_t position) {
+  const int half = head_dim / 2;
+  // The angles depend on the position only: one cos/sin per pair for every head.
+  thread_local std::vector<float> cs;
+  cs.resize(size_t(2 * half));
+  for (int k = 0; k < half; ++k) {
+    // HF forms the angle in f32 (inv_freq @ position), then takes cos/sin.
+    const float angle = inv_freq[k] * float(position);
+    cs[size_t(k)] = float(std::cos(double(angle)));
+    cs[size_t(half + k)] = float(std::sin(double(angle)));
+  }
+  for (int h = 0; h < heads; ++h) {
+    float* xh = x + int64_t(h) * head_dim;
+    for (int k = 0; k < half; ++k) {
+      const float c = cs[size_t(k)], s = cs[size_t(half + k)];
+      const float a = xh[k], b = xh[k + half];
+      xh[k] = a * c - b * s;
+      xh[k + half] = b * c + a * s;
+    }
+  }
+}
+
+void gelu_tanh_gate(float* gate, const float* up, size_t n) {
+  const double kSqrt2OverPi = 0.7978845608028654;
+  for (size_t i = 0; i < n; ++i) {
+    const double xd = gate[i];
+    gate[i] = float(0.5 * xd * (1.0 + std::tanh(kSqrt2OverPi * (xd + 0.044715 * xd * xd * xd)))) * up[i];
+  }
+}
+
+void residual_add(float* h, const float* x, size_t n, float scale) {
+  for (size_t i = 0; i < n; ++i) h[i] = (h[i] + x[i]) * scale;
+}
+
+void softcap(float* x, size_t n, float cap) {
+  for (size_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+}  // namespace splitdec::ops

@@ -1,0 +1,16 @@
+// The decoder's input rows for a prompt batch: what the runtime feeds to
+// Model::run_layers (and the oracle too).
+#pragma once
+
+#include <vector>
+
+#include "model/gemma_model.h"
+#include "model/prompt_batch.h"
+
+namespace splitdec {
+
+// Input embeddings [rows, hidden]: token embeddings (scaled, Model::embed),
+// with media rows spliced in unscaled, in order, at the non-text positions.
+std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt);
+
+}  // namespace splitdec

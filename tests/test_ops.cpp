@@ -1,0 +1,87 @@
+// The production row operators (kernels/ops.h) against their naive oracle
+// counterparts (kernels/reference_ops.h), on random inputs including edge
+// sizes. They keep the oracle's arithmetic order, so the results must be
+// bit-identical: the plans are checked token-exact against the oracle.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/ops.h"
+#include "kernels/reference_ops.h"
+
+using namespace splitdec;
+
+namespace {
+std::vector<float> random_vec(std::mt19937& rng, size_t n, float scale = 1.f) {
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+}  // namespace
+
+TEST(Ops, RmsNormMatchesReferenceOnEveryRow) {
+  std::mt19937 rng(1);
+  for (int n : {1, 2, 3, 7, 16, 33, 257})
+    for (int rows : {1, 3})
+      for (int flavour = 0; flavour < 3; ++flavour) {  // (1 + w), w, no weight
+        const auto x = random_vec(rng, size_t(rows) * size_t(n), 3.f), w = random_vec(rng, size_t(n));
+        const float* wp = flavour == 2 ? nullptr : w.data();
+        const bool add1 = flavour == 0;
+        std::vector<float> want(x.size()), got(x.size());
+        for (int r = 0; r < rows; ++r)
+          ref::rms_norm(x.data() + size_t(r) * size_t(n), wp, n, 1e-6f, add1, want.data() + size_t(r) * size_t(n));
+        ops::rms_norm(x.data(), wp, rows, n, 1e-6f, add1, got.data());
+        EXPECT_EQ(got, want) << "n " << n << " rows " << rows << " flavour " << flavour;
+        auto in_place = x;  // the model normalises q/k/v heads in place
+        ops::rms_norm(in_place.data(), wp, rows, n, 1e-6f, add1, in_place.data());
+        EXPECT_EQ(in_place, want) << "in place, n " << n;
+      }
+}
+
+TEST(Ops, RopeMatchesReferenceForEveryHead) {
+  std::mt19937 rng(2);
+  for (int hd : {2, 4, 6, 16, 34})
+    for (int heads : {1, 3})
+      for (int64_t pos : {int64_t(0), int64_t(1), int64_t(17), int64_t(100000)}) {
+        // Some pairs not rotated (proportional RoPE's zeros).
+        std::vector<float> inv(size_t(hd / 2));
+        for (size_t k = 0; k < inv.size(); ++k) inv[k] = k % 3 == 2 ? 0.f : float(1.0 / std::pow(1e4, 2.0 * double(k) / hd));
+        const auto x = random_vec(rng, size_t(heads) * size_t(hd));
+        auto want = x, got = x;
+        for (int h = 0; h < heads; ++h) ref::rope(want.data() + size_t(h) * size_t(hd), hd, inv.data(), pos);
+        ops::rope(got.data(), heads, hd, inv.data(), pos);
+        EXPECT_EQ(got, want) << "head_dim " << hd << " heads " << heads << " position " << pos;
+      }
+}
+
+TEST(Ops, GeluGateMatchesReference) {
+  std::mt19937 rng(3);
+  for (size_t n : {size_t(1), size_t(5), size_t(64), size_t(131)}) {
+    const auto gate = random_vec(rng, n, 6.f), up = random_vec(rng, n, 2.f);
+    auto got = gate;
+    ops::gelu_tanh_gate(got.data(), up.data(), n);
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(got[i], ref::gelu_tanh(gate[i]) * up[i]) << i;
+  }
+}
+
+TEST(Ops, ResidualAndSoftcap) {
+  std::mt19937 rng(4);
+  for (size_t n : {size_t(1), size_t(9), size_t(100)}) {
+    const auto h = random_vec(rng, n, 4.f), x = random_vec(rng, n, 4.f);
+    auto plain = h, scaled = h;
+    ops::residual_add(plain.data(), x.data(), n);
+    ops::residual_add(scaled.data(), x.data(), n, 0.75f);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(plain[i], h[i] + x[i]);
+      EXPECT_EQ(scaled[i], (h[i] + x[i]) * 0.75f);
+    }
+    auto capped = h;
+    ops::softcap(capped.data(), n, 3.f);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(capped[i], 3.f * std::tanh(h[i] / 3.f));
+      EXPECT_LT(std::fabs(capped[i]), 3.f);
+    }
+  }
+}
