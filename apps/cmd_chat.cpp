@@ -24,6 +24,7 @@ int run(const ChatFlags& f) {
   if (f.session.plan == "reference") throw InputError("chat runs a session: choose single, split, split-copy or unified");
   const GenerateOptions go = f.sampling.options(f.max_new_tokens);
   const ConversationOptions co = f.session.options(4096);
+  go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
   const auto engine = load_engine(f.model);
   if (!engine->has_tokenizer()) throw InputError(f.model + ": chat needs a tokenizer.model in the model directory");

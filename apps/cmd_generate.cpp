@@ -37,6 +37,7 @@ int run(const GenerateFlags& f) {
   GenerateOptions go = f.sampling.options(f.max_new_tokens);
   go.keep_prompt_logits = !f.logits_path.empty();
   go.keep_step_logits = !f.step_logits_path.empty();
+  go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
   const auto engine = load_engine(f.model);
   std::vector<TokenInputs> turns;

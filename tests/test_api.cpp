@@ -197,3 +197,37 @@ TEST(Api, EngineErrorsAreTyped) {
   EXPECT_THROW(Conversation(engine, o), InputError);
   EXPECT_THROW(set_threads(-1), InputError);
 }
+
+TEST(Api, AThrowingCallbackEndsTheTurnAndTheConversationGoesOn) {
+  const auto engine = engine_for("tiny-gemma4");
+  Conversation c(engine), twin(engine);
+  c.append_user_turn("hi");
+  EXPECT_THROW(c.generate(greedy(6), [](const std::string&) { throw std::runtime_error("client gone"); }), std::runtime_error);
+  EXPECT_EQ(c.length(), 0);
+  c.append_user_turn("hi");
+  twin.append_user_turn("hi");
+  EXPECT_EQ(c.generate(greedy(6)), twin.generate(greedy(6)));
+  EXPECT_EQ(c.last_reply().tokens, twin.last_reply().tokens);
+}
+
+TEST(Api, SeededSamplingDrawsAFreshStreamEachTurn) {
+  const auto engine = engine_for("tiny-gemma4");
+  GenerateOptions o = greedy(8);
+  o.temperature = 1.f;
+  o.seed = 5;
+  // Two turns of one conversation draw from one stream: the same seed in
+  // two conversations gives the same transcript.
+  Conversation a(engine), b(engine);
+  for (Conversation* c : {&a, &b}) {
+    c->append_user_turn("one");
+    c->generate(o);
+    c->append_user_turn("two");
+    c->generate(o);
+  }
+  EXPECT_EQ(a.last_reply().tokens, b.last_reply().tokens);
+  EXPECT_THROW([] {
+    GenerateOptions bad;
+    bad.top_p = 0.f;
+    bad.validate();
+  }(), InputError);
+}

@@ -175,6 +175,7 @@ TEST(Cli, JsonOutputAndSamplingFlags) {
                                        " --prompt 'hello' --chat --json --max-new-tokens 4 --temperature 0.9 --top-k 20 --seed 5");
   EXPECT_EQ(same.output.substr(same.output.find("\"tokens\"")), r.output.substr(r.output.find("\"tokens\"")));
   expect_fails_with("generate --model " + dir + " --prompt hi --top-p 1.5", {"--top-p"});
+  expect_fails_with("chat --model " + dir + " --top-p 0 < /dev/null", {"--top-p"});
   expect_fails_with("generate --model " + dir + " --prompt hi --stop ''", {"stop string"});
 }
 

@@ -223,3 +223,39 @@ TEST(StepGenerator, RequestsJoinAndLeaveBetweenStepsWithoutChangingTokens) {
   EXPECT_FALSE(g.any_live());
   EXPECT_THROW(g.start({g.request(ids[1]).seq}, prompts[0], {ro, ro}), InputError);  // one row, two options
 }
+
+TEST(StepGenerator, HistoryFollowsPositionsAcrossRequests) {
+  const Model& m = test::tiny_model("tiny-gemma3");
+  Session s(m, 1, options_for(Plan::Split, 1));
+  SessionSource src(s);
+  StepGenerator g(src, m.config(), nullptr);
+  RequestOptions ro;
+  ro.max_new_tokens = 4;
+  ro.stop_tokens = {-5};
+  for (int turn = 0; turn < 3; ++turn) {
+    const int id = g.start({0}, batch_of({SeqBuilder(m.config(), 70 + turn).text(3)}, 0), {ro})[0];
+    while (g.step()) {
+    }
+    g.release(id);
+    // Every fed position once, plus the chosen token not fed yet.
+    EXPECT_EQ(int64_t(g.history(0).size()), s.length(0) + 1) << turn;
+    EXPECT_EQ(g.history(0).back(), g.pending(0));
+  }
+  // Only some sequences pending: their tokens join their own rows.
+  Session two(m, 2, options_for(Plan::Split, 2));
+  SessionSource src2(two);
+  StepGenerator g2(src2, m.config(), nullptr);
+  const PromptBatch p = batch_of({SeqBuilder(m.config(), 80).text(3)}, 0);
+  g2.start({0}, p, {ro});
+  while (g2.step()) {
+  }
+  const int64_t before = two.length(0);
+  std::vector<float> all_positions;
+  EXPECT_THROW(g2.start({0, 1}, batch_of({SeqBuilder(m.config(), 81).text(2), SeqBuilder(m.config(), 82).text(2)}, 0), {ro, ro},
+                        &all_positions),
+               InputError);
+  EXPECT_EQ(two.length(0), before);  // refused before anything was fed
+  g2.start({0, 1}, batch_of({SeqBuilder(m.config(), 81).no_bos().text(2), SeqBuilder(m.config(), 82).text(1)}, 0), {ro, ro});
+  EXPECT_EQ(two.length(0), before + 1 + 2);
+  EXPECT_EQ(two.length(1), 2);
+}

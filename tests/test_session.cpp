@@ -336,3 +336,44 @@ TEST(KvStorage, SixteenBitCachesHalveMemoryAndStayClose) {
     EXPECT_GT(worst, 0.f) << plan_name(plan);  // it really stored bf16
   }
 }
+
+// A rewind under any plan either refuses (the window's keys are gone) or
+// gives exactly what a session that never went past the new end gives.
+// split-copy keeps a second copy in its prefill present, so it may reach
+// further back than split - but never with positions a ring had dropped.
+TEST(SessionRewind, AfterRingsWrapEveryPlanRefusesOrMatchesAFreshSession) {
+  const Model& m = test::tiny_model("tiny-gemma4");  // window 8
+  const PromptBatch prompt = batch_of({SeqBuilder(m.config(), 61).text(29)}, 0);  // 30 tokens
+  std::vector<int> tail;
+  for (int k = 0; k < 40; ++k) tail.push_back(20 + (k * 7) % 300);
+  auto options = [](Plan plan) {
+    SessionOptions o;
+    o.plan = plan;
+    o.chunk = 4;
+    o.max_chunk = 4;  // rings of 12 positions
+    o.capacity = 96;
+    return o;
+  };
+  // Fresh: the prompt, then the tail fed up to position `end`, then one more step.
+  auto fresh = [&](Plan plan, int64_t end) {
+    Session s(m, 1, options(plan));
+    s.append(prompt);
+    for (int64_t p = prompt.seq; p < end; ++p) s.decode({tail[size_t(p - prompt.seq)]});
+    return s.decode({tail[size_t(end - prompt.seq)]});
+  };
+  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified})
+    for (int second_prompt : {0, 1})
+      for (int64_t back : {int64_t(31), int64_t(36), int64_t(45)}) {
+        Session s(m, 1, options(plan));
+        s.append(prompt);
+        for (int k = 0; k < 20; ++k) s.decode({tail[size_t(k)]});
+        if (second_prompt) s.append(batch_of({SeqBuilder(m.config(), 62).no_bos().text(2)}, 0));
+        try {
+          s.rewind(back);
+        } catch (const CapacityError&) {
+          EXPECT_NE(plan, Plan::Single) << "the concat store keeps everything";
+          continue;
+        }
+        EXPECT_EQ(s.decode({tail[size_t(back - prompt.seq)]}), fresh(plan, back)) << plan_name(plan) << " back to " << back;
+      }
+}

@@ -89,6 +89,9 @@ struct GenerateOptions {
   bool end_of_turn_stops = false;  // the chat template's end-of-turn token stops too (always in a Conversation)
   bool keep_prompt_logits = false;  // logits at every prompt position (first turn of a Batch)
   bool keep_step_logits = false;    // the logits each token was chosen from
+
+  // Throws InputError naming the option and its range (generate checks too).
+  void validate() const;
 };
 
 // One prefill chunk or decode step, as the session ran it.

@@ -61,11 +61,11 @@ std::vector<std::string> Batch::run_turn(const TokenInputs& turn, const Generate
       const SpecialTokens sp = SpecialTokens::resolve(c, api::require_tokenizer(*b.engine, "the chat template"));
       go.stop_tokens.push_back(SpecialTokens::require(sp.end_of_turn, "<end_of_turn>"));
     }
-    go.on_text = on_text;
     go.keep_prompt_logits = o.keep_prompt_logits;
     go.keep_step_logits = o.keep_step_logits;
     b.generator = std::make_unique<Generator>(*b.source, c, go);
   }
+  b.generator->set_on_text(on_text);
   const int max_new = turn.max_new_tokens >= 0 ? turn.max_new_tokens : o.max_new_tokens;
   const std::vector<std::string> texts = b.generator->run_turn({api::to_prompt_batch(turn, c), max_new});
   const GenerationResult& g = b.generator->result();

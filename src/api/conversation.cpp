@@ -19,6 +19,15 @@ struct Conversation::Impl {
   bool started = false;
   bool reply_closed = true;
   Reply reply;
+  // One random stream across turns (rebuilt only when the options change),
+  // so a seeded chat does not replay the same draws every turn.
+  SamplingOptions sampling;
+  std::shared_ptr<Sampler> sampler;
+
+  std::shared_ptr<Sampler> sampler_for(const SamplingOptions& o) {
+    if (!sampler || !(o == sampling)) sampler = std::make_shared<Sampler>(o), sampling = o;
+    return sampler;
+  }
 
   Impl(std::shared_ptr<const Engine> e, const ConversationOptions& o)
       : engine(std::move(e)), session(engine->impl().model, 1, api::session_options(o, 1)), source(session),
@@ -71,6 +80,7 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     const Tokenizer* tok = c.engine->impl().tokenizer.get();
     RequestOptions ro;
     ro.sampling = api::sampling_options(o);
+    ro.sampler = c.sampler_for(ro.sampling);
     ro.stop_strings = o.stop;
     ro.max_new_tokens = o.max_new_tokens;
     ro.keep_step_logits = o.keep_step_logits;
@@ -78,12 +88,9 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     end_of_turn = tok ? SpecialTokens::resolve(c.config(), *tok).end_of_turn : -1;
     if (end_of_turn >= 0) ro.stop_tokens.push_back(end_of_turn);
     ro.on_text = on_text;
-    // Only the pending token to continue from: feed it as a one-token prompt.
+    // Nothing staged: the prompt is just the pending token (fed first by start()).
     PromptBatch prompt = c.staged;
-    if (prompt.batch == 0) {
-      prompt = PromptBatch::text_column({pending});
-      c.steps.set_pending(c.seq, -1);
-    }
+    if (prompt.batch == 0) prompt.batch = 1;
     auto t0 = clock::now();
     id = c.steps.start({c.seq}, prompt, {ro})[0];
     reply.prefill_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();

@@ -29,6 +29,13 @@ TokenInputs Engine::encode_prompt(const std::string& text, bool chat_template) c
 
 std::string Engine::decode(const std::vector<int>& ids) const { return api::require_tokenizer(*this, "decoding").decode(ids); }
 
+void GenerateOptions::validate() const {
+  if (max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
+  api::sampling_options(*this);
+  for (const std::string& s : stop)
+    if (s.empty()) throw InputError("a stop string must not be empty");
+}
+
 void set_threads(int threads) {
   if (threads < 0) throw InputError("threads must be >= 0, got " + std::to_string(threads));
   ThreadPool::set_threads(threads);

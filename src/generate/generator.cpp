@@ -11,6 +11,7 @@ namespace splitdec {
 std::vector<float> SessionSource::prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all) {
   return s_.append(seqs, p, all);
 }
+void SessionSource::check_prompt(const std::vector<int>& seqs, const PromptBatch& p) const { s_.check_append(seqs, p); }
 std::vector<float> SessionSource::step(const std::vector<int>& seqs, const std::vector<int>& t) { return s_.decode(seqs, t); }
 
 namespace {
@@ -55,11 +56,16 @@ std::vector<std::string> Generator::run_turn(const Turn& turn) {
     step_rows_.resize(size_t(B));
     first_turn_ = false;
   }
-  for (;;) {
-    t0 = std::chrono::steady_clock::now();
-    if (!steps_.step()) break;
-    r_.decode_ms += elapsed_ms(t0);
-    ++r_.decode_steps;
+  try {
+    for (;;) {
+      t0 = std::chrono::steady_clock::now();
+      if (!steps_.step()) break;
+      r_.decode_ms += elapsed_ms(t0);
+      ++r_.decode_steps;
+    }
+  } catch (...) {
+    for (int id : ids) steps_.cancel(id), steps_.release(id);  // no request stays live after a failed turn
+    throw;
   }
 
   size_t turn_steps = 0;

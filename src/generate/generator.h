@@ -55,11 +55,13 @@ class Generator {
   // Runs one turn and adds it to result(). Returns the text of this turn per sequence.
   std::vector<std::string> run_turn(const Turn& turn);
   const GenerationResult& result() const { return r_; }
+  // Replaces the streaming callback for the turns that follow.
+  void set_on_text(std::function<void(int seq, const std::string& text)> on_text) { o_.on_text = std::move(on_text); }
 
  private:
   const ModelConfig& c_;
   GenerationOptions o_;
-  std::shared_ptr<Sampler> sampler_;  // one random stream for the whole batch, as before the step API
+  std::shared_ptr<Sampler> sampler_;  // one random stream for the whole batch and every turn
   StepGenerator steps_;
   GenerationResult r_;
   std::vector<std::vector<float>> step_rows_;  // per sequence

@@ -18,6 +18,9 @@ class LogitsSource {
   // Appends one prompt row per sequence of `seqs`; [n, seq, vocab] when
   // all_positions, else [n, vocab] of each last position.
   virtual std::vector<float> prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all_positions) = 0;
+  // Throws what prompt() would throw for input it refuses, without running
+  // anything (so a caller can check before it changes any state).
+  virtual void check_prompt(const std::vector<int>& seqs, const PromptBatch& p) const { (void)seqs, (void)p; }
   // Feeds one token per sequence of `seqs`; [n, vocab].
   virtual std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) = 0;
 };
@@ -26,6 +29,7 @@ class SessionSource : public LogitsSource {
  public:
   explicit SessionSource(Session& s) : s_(s) {}
   std::vector<float> prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all_positions) override;
+  void check_prompt(const std::vector<int>& seqs, const PromptBatch& p) const override;
   std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) override;
 
  private:

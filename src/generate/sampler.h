@@ -19,6 +19,7 @@ struct SamplingOptions {
 
   // Throws InputError naming the flag and its range.
   void validate() const;
+  bool operator==(const SamplingOptions&) const = default;
 };
 
 class Sampler {

@@ -41,19 +41,21 @@ void StepGenerator::truncate_history(int seq, size_t size) {
 }
 
 void StepGenerator::forget_sequence(int seq) {
-  for (const auto& r : requests_)
-    if (r && r->seq == seq && !r->finished) throw InputError("sequence " + std::to_string(seq) + " has a live request");
+  for (const auto& [id, r] : requests_)
+    if (r->seq == seq && !r->finished) throw InputError("sequence " + std::to_string(seq) + " has a live request");
   if (size_t(seq) < seqs_.size()) seqs_[size_t(seq)] = SequenceState{};
 }
 
 const Request& StepGenerator::request(int id) const {
-  if (id < 0 || size_t(id) >= requests_.size() || !requests_[size_t(id)])
-    throw InputError("no request " + std::to_string(id));
-  return *requests_[size_t(id)];
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) throw InputError("no request " + std::to_string(id));
+  return *it->second;
 }
 
+Request& StepGenerator::live_request(int id) { return const_cast<Request&>(request(id)); }
+
 bool StepGenerator::any_live() const {
-  return std::any_of(requests_.begin(), requests_.end(), [](const auto& r) { return r && !r->finished; });
+  return std::any_of(requests_.begin(), requests_.end(), [](const auto& r) { return !r.second->finished; });
 }
 
 std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const PromptBatch& prompt,
@@ -62,82 +64,121 @@ std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const Prompt
   if (n == 0 || prompt.batch != n || int(options.size()) != n)
     throw InputError("start: " + std::to_string(n) + " sequences, " + std::to_string(prompt.batch) + " prompt rows and " +
                      std::to_string(options.size()) + " request options must agree");
-  for (const RequestOptions& o : options) {
+  // Everything that can be checked is checked before anything is fed.
+  std::vector<std::unique_ptr<Request>> made;
+  for (int b = 0; b < n; ++b) {
+    const RequestOptions& o = options[size_t(b)];
     if (o.max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0");
     if (!o.stop_strings.empty() && !tok_) throw InputError("stop strings need the model's tokenizer");
-    StopStrings check(o.stop_strings);  // throws on an empty string
+    auto r = std::make_unique<Request>();
+    r->seq = seqs[size_t(b)];
+    r->options = o;
+    o.sampling.validate();
+    if (!r->options.sampler) r->options.sampler = std::make_shared<Sampler>(o.sampling);
+    if (r->options.stop_tokens.empty()) r->options.stop_tokens = c_.eos_token_ids;
+    r->stops = StopStrings(o.stop_strings);  // throws on an empty string
+    made.push_back(std::move(r));
   }
   for (int seq : seqs)
-    for (const auto& r : requests_)
-      if (r && r->seq == seq && !r->finished) throw InputError("sequence " + std::to_string(seq) + " already has a live request");
+    for (const auto& [id, r] : requests_)
+      if (r->seq == seq && !r->finished) throw InputError("sequence " + std::to_string(seq) + " already has a live request");
 
-  // Each sequence's pending token is fed first: in the prompt itself when
-  // every sequence has one (a batch that moves together), else as a step.
-  std::vector<int> with_pending, pending_tokens;
-  for (int seq : seqs)
-    if (pending(seq) >= 0) with_pending.push_back(seq), pending_tokens.push_back(pending(seq));
-  PromptBatch full = prompt;
-  if (int(with_pending.size()) == n) full = PromptBatch::text_column(pending_tokens).concat(prompt);
-  else if (!with_pending.empty()) src_.step(with_pending, pending_tokens);
+  // Each sequence's pending token is fed first, as the first position of its
+  // prompt row: one batch when every sequence has one (or none), two when
+  // only some do (their rows are one position longer).
+  std::vector<int> with, without;
+  for (int b = 0; b < n; ++b) (pending(seqs[size_t(b)]) >= 0 ? with : without).push_back(b);
+  if (prompt_logits && !with.empty() && !without.empty())
+    throw InputError("logits at every prompt position need every sequence to have a pending token, or none");
+  struct Group {
+    std::vector<int> rows, seqs;
+    PromptBatch prompt;
+  };
+  std::vector<Group> groups;
+  for (const std::vector<int>* rows : {&with, &without}) {
+    if (rows->empty()) continue;
+    Group g;
+    g.rows = *rows;
+    std::vector<int> tokens;
+    for (int b : *rows) g.seqs.push_back(seqs[size_t(b)]), tokens.push_back(pending(seqs[size_t(b)]));
+    g.prompt = rows->size() == size_t(n) ? prompt : prompt.select(*rows);
+    if (rows == &with) g.prompt = PromptBatch::text_column(tokens).concat(g.prompt);
+    src_.check_prompt(g.seqs, g.prompt);
+    groups.push_back(std::move(g));
+  }
 
-  std::vector<float> logits = src_.prompt(seqs, full, prompt_logits != nullptr);
   const size_t V = size_t(c_.vocab_size);
-  if (prompt_logits) {
-    *prompt_logits = logits;
-    std::vector<float> last;
-    for (int b = 0; b < n; ++b) {
-      const float* row = logits.data() + (size_t(b) * size_t(full.seq) + size_t(full.seq - 1)) * V;
-      last.insert(last.end(), row, row + V);
+  std::vector<float> last(size_t(n) * V);
+  for (const Group& g : groups) {
+    const std::vector<float> logits = src_.prompt(g.seqs, g.prompt, prompt_logits != nullptr);
+    const int S = g.prompt.seq;
+    for (size_t i = 0; i < g.rows.size(); ++i) {
+      const float* row = logits.data() + (prompt_logits ? (i * size_t(S) + size_t(S - 1)) * V : i * V);
+      std::copy_n(row, V, last.data() + size_t(g.rows[i]) * V);
     }
-    logits = std::move(last);
+    if (prompt_logits) *prompt_logits = logits;  // one group: every sequence had a pending token or none
   }
 
+  // Histories gain the prompt's real tokens (a pending token is in its history already).
   std::vector<int> ids;
   for (int b = 0; b < n; ++b) {
     SequenceState& st = state(seqs[size_t(b)]);
-    auto r = std::make_unique<Request>();
-    r->seq = seqs[size_t(b)];
-    r->options = options[size_t(b)];
-    if (!r->options.sampler) r->options.sampler = std::make_shared<Sampler>(r->options.sampling);
-    if (r->options.stop_tokens.empty()) r->options.stop_tokens = c_.eos_token_ids;
-    r->stops = StopStrings(r->options.stop_strings);
-    if (tok_) r->stream.emplace(*tok_, r->stops);
-    if (st.pending >= 0 && int(with_pending.size()) != n) st.history.push_back(st.pending), ++r->prompt_tokens;
+    Request& r = *made[size_t(b)];
+    if (st.pending >= 0) ++r.prompt_tokens;
     st.pending = -1;
-    for (int s = 0; s < full.seq; ++s) {
-      const size_t at = size_t(b) * size_t(full.seq) + size_t(s);
-      if (!full.attention_mask[at]) continue;
-      st.history.push_back(full.tokens[at]);
-      ++r->prompt_tokens;
+    for (int s = 0; s < prompt.seq; ++s) {
+      const size_t at = size_t(b) * size_t(prompt.seq) + size_t(s);
+      if (!prompt.attention_mask[at]) continue;
+      st.history.push_back(prompt.tokens[at]);
+      ++r.prompt_tokens;
     }
-    ids.push_back(int(requests_.size()));
-    requests_.push_back(std::move(r));
+    if (tok_) r.stream.emplace(*tok_, r.stops);
+    ids.push_back(next_id_++);
+    requests_.emplace(ids.back(), std::move(made[size_t(b)]));
   }
+  std::vector<std::pair<int, std::string>> ready;
   for (int b = 0; b < n; ++b) {
-    Request& r = *requests_[size_t(ids[size_t(b)])];
-    if (r.options.max_new_tokens == 0) finish(r, StopReason::MaxTokens);
-    else choose(ids[size_t(b)], logits.data() + size_t(b) * V);
+    Request& r = *requests_.at(ids[size_t(b)]);
+    ready.emplace_back(ids[size_t(b)], r.options.max_new_tokens == 0 ? finish(r, StopReason::MaxTokens)
+                                                                      : choose(ids[size_t(b)], last.data() + size_t(b) * V));
+  }
+  try {
+    stream(ready);
+  } catch (...) {
+    for (int id : ids) {
+      cancel(id);
+      release(id);
+    }
+    throw;
   }
   return ids;
 }
 
 bool StepGenerator::step() {
   std::vector<int> live, seqs, tokens;
-  for (size_t id = 0; id < requests_.size(); ++id) {
-    const Request* r = requests_[id].get();
-    if (!r || r->finished) continue;
-    live.push_back(int(id));
+  for (const auto& [id, r] : requests_) {
+    if (r->finished) continue;
+    live.push_back(id);
     seqs.push_back(r->seq);
     tokens.push_back(r->tokens.back());
   }
   if (live.empty()) return false;
   const std::vector<float> logits = src_.step(seqs, tokens);
-  for (size_t i = 0; i < live.size(); ++i) choose(live[i], logits.data() + i * size_t(c_.vocab_size));
+  std::vector<std::pair<int, std::string>> ready;
+  for (size_t i = 0; i < live.size(); ++i) ready.emplace_back(live[i], choose(live[i], logits.data() + i * size_t(c_.vocab_size)));
+  stream(ready);
   return true;
 }
 
-void StepGenerator::choose(int id, const float* logits) {
-  Request& r = *requests_[size_t(id)];
+void StepGenerator::stream(const std::vector<std::pair<int, std::string>>& ready) {
+  for (const auto& [id, text] : ready) {
+    const Request& r = request(id);
+    if (!text.empty() && r.options.on_text) r.options.on_text(text);
+  }
+}
+
+std::string StepGenerator::choose(int id, const float* logits) {
+  Request& r = live_request(id);
   std::vector<int>& history = state(r.seq).history;
   std::vector<float> row(logits, logits + c_.vocab_size);
   if (r.options.keep_step_logits) r.step_logits.insert(r.step_logits.end(), row.begin(), row.end());
@@ -146,35 +187,33 @@ void StepGenerator::choose(int id, const float* logits) {
   r.tokens.push_back(tok);
   const auto& stop_tokens = r.options.stop_tokens;
   if (std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end()) return finish(r, StopReason::StopToken);
+  std::string ready;
   if (r.stream) {
     if (r.stream->push(tok)) return finish(r, StopReason::StopString);
     r.text = r.stream->text();
-    const std::string ready = r.stream->take_ready(false);
-    if (!ready.empty() && r.options.on_text) r.options.on_text(ready);
+    ready = r.stream->take_ready(false);
   }
-  if (int(r.tokens.size()) >= r.options.max_new_tokens) finish(r, StopReason::MaxTokens);
+  if (int(r.tokens.size()) >= r.options.max_new_tokens) ready += finish(r, StopReason::MaxTokens);
+  return ready;
 }
 
-void StepGenerator::finish(Request& r, StopReason why) {
+std::string StepGenerator::finish(Request& r, StopReason why) {
   r.finished = true;
   r.stop_reason = why;
   if (!r.tokens.empty()) state(r.seq).pending = r.tokens.back();
-  if (r.stream) {
-    r.text = r.stream->text();
-    const std::string ready = r.stream->take_ready(true);
-    if (!ready.empty() && r.options.on_text) r.options.on_text(ready);
-  }
+  if (!r.stream) return {};
+  r.text = r.stream->text();
+  return r.stream->take_ready(true);
 }
 
 void StepGenerator::cancel(int id) {
-  request(id);  // throws for an unknown id
-  Request& r = *requests_[size_t(id)];
-  if (!r.finished) finish(r, StopReason::Cancelled);
+  Request& r = live_request(id);
+  if (!r.finished) finish(r, StopReason::Cancelled);  // held-back text is dropped, not streamed
 }
 
 void StepGenerator::release(int id) {
   if (!request(id).finished) throw InputError("request " + std::to_string(id) + " is still live; cancel it first");
-  requests_[size_t(id)].reset();
+  requests_.erase(id);
 }
 
 }  // namespace splitdec

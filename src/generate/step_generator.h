@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,8 +31,8 @@ const char* stop_reason_name(StopReason r);
 
 struct RequestOptions {
   SamplingOptions sampling;
-  // Requests that share a sampler draw from one random stream in the order
-  // they are stepped (a batch moved together stays reproducible); null: its own.
+  // Requests that share a sampler draw from one random stream, live requests
+  // in id order at each step (a batch moved together stays reproducible); null: its own.
   std::shared_ptr<Sampler> sampler;
   std::vector<int> stop_tokens;           // empty: the config's EOS ids
   std::vector<std::string> stop_strings;  // need a tokenizer
@@ -63,13 +64,17 @@ class StepGenerator {
   // request): row i of `prompt` is appended to seqs[i] after its pending
   // token, the rows are prefilled together, and each first token is chosen.
   // `prompt_logits`, when given, receives [n, seq, vocab] of every prompt
-  // position. Returns the request ids. On an error nothing was appended.
+  // position (every sequence must then have a pending token, or none).
+  // Returns the request ids. Options, and the prompt as far as the source
+  // can check it, are checked before anything is fed; if the prompt fails
+  // later, or an on_text callback throws, the new requests are cancelled.
   std::vector<int> start(const std::vector<int>& seqs, const PromptBatch& prompt, const std::vector<RequestOptions>& options,
                          std::vector<float>* prompt_logits = nullptr);
   // Feeds the last token of every live request in one decode call and
   // chooses the next. Returns false (and does nothing) when none is live.
   bool step();
-  // Ends a live request now (its last token stays pending on its sequence).
+  // Ends a live request now (its last token stays pending on its sequence;
+  // text it held back is not streamed).
   void cancel(int request);
   // Forgets a finished request.
   void release(int request);
@@ -92,15 +97,21 @@ class StepGenerator {
     std::vector<int> history;
   };
   SequenceState& state(int seq);
-  // Chooses request `id`'s next token from `logits` [vocab]; ends it when a stop is reached.
-  void choose(int id, const float* logits);
-  void finish(Request& r, StopReason why);
+  Request& live_request(int id);
+  // Chooses request `id`'s next token from `logits` [vocab]; ends it when a
+  // stop is reached. Returns the text that became final (streamed by the
+  // caller once every request has chosen, so a throwing callback leaves
+  // every request consistent).
+  std::string choose(int id, const float* logits);
+  std::string finish(Request& r, StopReason why);
+  void stream(const std::vector<std::pair<int, std::string>>& ready);
 
   LogitsSource& src_;
   const ModelConfig& c_;
   const Tokenizer* tok_;
-  std::vector<std::unique_ptr<Request>> requests_;  // by id; null once released
-  std::vector<SequenceState> seqs_;                  // by sequence id
+  std::map<int, std::unique_ptr<Request>> requests_;  // by id, until released
+  int next_id_ = 0;
+  std::vector<SequenceState> seqs_;  // by sequence id
 };
 
 }  // namespace splitdec

@@ -67,10 +67,13 @@ KvView KvCache::view(int layer, int seq, KvLayout) const {
   return {buf.k.data() + base, buf.v.data() + base, 1, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
 }
 
-void KvCache::note_written(int seq, int64_t end) {
-  end_[size_t(seq)] = std::max(end_[size_t(seq)], end);
-  // Writing position p into a ring of S slots drops position p - S.
-  if (ring_slots_ > 0) oldest_[size_t(seq)] = std::max(oldest_[size_t(seq)], end - ring_slots_);
+// The rings of `seq` hold one interval [oldest, end). Writing [first, end)
+// with first <= the old end joins it (a rewound slot may be refilled from
+// below), and a ring of S slots keeps only the last S positions.
+void KvCache::note_written(int seq, int64_t first, int64_t end) {
+  int64_t& oldest = oldest_[size_t(seq)];
+  if (ring_slots_ > 0) oldest = std::max(std::min(oldest, first), end - ring_slots_);
+  end_[size_t(seq)] = end;
 }
 
 void KvCache::write(int layer, int seq, KvLayout, int64_t first, int n, const float* k, const float* v) {
@@ -84,7 +87,7 @@ void KvCache::write(int layer, int seq, KvLayout, int64_t first, int n, const fl
       const size_t src = (size_t(r) * size_t(H) + size_t(h)) * size_t(hd);
       store_row(buf, base + size_t(at.offset(0, h, first + r)), k + src, v + src, hd);
     }
-  note_written(seq, first + n);
+  note_written(seq, first, first + n);
 }
 
 size_t KvCache::copy_from(int layer, int seq, const KvView& src, int64_t from, int64_t to) {
@@ -102,7 +105,7 @@ size_t KvCache::copy_from(int layer, int seq, const KvView& src, int64_t from, i
       store_row(buf, base + size_t(at.offset(0, h, p)), krow.data(), vrow.data(), s.head_dim);
       bytes += size_t(s.head_dim) * 2 * dtype_size(dtype_);
     }
-  note_written(seq, to);
+  note_written(seq, from, to);
   return bytes;
 }
 
@@ -135,7 +138,19 @@ void KvCache::check_rewind(int seq, int64_t length, int64_t first_real) const {
   }
 }
 
-void KvCache::rewind(int seq, int64_t length) { end_[size_t(seq)] = std::min(end_[size_t(seq)], length); }
+void KvCache::rewind(int seq, int64_t length) {
+  end_[size_t(seq)] = std::min(end_[size_t(seq)], length);
+  oldest_[size_t(seq)] = std::min(oldest_[size_t(seq)], end_[size_t(seq)]);  // nothing below the end may be held
+}
+
+int64_t KvCache::first_needed(int64_t length, int64_t first_real) const {
+  int64_t needed = length;
+  for (int l = 0; l < config_->num_layers; ++l) {
+    const LayerSpec& s = config_->layers[size_t(l)];
+    if (s.window > 0 && owns(l) && buffers_[size_t(l)].ring) needed = std::min(needed, std::max(first_real, length - s.window + 1));
+  }
+  return needed;
+}
 
 void KvCache::clear(int seq) { end_[size_t(seq)] = oldest_[size_t(seq)] = 0; }
 

@@ -41,6 +41,9 @@ class KvCache : public KvStore {
   int64_t oldest_held(int seq) const { return oldest_[size_t(seq)]; }
   // Positions [0, end) of `seq` have been written (its length, as far as the cache knows).
   int64_t end(int seq) const { return end_[size_t(seq)]; }
+  // The oldest position a sliding ring must hold for queries after
+  // position `length` (`length` itself when no layer has a ring).
+  int64_t first_needed(int64_t length, int64_t first_real) const;
 
  private:
   struct Buffer {
@@ -51,7 +54,7 @@ class KvCache : public KvStore {
   };
   bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
   void store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd);
-  void note_written(int seq, int64_t end);
+  void note_written(int seq, int64_t first, int64_t end);
   const ModelConfig* config_;
   int sequences_;
   int64_t capacity_;

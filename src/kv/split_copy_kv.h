@@ -31,8 +31,11 @@ class SplitCopyKv : public KvStore {
   const ModelConfig* config_;
   KvCache shared_;
   ConcatKv present_;
-  // Per sequence: positions [0, x) are current in the shared buffer / the present.
-  std::vector<int64_t> shared_valid_, present_valid_;
+  bool present_covers(int seq, int64_t length, int64_t first_real) const;
+  // Per sequence: positions [0, x) are current in the shared buffer / the
+  // present; below present_zero_end the present may hold zeros (positions a
+  // ring had dropped when the present took them over).
+  std::vector<int64_t> shared_valid_, present_valid_, present_zero_end_;
 };
 
 }  // namespace splitdec

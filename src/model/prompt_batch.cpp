@@ -74,6 +74,26 @@ PromptBatch PromptBatch::concat(const PromptBatch& tail) const {
   return out;
 }
 
+PromptBatch PromptBatch::select(const std::vector<int>& rows) const {
+  PromptBatch out;
+  out.batch = int(rows.size());
+  out.seq = seq;
+  const int64_t H = media.empty() ? 0 : int64_t(media.size()) / std::max<int64_t>(1, media_positions());
+  for (int b : rows) {
+    if (b < 0 || b >= batch) throw InputError("no sequence " + std::to_string(b) + " in a batch of " + std::to_string(batch));
+    const long first = long(b) * seq, last = first + seq;
+    out.tokens.insert(out.tokens.end(), tokens.begin() + first, tokens.begin() + last);
+    out.modality.insert(out.modality.end(), modality.begin() + first, modality.begin() + last);
+    out.attention_mask.insert(out.attention_mask.end(), attention_mask.begin() + first, attention_mask.begin() + last);
+    if (!block_ids.empty()) out.block_ids.insert(out.block_ids.end(), block_ids.begin() + first, block_ids.begin() + last);
+    if (!media.empty()) {
+      const auto [row, count] = sequence_media_rows(b);
+      out.media.insert(out.media.end(), media.begin() + long(row * H), media.begin() + long((row + count) * H));
+    }
+  }
+  return out;
+}
+
 PromptBatch PromptBatch::text_column(const std::vector<int>& tokens) {
   PromptBatch p;
   p.batch = int(tokens.size());

@@ -34,6 +34,8 @@ struct PromptBatch {
   std::pair<int64_t, int64_t> sequence_media_rows(int b) const;
   // Sequences b of this batch and of `tail` joined end to end (media rows regrouped per sequence).
   PromptBatch concat(const PromptBatch& tail) const;
+  // Sequences `rows` of this batch, in that order (their media rows with them).
+  PromptBatch select(const std::vector<int>& rows) const;
   // One text token per sequence (a decode step, or a pending token).
   static PromptBatch text_column(const std::vector<int>& tokens);
 };

@@ -187,19 +187,28 @@ void Session::validate_segment(const std::vector<int>& seqs, const PromptBatch& 
   }
 }
 
-std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBatch& seg, bool all_positions) {
+void Session::check_append(const std::vector<int>& seqs, const PromptBatch& seg) const {
   validate_segment(seqs, seg);
-  SegmentState state(seg);
-  const std::vector<ChunkSpan> chunks = split_into_chunks(state.blocks, options_.chunk);
-  const bool rings = options_.plan != Plan::Single;
+  check_chunks(seqs, split_into_chunks(SegmentState(seg).blocks, options_.chunk));
+}
+
+void Session::check_chunks(const std::vector<int>& seqs, const std::vector<ChunkSpan>& chunks) const {
+  if (options_.plan == Plan::Single) return;  // no rings
   for (const ChunkSpan& ch : chunks) {
     const int n = ch.end - ch.begin;
-    if (rings && n > options_.max_chunk)
+    if (n > options_.max_chunk)
       throw CapacityError("a media block makes a chunk of " + std::to_string(n) + " positions at position " +
                           std::to_string(seqs_[size_t(seqs[0])].length + ch.begin) + ", more than the session's max chunk of " +
                           std::to_string(options_.max_chunk) +
                           " (sliding-layer rings hold window + max chunk positions); open the session with a larger max chunk");
   }
+}
+
+std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBatch& seg, bool all_positions) {
+  validate_segment(seqs, seg);
+  SegmentState state(seg);
+  const std::vector<ChunkSpan> chunks = split_into_chunks(state.blocks, options_.chunk);
+  check_chunks(seqs, chunks);
   for (int b = 0; b < seg.batch; ++b) {
     Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
     if (sq.length > 0) continue;
@@ -360,6 +369,7 @@ std::vector<float> Session::decode(const std::vector<int>& tokens) {
 }
 
 void Session::rewind(int64_t length) {
+  check_sequences(first_sequences(), size_t(batch_), "rewind");
   for (int b = 0; b < batch_; ++b) check_rewind(b, length);  // every sequence before any changes
   for (int b = 0; b < batch_; ++b) rewind(b, length);
 }

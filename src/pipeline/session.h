@@ -22,6 +22,7 @@
 #include "kv/kv_store.h"
 #include "model/gemma_model.h"
 #include "model/prompt_batch.h"
+#include "pipeline/chunker.h"
 #include "pipeline/plan.h"
 
 namespace splitdec {
@@ -63,6 +64,8 @@ class Session {
   // Returns logits [n, vocab] of each sequence's last position, or
   // [n, seq, vocab] of every position when `all_positions`.
   std::vector<float> append(const std::vector<int>& seqs, const PromptBatch& segment, bool all_positions = false);
+  // Throws what append() would throw for this segment; changes nothing.
+  void check_append(const std::vector<int>& seqs, const PromptBatch& segment) const;
   // One decode step: one text token for each sequence of `seqs`. Returns [n, vocab].
   std::vector<float> decode(const std::vector<int>& seqs, const std::vector<int>& tokens);
   // Truncates one sequence to `length` positions. Throws before changing anything.
@@ -105,6 +108,7 @@ class Session {
   };
   void check_sequences(const std::vector<int>& seqs, size_t expected, const char* what) const;
   void check_rewind(int seq, int64_t length) const;  // throws; changes nothing
+  void check_chunks(const std::vector<int>& seqs, const std::vector<ChunkSpan>& chunks) const;
   void validate_segment(const std::vector<int>& seqs, const PromptBatch& segment) const;
   void run_chunk(const std::vector<int>& seqs, const PromptBatch& segment, SegmentState& state, int begin, int end,
                  AttentionPath path, TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits);
