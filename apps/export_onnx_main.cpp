@@ -26,7 +26,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help is a success; every other parse error is a user error: one line, exit 1.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "splitdec: error: %s (see --help)\n", e.what());
+    return 1;
   }
   try {
     OnnxExportOptions o;

@@ -3,6 +3,10 @@
 // conversation as it was, and batches that match the reference.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <map>
+#include <thread>
+
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
 #include "test_support.h"
@@ -104,9 +108,9 @@ TEST(Api, AFailedTurnLeavesTheConversationAsItWas) {
   c.append_media(image_rows(*engine, 40, 1.f), 40);
   EXPECT_THROW(c.generate(greedy(3)), CapacityError);
   EXPECT_EQ(c.length(), before);
-  // A reply that runs out of capacity mid-way fails too, and is rolled back.
-  c.append_user_turn("go on");
-  EXPECT_THROW(c.generate(greedy(40)), CapacityError);
+  // A prompt that leaves no room for a reply fails and is rolled back.
+  c.append_media(image_rows(*engine, 48 - int(before) - 2, 1.f), 48 - before - 2);
+  EXPECT_THROW(c.generate(greedy(3)), CapacityError);
   EXPECT_EQ(c.length(), before);
   // Bad inputs fail before anything is staged.
   EXPECT_THROW(c.append_media({1.f, 2.f}, 1), InputError);
@@ -119,6 +123,25 @@ TEST(Api, AFailedTurnLeavesTheConversationAsItWas) {
   twin.append_user_turn("again");
   EXPECT_EQ(c.generate(greedy(4)), twin.generate(greedy(4)));
   EXPECT_EQ(c.last_reply().tokens, twin.last_reply().tokens);
+}
+
+TEST(Api, AReplyThatFillsTheCacheStopsWithLengthAndKeepsItsTokens) {
+  const auto engine = engine_for("tiny-gemma4");
+  ConversationOptions small;
+  small.max_length = 40;
+  Conversation c(engine, small);
+  c.append_user_turn("hi");
+  GenerateOptions o = greedy(100);
+  c.generate(o);
+  EXPECT_EQ(c.last_reply().stop_reason == "length" || c.last_reply().stop_reason == "stop_token", true);
+  if (c.last_reply().stop_reason == "length") {
+    EXPECT_EQ(c.length(), 40);
+    EXPECT_EQ(int64_t(c.last_reply().tokens.size()) + c.last_reply().prompt_tokens, 41);  // the last one is never fed
+  }
+  // A next turn cannot fit: a clear error, and the conversation is unchanged.
+  c.append_user_turn("more");
+  EXPECT_THROW(c.generate(o), CapacityError);
+  EXPECT_LE(c.length(), 40);
 }
 
 TEST(Api, GenerateWithNothingNewContinuesTheReply) {
@@ -230,4 +253,30 @@ TEST(Api, SeededSamplingDrawsAFreshStreamEachTurn) {
     bad.top_p = 0.f;
     bad.validate();
   }(), InputError);
+}
+
+// An engine may be used by many threads at once (each conversation by one
+// thread at a time): 4 threads x 2 engines x 20 generations, every reply
+// identical to the one made on a single thread. Run under ASan in CI too.
+TEST(Api, EnginesAreSafeToShareAcrossThreads) {
+  const std::vector<std::shared_ptr<const Engine>> engines = {engine_for("tiny-gemma3"), engine_for("tiny-gemma4")};
+  auto reply = [&](size_t e, int k) {
+    Conversation c(engines[e]);
+    c.append_user_turn("question number " + std::to_string(k % 5));
+    c.generate(greedy(6));
+    return c.last_reply().tokens;
+  };
+  std::vector<std::vector<std::vector<int>>> want(engines.size());
+  for (size_t e = 0; e < engines.size(); ++e)
+    for (int k = 0; k < 5; ++k) want[e].push_back(reply(e, k));
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 20; ++k)
+        for (size_t e = 0; e < engines.size(); ++e)
+          if (reply(e, k + t) != want[e][size_t((k + t) % 5)]) ++wrong;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
 }

@@ -2,6 +2,9 @@
 // --input, --logits, and a clear error with a non-zero exit for bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include "core/npy.h"
 #include "test_support.h"
 
@@ -191,4 +194,57 @@ TEST(Cli, ApiExampleRuns) {
   ASSERT_EQ(::pclose(f), 0) << out;
   EXPECT_NE(out.find("model: "), std::string::npos) << out;
   EXPECT_NE(out.find("cache holds"), std::string::npos) << out;
+}
+
+TEST(Cli, UserErrorsAreOneLineAndExitOne) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  for (const std::string& args : {"generate --model " + dir + " --prompt hi --chunk abc", "generate --model " + dir + " --no-such-flag",
+                                 std::string("generate --prompt hi"), std::string("frobnicate")}) {
+    const auto r = test::run_splitdec(args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(test::run_splitdec("generate --help").exit_code, 0);
+  // Nothing of the reply's header is printed before an error.
+  const auto late = test::run_splitdec("generate --model " + dir + " --prompt 'hello there' --max-length 3");
+  EXPECT_EQ(late.exit_code, 1);
+  EXPECT_EQ(late.output.find("[0] text:"), std::string::npos) << late.output;
+}
+
+TEST(Cli, ARunThatFillsTheCacheStopsWithLength) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-length");
+  test::write_file(work + "/in.json", R"({"tokens": [[2, 40, 41, 42, 43]], "modality": [["text","text","text","text","text"]]})");
+  const auto r = test::run_splitdec("generate --model " + dir + " --input " + work + "/in.json --max-length 9 --max-new-tokens 20 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 5 prompt positions + 4 fed tokens fill 9; the 5th token is chosen but never fed.
+  EXPECT_NE(r.output.find("\"stop_reason\":\"length\""), std::string::npos) << r.output;
+  const auto j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+  EXPECT_EQ(j["tokens"].size(), 5u) << r.output;
+}
+
+TEST(Cli, HostileNumbersInInputsAreClearErrors) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-hostile");
+  auto input = [&](const std::string& name, const std::string& json) {
+    test::write_file(work + "/" + name, json);
+    return "generate --model " + dir + " --input " + work + "/" + name;
+  };
+  // A block id is never a size: INT_MAX is refused at once, not allocated.
+  expect_fails_with(input("block.json", R"({"tokens": [[2, 8, 8, 40]], "modality": [["text","image","image","text"]],
+                                          "block_ids": [[-1, 2147483647, 2147483647, -1]]})"),
+                    {"block id 2147483647"});
+  // A turn's budget past int32 is refused, not truncated.
+  expect_fails_with(input("budget.json", R"({"turns": [{"tokens": [[2, 40]], "modality": [["text","text"]],
+                                           "max_new_tokens": 4294967299}]})"),
+                    {"max_new_tokens", "4294967299"});
+  // The reference plan honours --max-length like every other plan.
+  const std::string ok = input("ok.json", R"({"tokens": [[2, 40, 41, 42, 43]], "modality": [["text","text","text","text","text"]]})");
+  expect_fails_with(ok + " --plan reference --max-length 3", {"capacity of 3"});
+  const auto r = test::run_splitdec(ok + " --plan reference --max-length 9 --max-new-tokens 20 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"stop_reason\":\"length\""), std::string::npos) << r.output;
+  // A KV cache larger than the machine is a clear error, not bad_alloc.
+  expect_fails_with(ok + " --max-new-tokens 2000000000", {"--max-new-tokens"});
 }

@@ -182,3 +182,16 @@ TEST(Config, Errors) {
                              {{"full_attention", {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}}}}}}),
                {"partial_rotary_factor", "proportional"});
 }
+
+// Values from a hostile config.json are refused by name before anything
+// sized by them is allocated, and numbers outside their domain never pass.
+TEST(Config, SizesAndDomainsAreCheckedFirst) {
+  expect_error({{"model_type", "gemma3_text"}, {"head_dim", 1 << 29}}, {"head_dim", "more than"});
+  expect_error({{"model_type", "gemma3_text"}, {"num_hidden_layers", 1 << 22}}, {"num_hidden_layers", "more than"});
+  expect_error({{"model_type", "gemma3_text"}, {"vocab_size", 1 << 30}}, {"vocab_size", "more than"});
+  expect_error({{"model_type", "gemma3_text"}, {"rms_norm_eps", 0}}, {"rms_norm_eps", "positive"});
+  expect_error({{"model_type", "gemma3_text"}, {"rms_norm_eps", -1e-6}}, {"rms_norm_eps", "positive"});
+  expect_error({{"model_type", "gemma3_text"}, {"rope_theta", 0}}, {"rope_theta", "positive"});
+  expect_error({{"model_type", "gemma3_text"}, {"eos_token_id", int64_t(1) << 40}}, {"eos_token_id", "outside the vocabulary"});
+  expect_error({{"model_type", "gemma3_text"}, {"eos_token_id", {1, -3}}}, {"eos_token_id", "-3"});
+}

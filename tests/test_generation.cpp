@@ -105,6 +105,11 @@ TEST(MediaFiles, ShapesDtypesAndCorruption) {
   write_npy(dir + "/nan.npy", {2, c.hidden_size}, nan.data());
   EXPECT_NE(error_of(dir + "/nan.npy").find("non-finite"), std::string::npos);
   EXPECT_NE(error_of(dir + "/missing.npy").find("missing.npy"), std::string::npos);
+  // A negative dimension is not read as a positive one.
+  std::string negative = test::read_file(dir + "/ok.npy");
+  negative.replace(negative.find("(2,"), 3, "(-2,");
+  test::write_file(dir + "/negative.npy", negative);
+  EXPECT_NE(error_of(dir + "/negative.npy").find("not a tuple"), std::string::npos) << error_of(dir + "/negative.npy");
   // safetensors: bf16 is accepted; two unnamed tensors are ambiguous.
   std::vector<uint8_t> bf(size_t(2 * c.hidden_size) * 2, 0);
   write_safetensors(dir + "/one.safetensors", {{"x", DType::BF16, {2, c.hidden_size}, bf}});
@@ -264,4 +269,33 @@ TEST(StopTokens, EndTheTurnAndAreReported) {
   EXPECT_EQ(g.run_turn({p, 40})[0], "the cat");
   EXPECT_EQ(g.result().stop_reasons[0], StopReason::StopToken);
   EXPECT_EQ(g.result().tokens[0].back(), c.eos_token_ids[0]);
+}
+
+TEST(NonFiniteLogits, StopTheRequestWithAnErrorNeverAToken) {
+  const ModelConfig& c = test::tiny_model("tiny-gemma4").config();
+  // Logits that turn NaN at the third call.
+  class PoisonedSource : public LogitsSource {
+   public:
+    explicit PoisonedSource(int vocab) : vocab_(vocab) {}
+    std::vector<float> prompt(const std::vector<int>&, const PromptBatch&, bool) override { return row(); }
+    std::vector<float> step(const std::vector<int>&, const std::vector<int>&) override { return row(); }
+
+   private:
+    std::vector<float> row() {
+      std::vector<float> l(size_t(vocab_), 0.f);
+      l[50] = 1.f;
+      if (++calls_ >= 3) l[7] = std::nanf("");
+      return l;
+    }
+    int vocab_, calls_ = 0;
+  } src(c.vocab_size);
+  Generator g(src, c, {});
+  PromptBatch p;
+  p.batch = 1, p.seq = 1, p.tokens = {2}, p.modality = {Modality::Text}, p.attention_mask = {1};
+  try {
+    g.run_turn({p, 10});
+    FAIL() << "NaN logits gave tokens";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN"), std::string::npos) << e.what();
+  }
 }

@@ -439,3 +439,16 @@ TEST(OnnxExportErrors, UnrepresentableExportsNameTheFeatureAndTheReason) {
   EXPECT_EQ(run(std::string(SPLITDEC_BINARY) + " export-onnx --model /nonexistent/model --out " + out.string(), &output), 1);
   EXPECT_NE(output.find("/nonexistent/model"), std::string::npos) << output;
 }
+
+TEST(OnnxExportErrors, AReusedFolderKeepsOnlyTheNewPackagesGraphs) {
+  const std::string dir = model_dir("tiny-gemma3");
+  const fs::path out = temp_root() / "reused";
+  std::string output;
+  for (const char* plan : {"split", "single"})
+    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + dir + " --out " + out.string() + " --plan " + plan, &output),
+              0)
+        << output;
+  EXPECT_TRUE(fs::exists(out / "decoder.onnx"));
+  EXPECT_FALSE(fs::exists(out / "decoder_prefill.onnx"));
+  EXPECT_FALSE(fs::exists(out / "decoder_decode.onnx"));
+}

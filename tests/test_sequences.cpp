@@ -4,9 +4,13 @@
 // steps - all without changing a single logit against running alone.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+
 #include "core/error.h"
 #include "generate/generator.h"
 #include "generate/step_generator.h"
+#include "model/reference_forward.h"
 #include "pipeline/session.h"
 #include "test_prompts.h"
 #include "test_support.h"
@@ -258,4 +262,91 @@ TEST(StepGenerator, HistoryFollowsPositionsAcrossRequests) {
   g2.start({0, 1}, batch_of({SeqBuilder(m.config(), 81).no_bos().text(2), SeqBuilder(m.config(), 82).text(1)}, 0), {ro, ro});
   EXPECT_EQ(two.length(0), before + 1 + 2);
   EXPECT_EQ(two.length(1), 2);
+}
+
+// A property test: random appends (text and images), decode steps, rewinds
+// and calls that must fail, on a session with small rings, checked after
+// every call against the oracle recomputing the whole sequence from scratch.
+// A failing call must leave the session exactly as it was.
+TEST(SessionProperty, RandomCallsMatchTheOracleAndFailuresChangeNothing) {
+  const Model& m = test::tiny_model("tiny-gemma4");  // window 8
+  const ModelConfig& c = m.config();
+  const int V = c.vocab_size, H = c.hidden_size;
+  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified})
+    for (uint32_t seed = 1; seed <= 3; ++seed) {
+      SessionOptions o;
+      o.plan = plan;
+      o.chunk = 4;
+      o.max_chunk = 8;  // rings of 16 positions
+      o.capacity = 48;
+      Session s(m, 1, o);
+      std::mt19937 rng(seed * 7919 + uint32_t(plan));
+      std::vector<int> tokens;
+      std::vector<Modality> modality;
+      std::vector<float> media;  // rows of the image positions, in order
+      auto oracle_last = [&] {
+        PromptBatch p;
+        p.batch = 1, p.seq = int(tokens.size()), p.tokens = tokens, p.modality = modality;
+        p.attention_mask.assign(tokens.size(), 1);
+        p.media = media;
+        const std::vector<float> all = reference_logits(m, p, s.policy());
+        return std::vector<float>(all.end() - V, all.end());
+      };
+      auto expect_matches = [&](const std::vector<float>& got, const std::string& what) {
+        const std::vector<float> want = oracle_last();
+        float worst = 0;
+        for (int k = 0; k < V; ++k) worst = std::max(worst, std::fabs(got[size_t(k)] - want[size_t(k)]));
+        EXPECT_LE(worst, 2e-4f) << plan_name(plan) << " seed " << seed << ": " << what;
+      };
+      for (int op = 0; op < 30; ++op) {
+        const int64_t before = s.length();
+        const int kind = tokens.empty() ? 0 : int(rng() % 5);
+        if (kind == 0 || kind == 1) {  // append text, sometimes with an image block
+          SeqBuilder b(c, rng());
+          if (!tokens.empty()) b.no_bos();
+          b.text(1 + int(rng() % 4));
+          if (kind == 1) b.media(Modality::Image, 2 + int(rng() % 5)).text(1);
+          const PromptBatch p = batch_of({b}, 0);
+          if (before + p.seq > o.capacity) {
+            EXPECT_THROW(s.append(p), CapacityError);
+          } else {
+            const std::vector<float> got = s.append(p);
+            tokens.insert(tokens.end(), p.tokens.begin(), p.tokens.end());
+            modality.insert(modality.end(), p.modality.begin(), p.modality.end());
+            media.insert(media.end(), p.media.begin(), p.media.end());
+            expect_matches(got, "append");
+          }
+        } else if (kind == 2) {  // a decode step
+          const int t = 20 + int(rng() % uint32_t(V - 20));
+          if (before >= o.capacity) {
+            EXPECT_THROW(s.decode({t}), CapacityError);
+          } else {
+            const std::vector<float> got = s.decode({t});
+            tokens.push_back(t), modality.push_back(Modality::Text);
+            expect_matches(got, "decode");
+          }
+        } else if (kind == 3) {  // a rewind: allowed, or refused with nothing changed
+          const int64_t to = int64_t(rng() % uint32_t(before + 1));
+          try {
+            s.rewind(to);
+          } catch (const CapacityError&) {  // a ring dropped the window's keys
+            EXPECT_NE(plan, Plan::Single);
+            continue;
+          } catch (const InputError& e) {  // it would cut a media block
+            EXPECT_NE(std::string(e.what()).find("media block"), std::string::npos) << e.what();
+            continue;
+          }
+          int64_t image_rows = 0;
+          for (int64_t k = 0; k < to; ++k) image_rows += modality[size_t(k)] != Modality::Text;
+          tokens.resize(size_t(to)), modality.resize(size_t(to)), media.resize(size_t(image_rows * H));
+        } else {  // calls that must fail: a token outside the vocabulary, padding after the start
+          PromptBatch bad = batch_of({SeqBuilder(c, rng()).no_bos().text(2)}, 0);
+          if (rng() % 2) bad.tokens[1] = V + 3;
+          else bad.attention_mask[0] = 0;
+          EXPECT_THROW(s.append(bad), InputError);
+          EXPECT_THROW(s.decode({-1}), Error);  // out of the vocabulary, or no room left
+        }
+        ASSERT_EQ(s.length(), int64_t(tokens.size())) << plan_name(plan) << " seed " << seed << " op " << op;
+      }
+    }
 }

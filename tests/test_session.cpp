@@ -377,3 +377,18 @@ TEST(SessionRewind, AfterRingsWrapEveryPlanRefusesOrMatchesAFreshSession) {
         EXPECT_EQ(s.decode({tail[size_t(back - prompt.seq)]}), fresh(plan, back)) << plan_name(plan) << " back to " << back;
       }
 }
+
+TEST(SessionErrors, SizesAreCheckedBeforeAllocating) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  SessionOptions o;
+  o.capacity = int64_t(1) << 40;
+  EXPECT_THROW(Session(m, 1, o), CapacityError);  // not std::bad_alloc
+  o.capacity = int64_t(1) << 31;
+  o.max_sequences = 4000;
+  try {
+    Session s(m, 1, o);
+    FAIL() << "a KV cache larger than the machine was allocated";
+  } catch (const CapacityError& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-length"), std::string::npos) << e.what();
+  }
+}

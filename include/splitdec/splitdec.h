@@ -106,7 +106,7 @@ struct TraceStep {
 struct Reply {
   std::vector<int> tokens;  // a stop token included
   std::string text;         // cut before a stop string
-  std::string stop_reason;  // max_tokens | stop_token | stop_string
+  std::string stop_reason;  // max_tokens | stop_token | stop_string | length (the KV capacity is full)
   int64_t prompt_tokens = 0;
   double prefill_ms = 0, decode_ms = 0;
   int decode_steps = 0;
@@ -145,6 +145,7 @@ class Conversation {
   // Positions in the KV cache so far (appended text is counted once generate runs).
   int64_t length() const;
   // Truncates the conversation to `length` positions; drops anything staged.
+  // Refused (InputError) inside a media block, whose positions attended to each other.
   void rewind(int64_t length);
   // Every chunk and step so far.
   std::vector<TraceStep> trace() const;

@@ -1,6 +1,7 @@
 // The public Conversation: one sequence of a session, driven by the
 // step-wise generator. Appends are staged and prefilled by generate().
 #include <chrono>
+#include <cmath>
 
 #include "api/api_internal.h"
 #include "core/error.h"
@@ -51,6 +52,8 @@ void Conversation::append_media(const std::vector<float>& embeddings, int64_t ro
   if (rows <= 0 || int64_t(embeddings.size()) != rows * c.hidden_size)
     throw InputError("append_media: expected " + std::to_string(rows) + " x hidden_size " + std::to_string(c.hidden_size) +
                      " floats, got " + std::to_string(embeddings.size()));
+  for (float x : embeddings)
+    if (!std::isfinite(x)) throw InputError("append_media: the embeddings hold a non-finite value");
   const SpecialTokens sp = SpecialTokens::resolve(c, impl_->tokenizer());
   PromptBatch p = media_prompt(sp, embeddings, rows, kind == MediaKind::Image ? Modality::Image : Modality::Audio);
   if (impl_->empty()) p = PromptBatch::text_column({SpecialTokens::require(sp.bos, "BOS")}).concat(p);
@@ -97,6 +100,9 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     t0 = clock::now();
     while (c.steps.step()) ++reply.decode_steps;
     reply.decode_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+    if (c.steps.request(id).stop_reason == StopReason::NonFinite)
+      throw Error("the model produced NaN or Inf logits after " + std::to_string(c.steps.request(id).tokens.size()) +
+                  " tokens of the reply; check the weights (the turn was rolled back)");
   } catch (...) {
     // Leave the conversation as it was before the turn: the KV, the pending
     // token, the history; the turn's staged input is dropped.

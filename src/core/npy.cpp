@@ -51,6 +51,10 @@ NpyArray read_npy(const std::string& path) {
   std::string shape_text = header_value(header, "shape");
   if (shape_text.empty()) throw FormatError(path + ": .npy header has no shape");
 
+  // A shape is a tuple of non-negative integers: anything else (a sign, a
+  // letter) is refused rather than skipped.
+  static const std::regex tuple("^\\(\\s*(\\d+\\s*(,\\s*\\d+\\s*)*,?\\s*)?\\)$");
+  if (!std::regex_match(shape_text, tuple)) throw FormatError(path + ": .npy shape " + shape_text + " is not a tuple of sizes");
   NpyArray arr;
   uint64_t count = 1;
   std::regex num("\\d+");

@@ -10,7 +10,14 @@
 
 namespace splitdec {
 
+namespace {
+// Set while this thread runs a range of a job: a kernel that starts another
+// job from inside one runs it inline instead of waiting for the pool.
+thread_local bool in_job = false;
+}  // namespace
+
 struct ThreadPool::State {
+  std::mutex job;  // one job at a time: callers on other threads queue here
   std::mutex mu;
   std::condition_variable wake, done;
   std::vector<std::thread> workers;
@@ -23,11 +30,13 @@ struct ThreadPool::State {
 
   // Takes ranges until none are left.
   void drain() {
+    in_job = true;
     for (;;) {
       const int64_t begin = next.fetch_add(step);
-      if (begin >= n) return;
+      if (begin >= n) break;
       (*fn)(begin, std::min(n, begin + step));
     }
+    in_job = false;
   }
 };
 
@@ -36,16 +45,24 @@ std::unique_ptr<ThreadPool>& global_slot() {
   static std::unique_ptr<ThreadPool> pool;
   return pool;
 }
+std::mutex& global_mutex() {
+  static std::mutex mu;
+  return mu;
+}
 int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 }  // namespace
 
 ThreadPool& ThreadPool::global() {
+  std::lock_guard<std::mutex> lock(global_mutex());
   auto& p = global_slot();
   if (!p) p.reset(new ThreadPool(default_threads()));
   return *p;
 }
 
-void ThreadPool::set_threads(int n) { global_slot().reset(new ThreadPool(n > 0 ? n : default_threads())); }
+void ThreadPool::set_threads(int n) {
+  std::lock_guard<std::mutex> lock(global_mutex());
+  global_slot().reset(new ThreadPool(n > 0 ? n : default_threads()));
+}
 
 ThreadPool::ThreadPool(int threads) : state_(new State), threads_(threads) {
   for (int t = 1; t < threads; ++t)
@@ -78,11 +95,12 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
   const int64_t parts = std::min<int64_t>(threads_, std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
-  if (parts <= 1) {
+  if (parts <= 1 || in_job) {
     fn(0, n);
     return;
   }
   State& s = *state_;
+  std::lock_guard<std::mutex> job(s.job);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.fn = &fn;

@@ -1,6 +1,11 @@
 // One process-wide pool of worker threads, sized to the cores (or
 // --threads). Every parallel kernel runs on it, and BLAS is kept
 // single-threaded, so there is never more than one thread per core.
+//
+// Threads: any thread may call parallel_for; jobs from different callers
+// run one after another (each gets the whole pool), never sharing a job's
+// state. A job started from inside a job runs inline. set_threads replaces
+// the pool: call it before other threads use it.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +16,7 @@ namespace splitdec {
 class ThreadPool {
  public:
   static ThreadPool& global();
-  // Resizes the global pool (0: one thread per core). Not while a job runs.
+  // Resizes the global pool (0: one thread per core). Not while any thread uses it.
   static void set_threads(int n);
 
   int size() const { return threads_; }

@@ -12,6 +12,7 @@ std::vector<float> SessionSource::prompt(const std::vector<int>& seqs, const Pro
   return s_.append(seqs, p, all);
 }
 void SessionSource::check_prompt(const std::vector<int>& seqs, const PromptBatch& p) const { s_.check_append(seqs, p); }
+int64_t SessionSource::room(int seq) const { return s_.options().capacity - s_.length(seq); }
 std::vector<float> SessionSource::step(const std::vector<int>& seqs, const std::vector<int>& t) { return s_.decode(seqs, t); }
 
 namespace {
@@ -68,6 +69,12 @@ std::vector<std::string> Generator::run_turn(const Turn& turn) {
     throw;
   }
 
+  for (int id : ids)
+    if (steps_.request(id).stop_reason == StopReason::NonFinite) {
+      const int seq = steps_.request(id).seq;
+      for (int other : ids) steps_.release(other);
+      throw Error("sequence " + std::to_string(seq) + ": the model produced NaN or Inf logits; check the weights");
+    }
   size_t turn_steps = 0;
   for (int id : ids) turn_steps = std::max(turn_steps, steps_.request(id).tokens.size());
   r_.steps += int(turn_steps);

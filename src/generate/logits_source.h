@@ -4,6 +4,7 @@
 // own ids (a session's slots).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "model/prompt_batch.h"
@@ -23,6 +24,8 @@ class LogitsSource {
   virtual void check_prompt(const std::vector<int>& seqs, const PromptBatch& p) const { (void)seqs, (void)p; }
   // Feeds one token per sequence of `seqs`; [n, vocab].
   virtual std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) = 0;
+  // Positions `seq` can still take (its KV capacity left).
+  virtual int64_t room(int seq) const { (void)seq; return INT64_MAX; }
 };
 
 class SessionSource : public LogitsSource {
@@ -31,6 +34,7 @@ class SessionSource : public LogitsSource {
   std::vector<float> prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all_positions) override;
   void check_prompt(const std::vector<int>& seqs, const PromptBatch& p) const override;
   std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) override;
+  int64_t room(int seq) const override;
 
  private:
   Session& s_;

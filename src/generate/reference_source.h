@@ -3,6 +3,7 @@
 // correct; the `reference` plan and the tests use it, the runtime never does.
 #pragma once
 
+#include <cstdint>
 #include <map>
 
 #include "generate/logits_source.h"
@@ -13,13 +14,16 @@ namespace splitdec {
 
 class ReferenceSource : public LogitsSource {
  public:
-  ReferenceSource(const Model& m, MaskPolicy policy) : m_(m), policy_(policy) {}
+  // capacity: the most positions a sequence may hold (as a session's KV capacity).
+  ReferenceSource(const Model& m, MaskPolicy policy, int64_t capacity = INT64_MAX) : m_(m), policy_(policy), capacity_(capacity) {}
   std::vector<float> prompt(const std::vector<int>& seqs, const PromptBatch& p, bool all_positions) override;
   std::vector<float> step(const std::vector<int>& seqs, const std::vector<int>& tokens) override;
+  int64_t room(int seq) const override;
 
  private:
   const Model& m_;
   MaskPolicy policy_;
+  int64_t capacity_;
   std::map<int, PromptBatch> seqs_;  // everything so far, per sequence (batch 1)
 };
 

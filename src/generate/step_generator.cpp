@@ -1,6 +1,7 @@
 #include "generate/step_generator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -12,6 +13,8 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::StopToken: return "stop_token";
     case StopReason::StopString: return "stop_string";
     case StopReason::Cancelled: return "cancelled";
+    case StopReason::Length: return "length";
+    case StopReason::NonFinite: return "non_finite_logits";
   }
   return "?";
 }
@@ -156,15 +159,22 @@ std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const Prompt
 
 bool StepGenerator::step() {
   std::vector<int> live, seqs, tokens;
+  std::vector<std::pair<int, std::string>> ready;
   for (const auto& [id, r] : requests_) {
     if (r->finished) continue;
+    if (src_.room(r->seq) < 1) {  // the last token cannot be fed: the reply ends here
+      ready.emplace_back(id, finish(*r, StopReason::Length));
+      continue;
+    }
     live.push_back(id);
     seqs.push_back(r->seq);
     tokens.push_back(r->tokens.back());
   }
-  if (live.empty()) return false;
+  if (live.empty()) {
+    stream(ready);
+    return false;
+  }
   const std::vector<float> logits = src_.step(seqs, tokens);
-  std::vector<std::pair<int, std::string>> ready;
   for (size_t i = 0; i < live.size(); ++i) ready.emplace_back(live[i], choose(live[i], logits.data() + i * size_t(c_.vocab_size)));
   stream(ready);
   return true;
@@ -181,6 +191,7 @@ std::string StepGenerator::choose(int id, const float* logits) {
   Request& r = live_request(id);
   std::vector<int>& history = state(r.seq).history;
   std::vector<float> row(logits, logits + c_.vocab_size);
+  if (!std::all_of(row.begin(), row.end(), [](float x) { return std::isfinite(x); })) return finish(r, StopReason::NonFinite);
   if (r.options.keep_step_logits) r.step_logits.insert(r.step_logits.end(), row.begin(), row.end());
   const int tok = r.options.sampler->choose(row, history);
   history.push_back(tok);

@@ -26,7 +26,10 @@ namespace splitdec {
 
 class Tokenizer;
 
-enum class StopReason { MaxTokens, StopToken, StopString, Cancelled };
+// Length: the sequence's KV capacity is full (the reply keeps what it made).
+// NonFinite: the logits held NaN or Inf; no token was chosen from them
+// (callers turn this into an error).
+enum class StopReason { MaxTokens, StopToken, StopString, Cancelled, Length, NonFinite };
 const char* stop_reason_name(StopReason r);
 
 struct RequestOptions {
@@ -71,7 +74,8 @@ class StepGenerator {
   std::vector<int> start(const std::vector<int>& seqs, const PromptBatch& prompt, const std::vector<RequestOptions>& options,
                          std::vector<float>* prompt_logits = nullptr);
   // Feeds the last token of every live request in one decode call and
-  // chooses the next. Returns false (and does nothing) when none is live.
+  // chooses the next; a request whose sequence has no room left ends with
+  // StopReason::Length instead. Returns false (and does nothing) when none is live.
   bool step();
   // Ends a live request now (its last token stays pending on its sequence;
   // text it held back is not streamed).

@@ -1,7 +1,9 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "core/error.h"
@@ -12,6 +14,18 @@ int64_t sliding_slots(int window, int64_t capacity, int max_chunk) {
   return std::min(capacity, int64_t(window) + max_chunk);
 }
 
+namespace {
+// Sizes from flags and files can be anything: saturate instead of wrapping,
+// so a caller comparing with the machine's memory sees "too large".
+size_t saturating_product(std::initializer_list<size_t> factors) {
+  size_t p = 1;
+  for (size_t f : factors)
+    if (__builtin_mul_overflow(p, f, &p)) return SIZE_MAX;
+  return p;
+}
+size_t saturating_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+}  // namespace
+
 KvMemory KvCache::plan(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype) {
   KvMemory m;
   for (int l = 0; l < config.num_layers; ++l) {
@@ -21,9 +35,10 @@ KvMemory KvCache::plan(const ModelConfig& config, int sequences, int64_t capacit
       continue;
     }
     const int64_t slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
-    const size_t bytes = 2 * size_t(sequences) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim) * dtype_size(dtype);
-    if (s.type == LayerType::Sliding) ++m.sliding_layers, m.sliding_bytes += bytes, m.sliding_slots = slots;
-    else ++m.full_layers, m.full_bytes += bytes, m.full_slots = slots;
+    const size_t bytes =
+        saturating_product({2, size_t(sequences), size_t(s.num_kv_heads), size_t(slots), size_t(s.head_dim), dtype_size(dtype)});
+    if (s.type == LayerType::Sliding) ++m.sliding_layers, m.sliding_bytes = saturating_add(m.sliding_bytes, bytes), m.sliding_slots = slots;
+    else ++m.full_layers, m.full_bytes = saturating_add(m.full_bytes, bytes), m.full_slots = slots;
   }
   return m;
 }

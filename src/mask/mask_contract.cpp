@@ -114,6 +114,11 @@ void validate_block_ids(const std::vector<int>& block_ids) {
     const int id = block_ids[k];
     if (id < -1) throw InputError("block id " + std::to_string(id) + " at position " + std::to_string(k) + " is invalid (use -1 for none)");
     if (id < 0) continue;
+    // A sequence of S positions holds at most S blocks: larger ids are refused
+    // (and nothing is ever sized by them).
+    if (size_t(id) >= block_ids.size())
+      throw InputError("block id " + std::to_string(id) + " at position " + std::to_string(k) + " is not below the " +
+                       std::to_string(block_ids.size()) + " positions of its sequence");
     if (size_t(id) >= last_seen.size()) last_seen.resize(size_t(id) + 1, -1);
     int64_t& prev = last_seen[size_t(id)];
     if (prev >= 0 && prev != int64_t(k) - 1)

@@ -120,6 +120,11 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw InputError("cannot create " + out_dir + ": " + ec.message());
+  // A folder reused for another plan must not keep the other plan's graphs.
+  for (const char* name : {kOnnxEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile, kOnnxSingleFile}) {
+    fs::remove(fs::path(out_dir) / name, ec);
+    if (ec) throw InputError("cannot replace " + (fs::path(out_dir) / name).string() + ": " + ec.message());
+  }
 
   OnnxPackage pkg;
   WeightFile weights(out_dir, kOnnxWeightsFile);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "kernels/attention.h"
 #include "kv/concat_kv.h"
 #include "kv/kv_cache.h"
@@ -102,13 +103,35 @@ Session::Session(const Model& model, int batch, SessionOptions options)
                      std::to_string(options_.max_sequences));
   if (options_.chunk < 1) throw InputError("chunk size must be at least 1, got " + std::to_string(options_.chunk));
   if (options_.capacity < 1) throw InputError("KV capacity must be at least 1, got " + std::to_string(options_.capacity));
+  // Sizes are checked before anything that large is allocated.
+  constexpr int64_t kMaxCapacity = int64_t(1) << 31;
+  if (options_.capacity > kMaxCapacity)
+    throw CapacityError("KV capacity of " + std::to_string(options_.capacity) + " positions is more than the limit of " +
+                        std::to_string(kMaxCapacity) + " (--max-length, or --max-new-tokens that sizes it)");
+  if (options_.max_sequences > 4096)
+    throw CapacityError(std::to_string(options_.max_sequences) + " sequences are more than the limit of 4096");
+  if (options_.chunk > (1 << 20)) throw InputError("chunk size " + std::to_string(options_.chunk) + " is more than 2^20");
   // Room for a chunk plus two images: staggered images in a batch can join chunks.
-  if (options_.max_chunk == 0) options_.max_chunk = options_.chunk + 2 * c.mm_tokens_per_image;
+  if (options_.max_chunk == 0) {
+    const int64_t max_chunk = int64_t(options_.chunk) + 2 * int64_t(c.mm_tokens_per_image);
+    if (max_chunk > (int64_t(1) << 22))
+      throw ConfigError("chunk + 2 x mm_tokens_per_image = " + std::to_string(max_chunk) + " positions is more than 2^22");
+    options_.max_chunk = int(max_chunk);
+  }
   if (options_.max_chunk < options_.chunk)
     throw InputError("max chunk " + std::to_string(options_.max_chunk) + " is smaller than the chunk size " + std::to_string(options_.chunk));
   for (const LayerSpec& l : c.layers)
     if (c.num_heads / l.num_kv_heads > 64) throw ConfigError("more than 64 query heads per KV head is not supported");
   policy_ = options_.policy.value_or(c.default_policy);
+  if (options_.plan != Plan::Single) {
+    const KvMemory m = KvCache::plan(c, options_.max_sequences, options_.capacity, options_.max_chunk, options_.kv_dtype);
+    const uint64_t need = std::max(m.full_bytes, m.sliding_bytes) > UINT64_MAX / 2 ? UINT64_MAX : uint64_t(m.full_bytes) + m.sliding_bytes;
+    const uint64_t have = physical_memory_bytes();
+    if (have > 0 && need > have)
+      throw CapacityError("a KV cache of " + std::to_string(options_.capacity) + " positions x " +
+                          std::to_string(options_.max_sequences) + " sequences needs " + format_bytes(need) +
+                          ", more than this machine's " + format_bytes(have) + " of memory (lower --max-length, or --max-new-tokens that sizes it)");
+  }
   kv_ = make_kv_store(c, options_);
   seqs_.resize(size_t(options_.max_sequences));
   for (int b = 0; b < batch; ++b) seqs_[size_t(b)].live = true;
@@ -219,11 +242,17 @@ std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBat
   const bool bidirectional = policy_has_bidirectional_layer(policy_);
   const int V = model_.config().vocab_size;
   std::vector<float> logits(size_t(seg.batch) * size_t(all_positions ? seg.seq : 1) * size_t(V));
+  std::vector<int64_t> first;
+  for (int seq : seqs) first.push_back(seqs_[size_t(seq)].length);
   for (const ChunkSpan& ch : chunks) {
     run_chunk(seqs, seg, state, ch.begin, ch.end, route_chunk(options_.plan, ch.media && bidirectional, false),
               TraceEntry::Prefill, all_positions, logits);
     if (options_.progress) options_.progress(ch.end, seg.seq);
   }
+  if (bidirectional)
+    for (size_t b = 0; b < seqs.size(); ++b)
+      for (const KeyInterval& span : block_spans(state.blocks[b]))
+        if (span.begin >= 0) seqs_[size_t(seqs[b])].media_blocks.push_back({first[b] + span.begin, first[b] + span.end});
   return logits;
 }
 
@@ -345,6 +374,12 @@ void Session::check_rewind(int seq, int64_t length) const {
   if (length > 0 && length < sq.start)
     throw InputError("cannot rewind to position " + std::to_string(length) + ": it cuts into the left padding of sequence " +
                      std::to_string(seq) + " (first token at " + std::to_string(sq.start) + "); rewind to 0 to start over");
+  for (const KeyInterval& block : sq.media_blocks)
+    if (block.begin < length && length < block.end)
+      throw InputError("cannot rewind to position " + std::to_string(length) + ": it cuts the media block at positions [" +
+                       std::to_string(block.begin) + ", " + std::to_string(block.end) +
+                       ") whose positions attended to each other; rewind to " + std::to_string(block.begin) + " or " +
+                       std::to_string(block.end));
   if (length > 0) kv_->check_rewind(seq, length, sq.start);
 }
 
@@ -354,6 +389,7 @@ void Session::rewind(int seq, int64_t length) {
   Sequence& sq = seqs_[size_t(seq)];
   kv_->rewind(seq, length);
   sq.length = length;
+  std::erase_if(sq.media_blocks, [&](const KeyInterval& b) { return b.begin >= length; });
   if (length == 0) sq.start = 0;
   sq.rope_next = std::max<int64_t>(0, length - sq.start);
 }

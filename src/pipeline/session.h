@@ -98,6 +98,9 @@ class Session {
     int64_t length = 0;
     int64_t start = 0;      // first non-padding position
     int64_t rope_next = 0;  // next RoPE position
+    // Bidirectional media blocks, absolute [begin, end): a rewind may not cut
+    // one (its kept positions attended to the dropped ones).
+    std::vector<KeyInterval> media_blocks;
   };
   // What a segment's chunks share, computed once per segment: block ids per
   // sequence, and each sequence's next media row (chunks run in order).

@@ -76,7 +76,8 @@ PromptBatch prompt_from_json(const json& j, const std::filesystem::path& base_di
   }
   if (j.contains("block_ids")) {
     p.block_ids = read_matrix<int>(j, "block_ids", p.batch, p.seq, [](const json& v) {
-      if (!v.is_number_integer()) throw InputError("input: block ids must be integers, got " + v.dump());
+      if (!v.is_number_integer() || v.get<int64_t>() < -1 || v.get<int64_t>() > INT32_MAX)
+        throw InputError("input: block ids must be integers >= -1, got " + v.dump());
       return int(v.get<int64_t>());
     });
   }
@@ -120,8 +121,9 @@ std::vector<Turn> read_turns_json(const std::string& path, const ModelConfig& c,
       try {
         Turn turn{prompt_from_json(tj, base, c), default_max_new_tokens};
         if (tj.contains("max_new_tokens")) {
-          if (!tj["max_new_tokens"].is_number_integer() || tj["max_new_tokens"].get<int64_t>() < 0)
-            throw InputError("input: 'max_new_tokens' must be a non-negative integer");
+          const json& m = tj["max_new_tokens"];
+          if (!m.is_number_integer() || m.get<int64_t>() < 0 || m.get<int64_t>() > INT32_MAX)
+            throw InputError("input: 'max_new_tokens' must be an integer in [0, " + std::to_string(INT32_MAX) + "], got " + m.dump());
           turn.max_new_tokens = tj["max_new_tokens"].get<int>();
         }
         if (!turns.empty() && turn.prompt.batch != turns[0].prompt.batch)

@@ -17,19 +17,37 @@ TextGeometry read_text_geometry(const ConfigSource& s, const TextDefaults& d, Mo
   c.num_heads = t.integer("num_attention_heads", 8, 1);
   g.kv_heads = t.integer("num_key_value_heads", 4, 1);
   g.head_dim = t.integer("head_dim", 256, 2);
+  // Sizes far past any real checkpoint are refused here, before anything
+  // sized by them is allocated.
+  const auto at_most = [&](const char* field, int value, int limit) {
+    if (value > limit) t.fail(field, "value " + std::to_string(value) + " is more than the supported " + std::to_string(limit));
+  };
+  at_most("vocab_size", c.vocab_size, 1 << 24);
+  at_most("hidden_size", c.hidden_size, 1 << 17);
+  at_most("intermediate_size", g.intermediate_size, 1 << 20);
+  at_most("num_hidden_layers", c.num_layers, 1024);
+  at_most("num_attention_heads", c.num_heads, 1024);
+  at_most("num_key_value_heads", g.kv_heads, 1024);
+  at_most("head_dim", g.head_dim, 1 << 14);
   c.rms_norm_eps = float(t.number("rms_norm_eps", 1e-6));
+  if (!(c.rms_norm_eps > 0) || !std::isfinite(c.rms_norm_eps))
+    t.fail("rms_norm_eps", "must be a positive finite number, got " + std::to_string(c.rms_norm_eps));
   c.bos_token_id = t.integer("bos_token_id", top.integer("bos_token_id", 2));
   c.pad_token_id = t.integer("pad_token_id", top.integer("pad_token_id", 0));
   for (const ConfigFields* f : {&t, &top}) {
     if (!f->has("eos_token_id")) continue;
     const json& e = f->raw("eos_token_id");
     c.eos_token_ids.clear();
-    if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int>());
+    const auto token_id = [&](const json& x) {
+      if (!x.is_number_integer()) f->fail("eos_token_id", "must hold integers");
+      const int64_t id = x.get<int64_t>();
+      if (id < 0 || id >= c.vocab_size)
+        f->fail("eos_token_id", "value " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+      return int(id);
+    };
+    if (e.is_number_integer()) c.eos_token_ids.push_back(token_id(e));
     else if (e.is_array()) {
-      for (const json& x : e) {
-        if (!x.is_number_integer()) f->fail("eos_token_id", "must hold integers");
-        c.eos_token_ids.push_back(x.get<int>());
-      }
+      for (const json& x : e) c.eos_token_ids.push_back(token_id(x));
     } else f->fail("eos_token_id", "must be an integer or a list of integers");
     break;
   }

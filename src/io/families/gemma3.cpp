@@ -33,6 +33,8 @@ void parse_gemma3(const ConfigSource& s, ModelConfig& c) {
     // v5 single-dict form applies to full layers.
     if (t.has("rope_parameters")) full = read_rope_dict(t, "rope_parameters", t.raw("rope_parameters"));
   }
+  if (!(full.theta > 0) || !std::isfinite(full.theta)) t.fail("rope_theta", "must be a positive finite number");
+  if (!(sliding.theta > 0) || !std::isfinite(sliding.theta)) t.fail("rope_local_base_freq", "must be a positive finite number");
 
   c.norm_adds_one = true;
   c.attn_scale = float(1.0 / std::sqrt(t.number("query_pre_attn_scalar", 256)));
