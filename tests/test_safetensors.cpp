@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/gemma_model.h"
 #include "test_support.h"
 
 using namespace splitdec;
@@ -204,4 +206,31 @@ TEST(Safetensors, FuzzRandomMutations) {
   EXPECT_GT(iterations, 100);
   RecordProperty("iterations", iterations);
   RecordProperty("accepted", accepted);
+}
+
+TEST(Weights, ANonFiniteValueIsRefusedByTensorName) {
+  const std::string src = test::tiny_model_dir("tiny-gemma4");
+  const std::string dir = test::temp_dir("nan-weights");
+  for (const char* f : {"config.json", "model.safetensors"})
+    std::filesystem::copy_file(src + "/" + f, dir + "/" + f);
+  std::string bytes = test::read_file(dir + "/model.safetensors");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+  std::string name;
+  for (const auto& [k, v] : header.items())
+    if (k.find("layers.1.mlp.down_proj") != std::string::npos) name = k;
+  ASSERT_FALSE(name.empty());
+  ASSERT_EQ(header[name]["dtype"], "F32");
+  const size_t at = 8 + header_len + header[name]["data_offsets"][0].get<size_t>() + 4 * 5;
+  const float nan = std::nanf("");
+  std::memcpy(bytes.data() + at, &nan, 4);
+  test::write_file(dir + "/model.safetensors", bytes);
+  try {
+    Model::load(dir);
+    FAIL() << "a NaN weight was loaded";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("element 5"), std::string::npos) << e.what();
+  }
 }
