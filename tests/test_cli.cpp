@@ -245,6 +245,22 @@ TEST(Cli, HostileNumbersInInputsAreClearErrors) {
   const auto r = test::run_splitdec(ok + " --plan reference --max-length 9 --max-new-tokens 20 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"stop_reason\":\"length\""), std::string::npos) << r.output;
+  // A folder where a file belongs is named.
+  expect_fails_with("generate --model " + dir + " --input " + work, {work.c_str(), "directory"});
   // A KV cache larger than the machine is a clear error, not bad_alloc.
   expect_fails_with(ok + " --max-new-tokens 2000000000", {"--max-new-tokens"});
+}
+
+// The reproduction from the hostile run: a reply that fills the cache after
+// the sliding rings wrapped used to end `chat` in its own error handler.
+// Now the reply stops at the capacity and every later turn is a clear error.
+TEST(Cli, ChatGoesOnAfterAReplyFillsTheCache) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const std::string work = test::temp_dir("cli-chat-full");
+  test::write_file(work + "/turns.txt", "hi\nsecond\nthird\n");
+  // --chunk 8: sliding rings of 48 positions, so they wrap long before 1000.
+  const auto r = test::run_splitdec("chat --model " + dir + " --max-length 1000 --max-new-tokens 600 --chunk 8 < " + work +
+                                    "/turns.txt");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("does not fit the KV capacity of 1000"), std::string::npos) << r.output;
 }

@@ -37,6 +37,7 @@ std::vector<T> read_matrix(const json& j, const std::string& key, int batch, int
 namespace {
 
 json parse_json_file(const std::string& path) {
+  if (std::filesystem::is_directory(path)) throw InputError(path + ": is a directory, not an input JSON file");
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot open input file");
   try {
