@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <thread>
 
@@ -114,6 +115,9 @@ TEST(Api, AFailedTurnLeavesTheConversationAsItWas) {
   EXPECT_EQ(c.length(), before);
   // Bad inputs fail before anything is staged.
   EXPECT_THROW(c.append_media({1.f, 2.f}, 1), InputError);
+  std::vector<float> nan_rows = image_rows(*engine, 2, 1.f);
+  nan_rows[3] = std::nanf("");
+  EXPECT_THROW(c.append_media(nan_rows, 2), InputError);
   GenerateOptions bad = greedy(2);
   bad.top_p = 2.f;
   c.append_user_turn("x");

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/media_embeddings.h"
+#include "io/safetensors.h"
 #include "io/model_config.h"
 #include "prompt/prompt_json.h"
 #include "test_support.h"
@@ -100,5 +102,21 @@ TEST(Fuzz, NpyMediaFiles) {
   fuzz(seed, 13, [&](const std::string& bytes) {
     test::write_file(dir + "/m.npy", bytes);
     load_media_embeddings(dir + "/m.npy", c);
+  });
+}
+
+TEST(Fuzz, ShardIndex) {
+  const std::string dir = test::temp_dir("fuzz-index");
+  std::vector<uint8_t> one(4), two(4);
+  const float a = 1.f, b = 2.f;
+  std::memcpy(one.data(), &a, 4), std::memcpy(two.data(), &b, 4);
+  write_safetensors(dir + "/model-00001-of-00002.safetensors", {{"a", DType::F32, {1}, one}});
+  write_safetensors(dir + "/model-00002-of-00002.safetensors", {{"b", DType::F32, {1}, two}});
+  const std::string seed = R"({"metadata": {"total_size": 8}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                                              "b": "model-00002-of-00002.safetensors"}})";
+  fuzz(seed, 14, [&](const std::string& text) {
+    test::write_file(dir + "/model.safetensors.index.json", text);
+    const TensorStore s = TensorStore::open_dir(dir);
+    for (const auto& [name, t] : s.tensors()) (void)t.to_f32();
   });
 }

@@ -383,6 +383,11 @@ TEST(SessionErrors, SizesAreCheckedBeforeAllocating) {
   SessionOptions o;
   o.capacity = int64_t(1) << 40;
   EXPECT_THROW(Session(m, 1, o), CapacityError);  // not std::bad_alloc
+  // chunk + 2 x mm_tokens_per_image would overflow an int (UB before).
+  ModelConfig huge_images = m.config();
+  huge_images.mm_tokens_per_image = 1 << 30;
+  const Model no_weights(huge_images, ModelWeights{});
+  EXPECT_THROW(Session(no_weights, 1, SessionOptions{}), ConfigError);
   o.capacity = int64_t(1) << 31;
   o.max_sequences = 4000;
   try {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "io/safetensors.h"
 
 namespace splitdec {
@@ -109,6 +110,12 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     const TensorView& v = view(name, shape);
     return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(shape[0]), int(shape[1]), v.data);
   };
+  // Weights are copied out of the mapped files into memory: a checkpoint
+  // larger than the machine is refused before any copy.
+  size_t total = 0;
+  for (const auto& [name, v] : store.tensors()) total += v.nbytes;
+  if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
+    throw CapacityError("the weights need " + format_bytes(total) + " of memory, more than this machine's " + format_bytes(have));
   ModelWeights w;
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
   w.layers.resize(size_t(c.num_layers));
