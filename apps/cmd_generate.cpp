@@ -69,7 +69,13 @@ int run(const GenerateFlags& f) {
       std::fflush(stdout);
     };
   go.end_of_turn_stops = f.chat;  // the reply also ends where the model closes its turn
-  for (const TokenInputs& t : turns) runner.run_turn(t, go, on_text);
+  std::string error;  // a turn that fails after others ran: what they made is still printed
+  try {
+    for (const TokenInputs& t : turns) runner.run_turn(t, go, on_text);
+  } catch (const Error& e) {
+    if (!f.json || runner.result().tokens.empty()) throw;  // nothing was made
+    error = e.what();
+  }
   const BatchResult& r = runner.result();
   if (stream) print_header(), std::printf("\n");
   std::fflush(stdout);  // keep stdout and the stderr summary below in order
@@ -90,8 +96,10 @@ int run(const GenerateFlags& f) {
                           {"decode_tokens", r.decode_steps},
                           {"plan", f.session.plan},
                           {"trace", trace_json(runner.trace())}};
+      if (!error.empty()) j["error"] = error;
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     }
+    if (!error.empty()) throw InputError(error);  // one error line, exit 1, after what was made
     return 0;
   }
   std::fprintf(stderr, "plan %s: prefill %.1f ms; decode %d steps in %.1f ms (%.1f tokens/s per sequence)\n",

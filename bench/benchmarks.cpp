@@ -75,15 +75,15 @@ void section(const char* title) { std::printf("\n== %s\n", title); }
 
 // Fastest of `reps` reads of the whole buffer, by one thread or split over all.
 double read_seconds(const std::vector<float>& buf, bool all_threads, int reps) {
-  ThreadPool& pool = ThreadPool::global();
+  const std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   const simd::KernelTable& t = simd::best();
   const size_t n = buf.size();
-  const int parts = all_threads ? pool.size() : 1;
+  const int parts = all_threads ? pool->size() : 1;
   volatile double sink = 0;
   return best_time(
       [&] {
         std::vector<double> part(size_t(parts), 0);
-        pool.parallel_for(parts, [&](int64_t a, int64_t b) {
+        pool->parallel_for(parts, [&](int64_t a, int64_t b) {
           for (int64_t p = a; p < b; ++p) {
             const size_t lo = n * size_t(p) / size_t(parts), hi = n * size_t(p + 1) / size_t(parts);
             part[size_t(p)] = t.sum_f32(buf.data() + lo, int64_t(hi - lo));
@@ -106,7 +106,7 @@ double probe_bandwidth_gbs() {
 
 json machine(bool quick) {
   section("machine");
-  ThreadPool& pool = ThreadPool::global();
+  const std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   const simd::KernelTable& t = simd::best();
   std::vector<float> buf(((quick ? 256ull : 1024ull) << 20) / 4, 1.f);
   const double bytes = double(buf.size()) * 4;
@@ -115,7 +115,7 @@ json machine(bool quick) {
   // Peak f32 GEMM: one single-threaded sgemm per core on its own matrices.
   const int g = 1024;
   std::vector<std::vector<float>> A, B, C;
-  for (int k = 0; k < pool.size(); ++k) {
+  for (int k = 0; k < pool->size(); ++k) {
     A.push_back(random_floats(size_t(g) * g, 1 + k));
     B.push_back(random_floats(size_t(g) * g, 100 + k));
     C.emplace_back(size_t(g) * g);
@@ -123,21 +123,21 @@ json machine(bool quick) {
   openblas_set_num_threads(1);
   const double tg = median_time(
       [&] {
-        pool.parallel_for(pool.size(), [&](int64_t a, int64_t b) {
+        pool->parallel_for(pool->size(), [&](int64_t a, int64_t b) {
           for (int64_t k = a; k < b; ++k)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g, g, g, 1.f, A[size_t(k)].data(), g, B[size_t(k)].data(), g,
                         0.f, C[size_t(k)].data(), g);
         });
       },
       2, 0.5);
-  const double peak = 2.0 * g * g * g * pool.size() / tg / 1e9;
+  const double peak = 2.0 * g * g * g * pool->size() / tg / 1e9;
   json j = {{"simd", t.name},
-            {"threads", pool.size()},
+            {"threads", pool->size()},
             {"buffer_bytes", bytes},
             {"read_bandwidth_gbs_1_thread", bytes / t1 / 1e9},
             {"read_bandwidth_gbs_all_threads", bytes / tn / 1e9},
             {"peak_f32_gemm_gflops", peak}};
-  std::printf("simd %s, %d threads\n", t.name, pool.size());
+  std::printf("simd %s, %d threads\n", t.name, pool->size());
   std::printf("read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (all threads)\n", bytes / t1 / 1e9, bytes / tn / 1e9);
   std::printf("peak f32 GEMM (OpenBLAS sgemm per core): %.1f GFLOP/s\n", peak);
   return j;

@@ -252,6 +252,17 @@ TEST(Api, SeededSamplingDrawsAFreshStreamEachTurn) {
     c->generate(o);
   }
   EXPECT_EQ(a.last_reply().tokens, b.last_reply().tokens);
+  // A failed turn in between draws nothing from the stream.
+  ConversationOptions small;
+  small.max_length = 64;
+  Conversation d(engine, small);
+  d.append_user_turn("one");
+  d.generate(o);
+  d.append_media(image_rows(*engine, 60, 1.f), 60);
+  EXPECT_THROW(d.generate(o), CapacityError);
+  d.append_user_turn("two");
+  d.generate(o);
+  EXPECT_EQ(d.last_reply().tokens, a.last_reply().tokens);
   EXPECT_THROW([] {
     GenerateOptions bad;
     bad.top_p = 0.f;

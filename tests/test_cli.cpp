@@ -264,3 +264,16 @@ TEST(Cli, ChatGoesOnAfterAReplyFillsTheCache) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("does not fit the KV capacity of 1000"), std::string::npos) << r.output;
 }
+
+TEST(Cli, JsonPrintsWhatEarlierTurnsMadeWhenALaterOneFails) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-json-late");
+  test::write_file(work + "/turns.json", R"({"turns": [
+    {"tokens": [[2, 40, 41]], "modality": [["text","text","text"]], "max_new_tokens": 3},
+    {"tokens": [[42, 43, 44, 45, 46, 47, 48, 49]], "modality": [["text","text","text","text","text","text","text","text"]]}]})");
+  const auto r = test::run_splitdec("generate --model " + dir + " --input " + work + "/turns.json --max-length 10 --json");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("\"tokens\":["), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"error\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("splitdec: error:"), std::string::npos) << r.output;
+}

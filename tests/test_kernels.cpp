@@ -3,7 +3,11 @@
 // weights) against ref::linear, on random inputs including odd sizes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <random>
+#include <stdexcept>
+#include <thread>
 
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
@@ -156,10 +160,39 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
   for (int threads : {1, 2, 3}) {
     ThreadPool::set_threads(threads);
     std::vector<int> hits(1000, 0);
-    ThreadPool::global().parallel_for(1000, [&](int64_t a, int64_t b) {
+    ThreadPool::global()->parallel_for(1000, [&](int64_t a, int64_t b) {
       for (int64_t i = a; i < b; ++i) ++hits[size_t(i)];
     });
     for (int h : hits) ASSERT_EQ(h, 1);
   }
   ThreadPool::set_threads(0);
+}
+
+TEST(ThreadPool, AThrowingRangeReachesTheCallerAndThePoolGoesOn) {
+  ThreadPool pool(4);
+  for (int round = 0; round < 20; ++round) {
+    std::atomic<int> ran{0};
+    EXPECT_THROW(pool.parallel_for(64, [&](int64_t a, int64_t) {
+      ++ran;
+      if (a == (round % 2 ? 0 : 32)) throw std::runtime_error("range failed");  // on the caller or on a worker
+    }), std::runtime_error);
+    std::vector<int> seen(100, 0);
+    pool.parallel_for(100, [&](int64_t a, int64_t b) {
+      for (int64_t k = a; k < b; ++k) ++seen[size_t(k)];
+    });
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 100);
+  }
+}
+
+TEST(ThreadPool, ReplacingThePoolWhileJobsRunIsSafe) {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> sum{0};
+  std::thread worker([&] {
+    while (!stop) ThreadPool::global()->parallel_for(64, [&](int64_t a, int64_t b) { sum += b - a; });
+  });
+  for (int k = 0; k < 50; ++k) ThreadPool::set_threads(1 + k % 3);
+  stop = true;
+  worker.join();
+  ThreadPool::set_threads(0);
+  EXPECT_EQ(sum % 64, 0);
 }

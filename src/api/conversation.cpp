@@ -2,6 +2,8 @@
 // step-wise generator. Appends are staged and prefilled by generate().
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <optional>
 
 #include "api/api_internal.h"
 #include "core/error.h"
@@ -76,14 +78,18 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   if (c.staged.batch == 0 && pending < 0) throw InputError("generate: nothing to continue from; append text first");
   const int64_t length_before = c.session.length(c.seq);
   const size_t history_before = c.steps.history(c.seq).size();
+  std::shared_ptr<Sampler> sampler;
+  std::optional<Sampler> sampler_before;  // a failed turn draws nothing from the stream
   using clock = std::chrono::steady_clock;
   Reply reply;
   int id = -1, end_of_turn = -1;
   try {
+    sampler = c.sampler_for(api::sampling_options(o));
+    sampler_before = *sampler;
     const Tokenizer* tok = c.engine->impl().tokenizer.get();
     RequestOptions ro;
-    ro.sampling = api::sampling_options(o);
-    ro.sampler = c.sampler_for(ro.sampling);
+    ro.sampling = c.sampling;
+    ro.sampler = sampler;
     ro.stop_strings = o.stop;
     ro.max_new_tokens = o.max_new_tokens;
     ro.keep_step_logits = o.keep_step_logits;
@@ -105,20 +111,23 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
                   " tokens of the reply; check the weights (the turn was rolled back)");
   } catch (...) {
     // Leave the conversation as it was before the turn: the KV, the pending
-    // token, the history; the turn's staged input is dropped.
+    // token, the history, the random stream; the turn's staged input is dropped.
+    const std::exception_ptr original = std::current_exception();
     if (id >= 0) c.steps.cancel(id), c.steps.release(id);
     c.staged = PromptBatch{};
     try {
       if (c.session.length(c.seq) != length_before) c.session.rewind(c.seq, length_before);
     } catch (const CapacityError&) {
       // A sliding ring already dropped what the old end needs: keep what the
-      // turn produced (the pending token is its last) rather than lose the conversation.
+      // turn produced (its last token stays pending) rather than lose the
+      // conversation, and report the error that ended the turn.
       c.started = true;
       c.reply_closed = false;
-      throw;
+      std::rethrow_exception(original);
     }
     c.steps.set_pending(c.seq, pending);
     c.steps.truncate_history(c.seq, history_before);
+    if (sampler && sampler_before) *sampler = *sampler_before;
     throw;
   }
   const Request& r = c.steps.request(id);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
-#include <memory>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -11,9 +11,14 @@
 namespace splitdec {
 
 namespace {
-// Set while this thread runs a range of a job: a kernel that starts another
+// Set while this thread runs ranges of a job: a kernel that starts another
 // job from inside one runs it inline instead of waiting for the pool.
 thread_local bool in_job = false;
+
+struct InJob {
+  InJob() { in_job = true; }
+  ~InJob() { in_job = false; }
+};
 }  // namespace
 
 struct ThreadPool::State {
@@ -27,22 +32,29 @@ struct ThreadPool::State {
   int busy = 0;
   uint64_t generation = 0;
   bool stop = false;
+  std::exception_ptr error;  // the first exception a range threw
 
-  // Takes ranges until none are left.
+  // Takes ranges until none are left. Never throws: the first exception is
+  // kept for the caller and the remaining ranges are skipped.
   void drain() {
-    in_job = true;
+    InJob scope;
     for (;;) {
       const int64_t begin = next.fetch_add(step);
-      if (begin >= n) break;
-      (*fn)(begin, std::min(n, begin + step));
+      if (begin >= n) return;
+      try {
+        (*fn)(begin, std::min(n, begin + step));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+        next = n;
+      }
     }
-    in_job = false;
   }
 };
 
 namespace {
-std::unique_ptr<ThreadPool>& global_slot() {
-  static std::unique_ptr<ThreadPool> pool;
+std::shared_ptr<ThreadPool>& global_slot() {
+  static std::shared_ptr<ThreadPool> pool;
   return pool;
 }
 std::mutex& global_mutex() {
@@ -52,16 +64,21 @@ std::mutex& global_mutex() {
 int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 }  // namespace
 
-ThreadPool& ThreadPool::global() {
+std::shared_ptr<ThreadPool> ThreadPool::global() {
   std::lock_guard<std::mutex> lock(global_mutex());
   auto& p = global_slot();
-  if (!p) p.reset(new ThreadPool(default_threads()));
-  return *p;
+  if (!p) p = std::make_shared<ThreadPool>(default_threads());
+  return p;
 }
 
 void ThreadPool::set_threads(int n) {
-  std::lock_guard<std::mutex> lock(global_mutex());
-  global_slot().reset(new ThreadPool(n > 0 ? n : default_threads()));
+  auto fresh = std::make_shared<ThreadPool>(n > 0 ? n : default_threads());
+  {
+    std::lock_guard<std::mutex> lock(global_mutex());
+    std::swap(global_slot(), fresh);
+  }
+  // `fresh` now holds the old pool: it is destroyed here, outside the lock,
+  // or by the last job still running on it.
 }
 
 ThreadPool::ThreadPool(int threads) : state_(new State), threads_(threads) {
@@ -82,6 +99,8 @@ ThreadPool::ThreadPool(int threads) : state_(new State), threads_(threads) {
     });
 }
 
+// Only reached when no job holds the pool (shared ownership), so no worker
+// is inside a job.
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -109,12 +128,18 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     s.step = std::max<int64_t>(1, (n + parts * 4 - 1) / (parts * 4));
     s.next = 0;
     s.busy = int(s.workers.size());
+    s.error = nullptr;
     ++s.generation;
   }
   s.wake.notify_all();
   s.drain();
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.done.wait(lock, [&] { return s.busy == 0; });
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.done.wait(lock, [&] { return s.busy == 0; });  // every worker is done with `fn` before it goes
+    std::swap(error, s.error);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace splitdec

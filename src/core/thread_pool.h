@@ -4,19 +4,23 @@
 //
 // Threads: any thread may call parallel_for; jobs from different callers
 // run one after another (each gets the whole pool), never sharing a job's
-// state. A job started from inside a job runs inline. set_threads replaces
-// the pool: call it before other threads use it.
+// state. A job started from inside a job runs inline. global() hands out
+// shared ownership, so set_threads may replace the pool while jobs run: they
+// finish on the old one. An exception thrown by a range is rethrown to the
+// caller once every range of the job has stopped.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace splitdec {
 
 class ThreadPool {
  public:
-  static ThreadPool& global();
-  // Resizes the global pool (0: one thread per core). Not while any thread uses it.
+  // The current pool; hold the pointer for the length of a job.
+  static std::shared_ptr<ThreadPool> global();
+  // Replaces the global pool (0: one thread per core).
   static void set_threads(int n);
 
   int size() const { return threads_; }
@@ -25,10 +29,12 @@ class ThreadPool {
   // `grain`: the smallest range worth a thread.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
+  explicit ThreadPool(int threads);
   ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
 
  private:
-  explicit ThreadPool(int threads);
   struct State;
   State* state_;
   int threads_;

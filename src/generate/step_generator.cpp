@@ -211,7 +211,9 @@ std::string StepGenerator::choose(int id, const float* logits) {
 std::string StepGenerator::finish(Request& r, StopReason why) {
   r.finished = true;
   r.stop_reason = why;
-  if (!r.tokens.empty()) state(r.seq).pending = r.tokens.back();
+  // The last chosen token waits to be fed by the next request - unless the
+  // step that fed it is the one whose logits were not finite.
+  state(r.seq).pending = why == StopReason::NonFinite || r.tokens.empty() ? -1 : r.tokens.back();
   if (!r.stream) return {};
   r.text = r.stream->text();
   return r.stream->take_ready(true);

@@ -68,7 +68,7 @@ void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* o
   const simd::KernelTable& t = simd::best();
   const int group = q.heads / kv.kv_heads;
   const int64_t tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
-  ThreadPool::global().parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+  ThreadPool::global()->parallel_for(tasks, [&](int64_t t0, int64_t t1) {
     std::vector<float> acc(size_t(group) * size_t(q.head_dim));
     Partial p;
     for (int64_t task = t0; task < t1; ++task) {
@@ -108,7 +108,7 @@ void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyIn
   const int group = q.heads / kv.kv_heads, hd = q.head_dim;
   const int tiles = (q.rows + kQueryTile - 1) / kQueryTile;
   const int64_t tasks = int64_t(q.batch) * kv.kv_heads * tiles;
-  ThreadPool::global().parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+  ThreadPool::global()->parallel_for(tasks, [&](int64_t t0, int64_t t1) {
     std::vector<float> acc(size_t(kQueryTile) * size_t(group) * size_t(hd));
     Partial part[kQueryTile];
     for (int64_t task = t0; task < t1; ++task) {
@@ -142,9 +142,9 @@ void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int6
     if (window > 0) lo = std::max(lo, i - window + 1);
     return KeyInterval{lo, i + 1};
   };
-  ThreadPool& pool = ThreadPool::global();
+  const std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   const int64_t heads_tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
-  if (q.rows > 1 || heads_tasks >= 2 * pool.size()) {
+  if (q.rows > 1 || heads_tasks >= 2 * pool->size()) {
     rows_attention(q, kv, range, out);
     return;
   }
@@ -154,10 +154,10 @@ void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int6
   const int group = q.heads / kv.kv_heads, hd = q.head_dim;
   int64_t longest = 0;
   for (int b = 0; b < q.batch; ++b) longest = std::max(longest, range(b, 0).end - range(b, 0).begin);
-  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((2 * pool.size() + heads_tasks - 1) / heads_tasks, longest / 512));
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((2 * pool->size() + heads_tasks - 1) / heads_tasks, longest / 512));
   std::vector<Partial> parts(size_t(heads_tasks * splits));
   std::vector<float> accs(parts.size() * size_t(group) * size_t(hd));
-  pool.parallel_for(heads_tasks * splits, [&](int64_t t0, int64_t t1) {
+  pool->parallel_for(heads_tasks * splits, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t head_task = task / splits, split = task % splits;
       const int kvh = int(head_task % kv.kv_heads), b = int(head_task / kv.kv_heads);
@@ -191,7 +191,7 @@ void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bi
   const int hd = q.head_dim, group = q.heads / kv.kv_heads;
   const simd::KernelTable& t = simd::best();
   // A generic kernel: every head reads every key, with the bias added.
-  ThreadPool::global().parallel_for(int64_t(q.batch) * q.rows * q.heads, [&](int64_t t0, int64_t t1) {
+  ThreadPool::global()->parallel_for(int64_t(q.batch) * q.rows * q.heads, [&](int64_t t0, int64_t t1) {
     std::vector<float> scores(static_cast<size_t>(total));
     for (int64_t task = t0; task < t1; ++task) {
       const int h = int(task % q.heads), r = int((task / q.heads) % q.rows), b = int(task / (int64_t(q.heads) * q.rows));

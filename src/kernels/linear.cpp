@@ -67,7 +67,7 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
   const simd::KernelTable& t = simd::best();
   const RowKernels& k = row_kernels(w.format);
   const int64_t panels = (w.out + kPanel - 1) / kPanel;
-  ThreadPool::global().parallel_for(panels, [&](int64_t p0, int64_t p1) {
+  ThreadPool::global()->parallel_for(panels, [&](int64_t p0, int64_t p1) {
     std::vector<float> buf;
     for (int64_t p = p0; p < p1; ++p) {
       const int o0 = int(p * kPanel), n = std::min(kPanel, w.out - o0);
@@ -88,7 +88,7 @@ void linear_with(const simd::KernelTable& t, const float* x, int rows, const Wei
   const RowKernels& k = row_kernels(w.format);
   // A range worth waking a thread for: ~256K multiply-adds.
   const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
-  ThreadPool::global().parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
+  ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
 void linear(const float* x, int rows, const WeightMatrix& w, float* y) {
