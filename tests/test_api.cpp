@@ -223,6 +223,9 @@ TEST(Api, EngineErrorsAreTyped) {
   o.kv_dtype = "f8";
   EXPECT_THROW(Conversation(engine, o), InputError);
   EXPECT_THROW(set_threads(-1), InputError);
+  o.kv_dtype = "f32";
+  o.max_length = int64_t(1) << 40;
+  EXPECT_THROW(Conversation(engine, o), CapacityError);  // not std::bad_alloc
 }
 
 TEST(Api, AThrowingCallbackEndsTheTurnAndTheConversationGoesOn) {

@@ -350,3 +350,18 @@ TEST(SessionProperty, RandomCallsMatchTheOracleAndFailuresChangeNothing) {
       }
     }
 }
+
+// Nothing grows per generated token but the KV cache and the token lists:
+// logits of past steps are kept only when asked for.
+TEST(StepGenerator, KeepsNoLogitsUnlessAsked) {
+  const Model& m = test::tiny_model("tiny-gemma3");
+  Session s(m, 1, options_for(Plan::Split, 1));
+  SessionSource src(s);
+  GenerationOptions go;
+  go.keep_prompt_logits = go.keep_step_logits = false;
+  Generator g(src, m.config(), go);
+  g.run_turn({batch_of({SeqBuilder(m.config(), 90).text(5)}, 0), 40});
+  EXPECT_TRUE(g.result().prompt_logits.empty());
+  EXPECT_TRUE(g.result().step_logits.empty());
+  EXPECT_GT(g.result().steps, 0);
+}
