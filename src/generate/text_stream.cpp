@@ -9,10 +9,13 @@ namespace splitdec {
 namespace {
 
 // A decoded tail that is an incomplete UTF-8 character shows as U+FFFD and
-// may change with the next byte token: hold it back.
+// may change with the next byte token: hold it back. All trailing U+FFFDs,
+// since a tokenizer.json's ByteFallback writes one per byte of the run.
 size_t stable_length(const std::string& s) {
   static const std::string replacement = "\xEF\xBF\xBD";
-  return s.size() >= 3 && s.compare(s.size() - 3, 3, replacement) == 0 ? s.size() - 3 : s.size();
+  size_t end = s.size();
+  while (end >= 3 && s.compare(end - 3, 3, replacement) == 0) end -= 3;
+  return end;
 }
 
 }  // namespace

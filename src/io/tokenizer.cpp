@@ -13,11 +13,14 @@
 #include <sentencepiece_trainer.h>
 
 #include "core/error.h"
+#include "io/hf_tokenizer.h"
 
 namespace splitdec {
 
+// Exactly one of the two is in use: `hf` when set, else `sp`.
 struct Tokenizer::Impl {
   sentencepiece::SentencePieceProcessor sp;
+  std::unique_ptr<HfTokenizer> hf;
 };
 
 Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
@@ -30,7 +33,19 @@ std::unique_ptr<Tokenizer> Tokenizer::from_serialized(const std::string& proto, 
   return t;
 }
 
+std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& json, const std::string& source) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  t->impl_->hf = HfTokenizer::from_json(json, source);
+  return t;
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::open_dir(const std::string& dir) {
+  const auto json_path = std::filesystem::path(dir) / "tokenizer.json";
+  if (std::filesystem::exists(json_path)) {
+    std::unique_ptr<Tokenizer> t(new Tokenizer());
+    t->impl_->hf = HfTokenizer::open(json_path.string());
+    return t;
+  }
   const auto path = std::filesystem::path(dir) / "tokenizer.model";
   if (!std::filesystem::exists(path)) return nullptr;
   std::ifstream in(path, std::ios::binary);
@@ -40,6 +55,7 @@ std::unique_ptr<Tokenizer> Tokenizer::open_dir(const std::string& dir) {
 }
 
 std::vector<int> Tokenizer::encode(const std::string& text) const {
+  if (impl_->hf) return impl_->hf->encode(text);
   std::vector<int> ids;
   const auto status = impl_->sp.Encode(text, &ids);
   if (!status.ok()) throw InputError("tokenizer: cannot encode text: " + status.ToString());
@@ -51,9 +67,13 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   std::vector<int> run;
   auto flush = [&] {
     if (run.empty()) return;
-    std::string s;
-    impl_->sp.Decode(run, &s);
-    out += s;
+    if (impl_->hf) {
+      out += impl_->hf->decode(run);
+    } else {
+      std::string s;
+      impl_->sp.Decode(run, &s);
+      out += s;
+    }
     run.clear();
   };
   for (int id : ids) {
@@ -68,9 +88,10 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
   return out;
 }
 
-int Tokenizer::piece_count() const { return impl_->sp.GetPieceSize(); }
+int Tokenizer::piece_count() const { return impl_->hf ? impl_->hf->piece_count() : impl_->sp.GetPieceSize(); }
 
 int Tokenizer::piece_id(const std::string& piece) const {
+  if (impl_->hf) return impl_->hf->piece_id(piece);
   const int id = impl_->sp.PieceToId(piece);
   return (id == impl_->sp.unk_id() && piece != impl_->sp.IdToPiece(id)) ? -1 : id;
 }
@@ -78,7 +99,7 @@ int Tokenizer::piece_id(const std::string& piece) const {
 std::string Tokenizer::piece(int id) const {
   if (id < 0 || id >= piece_count()) throw InputError("token id " + std::to_string(id) + " is outside the tokenizer's " +
                                                       std::to_string(piece_count()) + " pieces");
-  return impl_->sp.IdToPiece(id);
+  return impl_->hf ? impl_->hf->piece(id) : impl_->sp.IdToPiece(id);
 }
 
 const std::vector<std::string>& gemma_special_pieces() {

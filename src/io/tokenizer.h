@@ -1,4 +1,6 @@
-// SentencePiece tokenizer.model from a model directory.
+// A model directory's tokenizer: tokenizer.json (Hugging Face, read natively)
+// when present, as HF's fast tokenizer prefers it, else SentencePiece's
+// tokenizer.model.
 #pragma once
 
 #include <memory>
@@ -9,12 +11,15 @@ namespace splitdec {
 
 class Tokenizer {
  public:
-  // Returns nullptr when the directory has no tokenizer.model; a file that
-  // exists but cannot be parsed is a FormatError.
+  // Returns nullptr when the directory has neither tokenizer.json nor
+  // tokenizer.model; a file that exists but cannot be parsed is a FormatError.
   static std::unique_ptr<Tokenizer> open_dir(const std::string& dir);
   static std::unique_ptr<Tokenizer> from_serialized(const std::string& proto, const std::string& source);
+  static std::unique_ptr<Tokenizer> from_hf_json(const std::string& json, const std::string& source);
   ~Tokenizer();
 
+  // No <bos> is added. Special pieces written in the text become their ids
+  // (SentencePiece: its user-defined symbols; tokenizer.json: its added tokens).
   std::vector<int> encode(const std::string& text) const;
   // Ids outside the tokenizer's pieces (a model vocab can be larger) decode
   // as "<id:N>" rather than silently vanishing.
