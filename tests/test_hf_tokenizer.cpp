@@ -139,11 +139,12 @@ TEST(HfTokenizerGemma3, MatchesTransformersJsToken_for_token) {
               texts.size(), corpus_size, bytes, load_s, cold_mbs, mixed_mbs, static_cast<double>(mixed.size()) / 1e6);
 }
 
-// A small tokenizer.json: pieces a b c ab bc, merges given, byte pieces for
+// A small tokenizer.json: pieces a b c ab bc abc U+2581 ▁b, merges given, byte pieces for
 // 中 (E4 B8 AD), added tokens as given.
 json tiny_json(const json& merges, const json& added = json::array()) {
   json vocab = {{"<unk>", 0}, {"a", 1}, {"b", 2}, {"c", 3}, {"ab", 4}, {"bc", 5}, {"abc", 6},
-                {"<0xE4>", 7}, {"<0xB8>", 8}, {"<0xAD>", 9}, {"\xE2\x96\x81", 10}, {"<x>", 11}};
+                {"<0xE4>", 7}, {"<0xB8>", 8}, {"<0xAD>", 9}, {"\xE2\x96\x81", 10}, {"<x>", 11},
+                {"\xE2\x96\x81" "b", 12}};
   return {{"version", "1.0"},
           {"added_tokens", added},
           {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}},
@@ -206,6 +207,28 @@ TEST(HfTokenizer, AddedTokensMatchBeforeTheModel) {
   EXPECT_EQ(n->encode("a cb"), (std::vector<int>{6, 2}));
 }
 
+TEST(HfTokenizer, SplitPreTokenizerKeepsMergesInsideWords) {
+  const json merges = pairs({{"\xE2\x96\x81", "b"}});
+  EXPECT_EQ(tiny(tiny_json(merges))->encode("a b"), (std::vector<int>{1, 12}));
+  json j = tiny_json(merges);
+  // Split on U+2581, merged with the previous piece: "a▁" | "b", "a▁" | "▁" | "b".
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"behavior", "MergedWithPrevious"},
+                        {"invert", false}};
+  const auto t = tiny(j);
+  EXPECT_EQ(t->encode("a b"), (std::vector<int>{1, 10, 2}));
+  EXPECT_EQ(t->encode("a  b"), (std::vector<int>{1, 10, 10, 2}));
+  // A leading delimiter has no piece before it: "▁" | "b", so no "▁b" (as HF).
+  EXPECT_EQ(t->encode(" b"), (std::vector<int>{10, 2}));
+}
+
+TEST(HfTokenizer, StripDecoderAndNoDecoder) {
+  json j = tiny_json(json::array());
+  j["decoder"]["decoders"].push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  EXPECT_EQ(tiny(j)->decode({10, 10, 1}), " a");  // one leading space stripped, after Fuse
+  j["decoder"] = nullptr;
+  EXPECT_EQ(tiny(j)->decode({1, 10, 2}), "a \xE2\x96\x81 b");  // no decoder: pieces joined by spaces
+}
+
 TEST(HfTokenizer, UnsupportedPartsNameTheFieldAndValue) {
   auto expect_error = [](json j, const std::string& field, const std::string& value) {
     try {
@@ -245,10 +268,10 @@ TEST(HfTokenizer, OpenDirPrefersTokenizerJson) {
   EXPECT_EQ(t->encode("ab a"), (std::vector<int>{4, 10, 1}));
   EXPECT_EQ(t->decode({4, 10, 1}), "ab a");
   EXPECT_EQ(t->decode({4, 99}), "ab<id:99>");
-  EXPECT_EQ(t->piece_count(), 12);
+  EXPECT_EQ(t->piece_count(), 13);
   EXPECT_EQ(t->piece_id("ab"), 4);
   EXPECT_EQ(t->piece(4), "ab");
-  EXPECT_THROW(t->piece(12), InputError);
+  EXPECT_THROW(t->piece(13), InputError);
   EXPECT_EQ(Tokenizer::open_dir(test::temp_dir("hf-empty-dir")), nullptr);
 }
 
