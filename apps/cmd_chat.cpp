@@ -27,7 +27,7 @@ int run(const ChatFlags& f) {
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
   const auto engine = load_engine(f.model);
-  if (!engine->has_tokenizer()) throw InputError(f.model + ": chat needs a tokenizer.model in the model directory");
+  if (!engine->has_tokenizer()) throw InputError(f.model + ": chat needs a tokenizer.json or tokenizer.model in the model directory");
   Conversation chat(engine, co);
   if (f.session.verbose) std::fputs(chat.describe_memory().c_str(), stderr);
   const bool interactive = ::isatty(0);

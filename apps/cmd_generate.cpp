@@ -45,7 +45,7 @@ int run(const GenerateFlags& f) {
     if (f.chat) throw InputError("--chat applies to --prompt, not to exact --input tokens");
     turns = read_inputs_json(f.input, *engine);
   } else {
-    if (!engine->has_tokenizer()) throw InputError(f.model + ": --prompt needs a tokenizer.model in the model directory");
+    if (!engine->has_tokenizer()) throw InputError(f.model + ": --prompt needs a tokenizer.json or tokenizer.model in the model directory");
     turns.push_back(engine->encode_prompt(f.prompt, f.chat));
   }
   const int batch = turns[0].batch;

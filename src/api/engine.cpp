@@ -44,7 +44,7 @@ void set_threads(int threads) {
 namespace api {
 
 const Tokenizer& require_tokenizer(const Engine& e, const char* what) {
-  if (!e.impl().tokenizer) throw InputError(std::string(what) + " needs a tokenizer.model in the model directory");
+  if (!e.impl().tokenizer) throw InputError(std::string(what) + " needs a tokenizer.json or tokenizer.model in the model directory");
   return *e.impl().tokenizer;
 }
 

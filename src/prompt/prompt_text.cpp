@@ -26,7 +26,7 @@ SpecialTokens SpecialTokens::resolve(const ModelConfig& c, const Tokenizer& tok)
 }
 
 int SpecialTokens::require(int id, const char* name) {
-  if (id < 0) throw InputError(std::string("the model has no ") + name + " token (neither config.json nor tokenizer.model defines it)");
+  if (id < 0) throw InputError(std::string("the model has no ") + name + " token (neither config.json nor the tokenizer defines it)");
   return id;
 }
 
