@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "generate/text_stream.h"
 #include "io/hf_tokenizer.h"
 #include "io/tokenizer.h"
 #include "test_support.h"
@@ -273,6 +274,20 @@ TEST(HfTokenizer, OpenDirPrefersTokenizerJson) {
   EXPECT_EQ(t->piece(4), "ab");
   EXPECT_THROW(t->piece(13), InputError);
   EXPECT_EQ(Tokenizer::open_dir(test::temp_dir("hf-empty-dir")), nullptr);
+}
+
+// HF's ByteFallback writes one U+FFFD per byte of an unfinished run, so a
+// stream must hold back all of them, not only the last.
+TEST(HfTokenizer, TextStreamHoldsBackAnUnfinishedByteRun) {
+  const auto tok = Tokenizer::from_hf_json(tiny_json(json::array()).dump(), "tiny.json");
+  const StopStrings stops;
+  TextStream stream(*tok, stops);
+  stream.push(1);
+  stream.push(7);
+  stream.push(8);
+  EXPECT_EQ(stream.take_ready(false), "a");
+  stream.push(9);
+  EXPECT_EQ(stream.take_ready(false), "\xE4\xB8\xAD");
 }
 
 }  // namespace
