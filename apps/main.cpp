@@ -1,4 +1,4 @@
-// The splitdec command line: make-model, generate, chat, bench, export-onnx.
+// The splitdec command line: make-model, generate, chat, tokenize, bench, export-onnx.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -9,6 +9,7 @@ namespace splitdec::cli {
 void add_make_model(CLI::App& app, std::function<int()>& run);
 void add_generate(CLI::App& app, std::function<int()>& run);
 void add_chat(CLI::App& app, std::function<int()>& run);
+void add_tokenize(CLI::App& app, std::function<int()>& run);
 void add_bench(CLI::App& app, std::function<int()>& run);
 void add_export_onnx(CLI::App& app, std::function<int()>& run);
 }  // namespace splitdec::cli
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   splitdec::cli::add_make_model(app, run);
   splitdec::cli::add_generate(app, run);
   splitdec::cli::add_chat(app, run);
+  splitdec::cli::add_tokenize(app, run);
   splitdec::cli::add_bench(app, run);
   splitdec::cli::add_export_onnx(app, run);
   try {

@@ -277,3 +277,29 @@ TEST(Cli, JsonPrintsWhatEarlierTurnsMadeWhenALaterOneFails) {
   EXPECT_NE(r.output.find("\"error\""), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("splitdec: error:"), std::string::npos) << r.output;
 }
+
+TEST(Cli, TokenizeShowsWhatGenerateFeeds) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-tokenize");
+  const auto prompt = test::run_splitdec("tokenize --model " + dir + " --prompt 'the cat sat'");
+  ASSERT_EQ(prompt.exit_code, 0) << prompt.output;
+  const auto p = nlohmann::json::parse(prompt.output);
+  ASSERT_GE(p["tokens"].size(), 2u);
+  EXPECT_EQ(p["tokens"][0], 2);  // BOS, as generate adds it
+  EXPECT_EQ(p["pieces"].size(), p["tokens"].size());
+  // --strings adds no special tokens: the same text gives the prompt's ids after BOS.
+  test::write_file(work + "/s.json", R"(["the cat sat", "", "<start_of_turn>"])");
+  const auto strings = test::run_splitdec("tokenize --model " + dir + " --strings " + work + "/s.json");
+  ASSERT_EQ(strings.exit_code, 0) << strings.output;
+  const auto s = nlohmann::json::parse(strings.output);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0], nlohmann::json(std::vector<int>(p["tokens"].begin() + 1, p["tokens"].end())));
+  EXPECT_TRUE(s[1].empty());
+  EXPECT_EQ(s[2].size(), 1u);  // a special piece in text is one token
+  // --chat wraps the prompt as generate --chat does.
+  const auto chat = test::run_splitdec("tokenize --model " + dir + " --prompt hi --chat");
+  EXPECT_GT(nlohmann::json::parse(chat.output)["tokens"].size(), p["tokens"].size() - 2);
+  test::write_file(work + "/bad.json", R"(["ok", 3])");
+  expect_fails_with("tokenize --model " + dir + " --strings " + work + "/bad.json", {"array of strings"});
+  expect_fails_with("tokenize --model " + dir, {"--prompt or --strings"});
+}

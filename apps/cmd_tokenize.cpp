@@ -1,0 +1,70 @@
+// splitdec tokenize: what the model is fed, to check the tokenizer against
+// other tools (llama.cpp's llama-tokenize plays the same part).
+//   --prompt TEXT [--chat]: {"tokens": [...], "pieces": [...]}, exactly the ids
+//     `generate --prompt` feeds (BOS, the chat turn, media placeholders expanded).
+//   --strings FILE.json: a JSON array of strings -> a JSON array of id arrays,
+//     each encoded with no special tokens added (HF's add_special_tokens=False).
+// Only config.json and the tokenizer are read, never the weights.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "io/model_config.h"
+#include "io/tokenizer.h"
+#include "prompt/prompt_text.h"
+
+namespace splitdec::cli {
+
+namespace {
+
+struct TokenizeFlags {
+  std::string model, prompt, strings;
+  bool chat = false;
+};
+
+int run(const TokenizeFlags& f) {
+  if (f.prompt.empty() == f.strings.empty()) throw InputError("tokenize: give exactly one of --prompt or --strings");
+  const ModelConfig config = load_model_config(f.model);
+  const auto tokenizer = Tokenizer::open_dir(f.model);
+  if (!tokenizer) throw InputError(f.model + ": tokenize needs a tokenizer.json or tokenizer.model in the model directory");
+  auto piece = [&](int id) { return id < tokenizer->piece_count() ? tokenizer->piece(id) : "<id:" + std::to_string(id) + ">"; };
+  nlohmann::json out;
+  if (!f.prompt.empty()) {
+    const std::string text = f.chat ? chat_user_turn(f.prompt, true, true) : f.prompt;
+    const PromptBatch p = prompt_from_text(text, *tokenizer, config, true);
+    out = {{"tokens", p.tokens}, {"pieces", nlohmann::json::array()}};
+    for (int id : p.tokens) out["pieces"].push_back(piece(id));
+  } else {
+    std::ifstream in(f.strings);
+    if (!in) throw InputError(f.strings + ": cannot open");
+    nlohmann::json strings;
+    try {
+      strings = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(f.strings + ": malformed JSON: " + e.what());
+    }
+    if (!strings.is_array()) throw InputError(f.strings + ": must be a JSON array of strings");
+    out = nlohmann::json::array();
+    for (const auto& s : strings) {
+      if (!s.is_string()) throw InputError(f.strings + ": must be a JSON array of strings, found " + s.dump());
+      out.push_back(tokenizer->encode(s.get<std::string>()));
+    }
+  }
+  std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_tokenize(CLI::App& app, std::function<int()>& run_fn) {
+  auto* cmd = app.add_subcommand("tokenize", "print the token ids a prompt (or each string of a JSON array) becomes");
+  auto f = std::make_shared<TokenizeFlags>();
+  cmd->add_option("--model", f->model, "model directory (config.json and tokenizer)")->required();
+  cmd->add_option("--prompt", f->prompt, "a prompt as generate takes it: BOS, placeholders expanded");
+  cmd->add_option("--strings", f->strings, "a JSON array of strings, each encoded without special tokens");
+  cmd->add_flag("--chat", f->chat, "wrap --prompt in the chat template, as generate --chat does");
+  cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });
+}
+
+}  // namespace splitdec::cli
