@@ -23,7 +23,8 @@ struct ChatFlags {
 int run(const ChatFlags& f) {
   if (f.session.plan == "reference") throw InputError("chat runs a session: choose single, split, split-copy or unified");
   const GenerateOptions go = f.sampling.options(f.max_new_tokens);
-  const ConversationOptions co = f.session.options(4096);
+  ConversationOptions co = f.session.options(4096);
+  co.keep_trace = f.session.trace;  // a long chat keeps no entry per token unless asked
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
   const auto engine = load_engine(f.model);

@@ -73,6 +73,7 @@ struct ConversationOptions {
   int chunk = 256;             // prefill chunk size
   std::string policy;          // mask policy; empty: the model family's
   std::string kv_dtype = "f32";  // storage of the shared KV buffer: f32 | bf16 | f16
+  bool keep_trace = true;        // false: trace() stays empty (nothing kept per token)
   // Called after each prefill chunk with (positions done, positions in the prompt).
   std::function<void(int64_t, int64_t)> prefill_progress;
 };

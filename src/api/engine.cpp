@@ -57,6 +57,7 @@ SessionOptions session_options(const ConversationOptions& o, int sequences) {
   if (!o.policy.empty()) s.policy = parse_mask_policy(o.policy);
   s.kv_dtype = parse_dtype_flag("--kv-dtype", o.kv_dtype);
   s.progress = o.prefill_progress;
+  s.keep_trace = o.keep_trace;
   return s;
 }
 

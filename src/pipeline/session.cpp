@@ -342,7 +342,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
       std::copy_n(hidden.data() + (size_t(b) * size_t(rows) + size_t(rows - 1)) * size_t(H), H, last.data() + size_t(b) * size_t(H));
     model_.logits(last.data(), n, logits.data());
   }
-  trace_.push_back(entry);
+  if (options_.keep_trace) trace_.push_back(entry);
 }
 
 void Session::fill_synthetic(int seq, int64_t length) {

@@ -35,6 +35,7 @@ struct SessionOptions {
   int max_sequences = 0;    // KV slots; 0: the constructor's batch
   std::optional<MaskPolicy> policy;  // default: the model family's
   DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16 or F16
+  bool keep_trace = true;            // false: trace() stays empty (a long chat keeps no entry per token)
   // Called after each prefill chunk with (positions done, positions in the segment).
   std::function<void(int64_t, int64_t)> progress;
 };
