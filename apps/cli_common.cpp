@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 
 namespace splitdec::cli {
 
@@ -38,6 +40,42 @@ ConversationOptions SessionFlags::options(int64_t default_capacity) const {
   o.kv_dtype = kv_dtype;
   o.prefill_progress = prefill_progress();
   return o;
+}
+
+void PromptFlags::add_to(CLI::App& app) {
+  app.add_option("--prompt", prompt,
+                 "text prompt; <image:FILE> / <audio:FILE> insert media embeddings (.npy, .safetensors) when FILE exists");
+  app.add_option("--messages", messages,
+                 "a chat as JSON: [{\"role\": ..., \"content\": \"text\" | [{\"type\": \"text\"|\"image\"|\"audio\", ...}]}]");
+  app.add_flag("--chat", chat, "render --prompt as one user turn of the model's chat template");
+  app.add_option("--system", system, "the system turn (with --chat)");
+  app.add_option("--image", images, "an image's embeddings file, before the text (repeatable, in order)");
+  app.add_option("--audio", audio, "an audio clip's embeddings file, before the text (repeatable, in order)");
+}
+
+void PromptFlags::check() const {
+  if (!messages.empty() && (!prompt.empty() || chat || !system.empty() || !images.empty() || !audio.empty()))
+    throw InputError("--messages holds the whole chat: do not combine it with --prompt, --chat, --system, --image or --audio");
+  if (!system.empty() && !chat) throw InputError("--system needs --chat");
+  for (const auto* list : {&images, &audio})
+    for (const std::string& f : *list)
+      if (!std::filesystem::is_regular_file(f))
+        throw InputError((list == &images ? "--image " : "--audio ") + f + ": no such file");
+}
+
+ChatTurn PromptFlags::chat_turn() const { return ChatTurn{.system = system, .images = images, .audio = audio, .text = prompt}; }
+
+std::string PromptFlags::plain_text() const {
+  std::string text;
+  for (const std::string& f : images) text += "<image:" + f + ">";
+  for (const std::string& f : audio) text += "<audio:" + f + ">";
+  return text + prompt;
+}
+
+std::string PromptFlags::messages_text() const {
+  std::ifstream in(messages, std::ios::binary);
+  if (!in) throw InputError("--messages " + messages + ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void SamplingFlags::add_to(CLI::App& app) {

@@ -37,6 +37,25 @@ struct SamplingFlags {
   GenerateOptions options(int max_new_tokens) const;
 };
 
+// What the model is fed, as generate and tokenize take it: --prompt TEXT
+// (with --chat: one user turn of the chat template, with --system, --image,
+// --audio), or --messages FILE.json (a whole chat in the HF/OpenAI form).
+struct PromptFlags {
+  std::string prompt, messages, system;
+  std::vector<std::string> images, audio;
+  bool chat = false;
+  void add_to(CLI::App& app);
+  bool given() const { return !prompt.empty() || !messages.empty(); }
+  bool is_chat() const { return chat || !messages.empty(); }
+  // Throws an InputError naming the flags that do not go together.
+  void check() const;
+  // The chat turn of --prompt --chat (or the text of a plain --prompt with
+  // the media placeholders in front).
+  ChatTurn chat_turn() const;
+  std::string plain_text() const;
+  std::string messages_text() const;  // the --messages file
+};
+
 // Loads a model, with a progress line on stderr when it is a terminal.
 std::shared_ptr<const Engine> load_engine(const std::string& dir);
 

@@ -1,10 +1,14 @@
 // splitdec chat: one user turn per line of stdin, until EOF, through a
-// Conversation. Its KV cache is kept between turns, so a turn costs only its
-// new tokens. It behaves the same on a terminal and on a pipe (the prompt
-// marker goes to stderr, and only on a terminal).
+// Conversation in the model's chat template. Its KV cache is kept between
+// turns, so a turn costs only its new tokens. A line "/image FILE" or
+// "/audio FILE" stages media for the next turn. It behaves the same on a
+// terminal and on a pipe (the prompt marker goes to stderr, and only on a
+// terminal).
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "cli_common.h"
@@ -14,7 +18,7 @@ namespace splitdec::cli {
 namespace {
 
 struct ChatFlags {
-  std::string model;
+  std::string model, system;
   int max_new_tokens = 128;
   SessionFlags session;
   SamplingFlags sampling;
@@ -30,6 +34,7 @@ int run(const ChatFlags& f) {
   const auto engine = load_engine(f.model);
   if (!engine->has_tokenizer()) throw InputError(f.model + ": chat needs a tokenizer.json or tokenizer.model in the model directory");
   Conversation chat(engine, co);
+  if (!f.system.empty()) chat.set_system(f.system);
   if (f.session.verbose) std::fputs(chat.describe_memory().c_str(), stderr);
   const bool interactive = ::isatty(0);
   std::string line;
@@ -38,6 +43,18 @@ int run(const ChatFlags& f) {
     if (!std::getline(std::cin, line)) break;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const size_t trace_from = chat.trace().size();
+    for (const char* command : {"/image ", "/audio "})
+      if (line.rfind(command, 0) == 0) {
+        const std::string path = line.substr(std::strlen(command));
+        if (!std::filesystem::is_regular_file(path)) {
+          std::fprintf(stderr, "splitdec: error: %s: no such file\n", path.c_str());
+        } else {
+          command[1] == 'i' ? chat.append_image(path) : chat.append_audio(path);
+          if (interactive) std::fprintf(stderr, "(%s staged for the next turn)\n", path.c_str());
+        }
+        line.clear();
+      }
+    if (line.empty()) continue;
     try {
       chat.append_user_turn(line);
       chat.generate(go, [](const std::string& t) {
@@ -64,6 +81,7 @@ void add_chat(CLI::App& app, std::function<int()>& run_fn) {
   auto f = std::make_shared<ChatFlags>();
   cmd->add_option("--model", f->model, "model directory")->required();
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens per reply (default 128)");
+  cmd->add_option("--system", f->system, "the system turn");
   f->session.add_to(*cmd);
   f->sampling.add_to(*cmd);
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });

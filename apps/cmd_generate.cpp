@@ -1,6 +1,7 @@
 // splitdec generate: one prompt (or exact inputs, possibly several turns
 // and sequences) through a Batch under one plan, or through the reference.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -12,9 +13,10 @@ namespace splitdec::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model, prompt, input, logits_path, step_logits_path;
+  std::string model, input, logits_path, step_logits_path;
+  PromptFlags prompt;
   int max_new_tokens = 16;
-  bool chat = false, json = false;
+  bool json = false;
   SessionFlags session;
   SamplingFlags sampling;
 };
@@ -32,7 +34,9 @@ nlohmann::json trace_json(const std::vector<TraceStep>& trace) {
 }
 
 int run(const GenerateFlags& f) {
-  if (f.prompt.empty() == f.input.empty()) throw InputError("generate: give exactly one of --prompt or --input");
+  if (f.prompt.given() == !f.input.empty() || (!f.prompt.prompt.empty() && !f.prompt.messages.empty()))
+    throw InputError("generate: give exactly one of --prompt, --messages or --input");
+  f.prompt.check();
   if (f.max_new_tokens < 0) throw InputError("--max-new-tokens must be >= 0");
   GenerateOptions go = f.sampling.options(f.max_new_tokens);
   go.keep_prompt_logits = !f.logits_path.empty();
@@ -42,11 +46,19 @@ int run(const GenerateFlags& f) {
   const auto engine = load_engine(f.model);
   std::vector<TokenInputs> turns;
   if (!f.input.empty()) {
-    if (f.chat) throw InputError("--chat applies to --prompt, not to exact --input tokens");
+    if (f.prompt.chat || !f.prompt.images.empty() || !f.prompt.audio.empty())
+      throw InputError("--chat, --image and --audio apply to --prompt, not to exact --input tokens");
     turns = read_inputs_json(f.input, *engine);
   } else {
-    if (!engine->has_tokenizer()) throw InputError(f.model + ": --prompt needs a tokenizer.json or tokenizer.model in the model directory");
-    turns.push_back(engine->encode_prompt(f.prompt, f.chat));
+    if (!engine->has_tokenizer())
+      throw InputError(f.model + ": a text prompt needs a tokenizer.json or tokenizer.model in the model directory");
+    if (!f.prompt.messages.empty())
+      turns.push_back(engine->encode_messages(f.prompt.messages_text(),
+                                              std::filesystem::path(f.prompt.messages).parent_path().string()));
+    else if (f.prompt.chat)
+      turns.push_back(engine->encode_chat(f.prompt.chat_turn()));
+    else
+      turns.push_back(engine->encode_prompt(f.prompt.plain_text(), false));
   }
   const int batch = turns[0].batch;
   int64_t needed = 0;
@@ -68,7 +80,7 @@ int run(const GenerateFlags& f) {
       std::fwrite(t.data(), 1, t.size(), stdout);
       std::fflush(stdout);
     };
-  go.end_of_turn_stops = f.chat;  // the reply also ends where the model closes its turn
+  go.end_of_turn_stops = f.prompt.is_chat();  // the reply also ends where the model closes its turn
   std::string error;  // a turn that fails after others ran: what they made is still printed
   try {
     for (const TokenInputs& t : turns) runner.run_turn(t, go, on_text);
@@ -120,12 +132,11 @@ void add_generate(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("generate", "generate from a prompt or exact inputs");
   auto f = std::make_shared<GenerateFlags>();
   cmd->add_option("--model", f->model, "model directory")->required();
-  cmd->add_option("--prompt", f->prompt, "text prompt; <image:FILE> / <audio:FILE> insert media embeddings (.npy, .safetensors)");
+  f->prompt.add_to(*cmd);
   cmd->add_option("--input", f->input, "exact inputs as JSON (tokens, modality, attention_mask, media_embeddings; or turns)");
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate per sequence (default 16)");
   cmd->add_option("--logits", f->logits_path, "write prompt logits [batch, seq, vocab] as .npy");
   cmd->add_option("--step-logits", f->step_logits_path, "write logits of every generated step [batch, steps, vocab]");
-  cmd->add_flag("--chat", f->chat, "wrap the prompt in the Gemma chat template");
   cmd->add_flag("--json", f->json, "print one JSON object per sequence");
   f->session.add_to(*cmd);
   f->sampling.add_to(*cmd);

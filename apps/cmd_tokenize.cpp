@@ -1,17 +1,20 @@
 // splitdec tokenize: what the model is fed, to check the tokenizer against
 // other tools (llama.cpp's llama-tokenize plays the same part).
-//   --prompt TEXT [--chat]: {"tokens": [...], "pieces": [...]}, exactly the ids
-//     `generate --prompt` feeds (BOS, the chat turn, media placeholders expanded).
+//   --prompt TEXT [--chat] [--system TEXT] [--image FILE]... | --messages FILE.json:
+//     {"tokens": [...], "pieces": [...]}, exactly the ids `generate` feeds
+//     (BOS, the chat template, media expanded as HF's processor does).
 //   --strings FILE.json: a JSON array of strings -> a JSON array of id arrays,
 //     each encoded with no special tokens added (HF's add_special_tokens=False).
 // Only config.json and the tokenizer are read, never the weights.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "io/model_config.h"
 #include "io/tokenizer.h"
+#include "prompt/chat_prompt.h"
 #include "prompt/prompt_text.h"
 
 namespace splitdec::cli {
@@ -19,20 +22,33 @@ namespace splitdec::cli {
 namespace {
 
 struct TokenizeFlags {
-  std::string model, prompt, strings;
-  bool chat = false;
+  std::string model, strings;
+  PromptFlags prompt;
 };
 
 int run(const TokenizeFlags& f) {
-  if (f.prompt.empty() == f.strings.empty()) throw InputError("tokenize: give exactly one of --prompt or --strings");
+  if (f.prompt.given() == !f.strings.empty() || (!f.prompt.prompt.empty() && !f.prompt.messages.empty()))
+    throw InputError("tokenize: give exactly one of --prompt, --messages or --strings");
+  f.prompt.check();
   const ModelConfig config = load_model_config(f.model);
   const auto tokenizer = Tokenizer::open_dir(f.model);
   if (!tokenizer) throw InputError(f.model + ": tokenize needs a tokenizer.json or tokenizer.model in the model directory");
   auto piece = [&](int id) { return id < tokenizer->piece_count() ? tokenizer->piece(id) : "<id:" + std::to_string(id) + ">"; };
   nlohmann::json out;
-  if (!f.prompt.empty()) {
-    const std::string text = f.chat ? chat_user_turn(f.prompt, true, true) : f.prompt;
-    const PromptBatch p = prompt_from_text(text, *tokenizer, config, true);
+  if (f.prompt.given()) {
+    PromptBatch p;
+    if (f.prompt.is_chat()) {
+      const ChatTemplate chat_template = ChatTemplate::from_model_dir(f.model, config.family == Family::Gemma4 ? "gemma4" : "gemma3");
+      const ChatPrompter prompter(config, *tokenizer, chat_template);
+      p = f.prompt.messages.empty()
+              ? prompter.encode(chat_turn_messages(f.prompt.system, f.prompt.images, f.prompt.audio, f.prompt.prompt), true)
+              : prompter.encode(parse_chat_messages(f.prompt.messages_text(),
+                                                    std::filesystem::path(f.prompt.messages).parent_path().string(),
+                                                    f.prompt.messages),
+                                true);
+    } else {
+      p = prompt_from_text(f.prompt.plain_text(), *tokenizer, config, true);
+    }
     out = {{"tokens", p.tokens}, {"pieces", nlohmann::json::array()}};
     for (int id : p.tokens) out["pieces"].push_back(piece(id));
   } else {
@@ -61,9 +77,8 @@ void add_tokenize(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("tokenize", "print the token ids a prompt (or each string of a JSON array) becomes");
   auto f = std::make_shared<TokenizeFlags>();
   cmd->add_option("--model", f->model, "model directory (config.json and tokenizer)")->required();
-  cmd->add_option("--prompt", f->prompt, "a prompt as generate takes it: BOS, placeholders expanded");
+  f->prompt.add_to(*cmd);
   cmd->add_option("--strings", f->strings, "a JSON array of strings, each encoded without special tokens");
-  cmd->add_flag("--chat", f->chat, "wrap --prompt in the chat template, as generate --chat does");
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });
 }
 

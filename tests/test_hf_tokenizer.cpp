@@ -10,16 +10,20 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "generate/text_stream.h"
+#include "io/gemma_tokenizer_json.h"
 #include "io/hf_tokenizer.h"
 #include "io/tokenizer.h"
+#include "model/preset_vocabulary.h"
 #include "test_support.h"
 
 namespace splitdec {
+extern const char* const kTokenizerCorpus;  // data/tokenizer_corpus.txt
 namespace {
 
 namespace fs = std::filesystem;
@@ -288,6 +292,66 @@ TEST(HfTokenizer, TextStreamHoldsBackAnUnfinishedByteRun) {
   EXPECT_EQ(stream.take_ready(false), "a");
   stream.push(9);
   EXPECT_EQ(stream.take_ready(false), "\xE4\xB8\xAD");
+}
+
+// make-model's tokenizers: the trained SentencePiece BPE model written as
+// tokenizer.json must encode and decode exactly as the model itself (a
+// checkpoint ships both, and either may be the one that is read).
+std::vector<std::string> corpus_lines() {
+  std::vector<std::string> lines;
+  std::istringstream in(kTokenizerCorpus);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(PresetTokenizer, JsonFormEncodesAsTheSentencePieceModel) {
+  const std::string model = train_tokenizer(kTokenizerCorpus, 512, 0);
+  const auto sp = Tokenizer::from_serialized(model, "trained");
+  const auto hf = Tokenizer::from_hf_json(gemma_tokenizer_json(bpe_vocabulary_from_sentencepiece(model, gemma_special_pieces())),
+                                          "converted");
+  ASSERT_EQ(sp->piece_count(), hf->piece_count());
+  std::vector<std::string> texts = corpus_lines();
+  for (const std::string& s : random_strings(corpus_lines(), 2000, 7)) texts.push_back(s);
+  texts.push_back("<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+  int checked = 0;
+  for (const std::string& text : texts) {
+    const std::vector<int> ids = sp->encode(text);
+    ASSERT_EQ(hf->encode(text), ids) << "text: " << text;
+    ASSERT_EQ(hf->decode(ids), sp->decode(ids)) << "text: " << text;
+    ++checked;
+  }
+  EXPECT_GT(checked, 2000);
+}
+
+TEST(PresetTokenizer, FullSizeLayoutsHaveTheRealSpecialIds) {
+  const std::string model = train_tokenizer(kTokenizerCorpus, 512, 0);
+  const BpeVocabulary trained = bpe_vocabulary_from_sentencepiece(model, gemma_special_pieces());
+  const auto g3 = Tokenizer::from_hf_json(gemma_tokenizer_json(preset_vocabulary(PresetFamily::Gemma3, trained)), "g3");
+  EXPECT_EQ(g3->piece_count(), 262145);  // 262144 pieces and <image_soft_token>
+  const std::vector<std::pair<std::string, int>> g3_ids = {
+      {"<pad>", 0}, {"<eos>", 1}, {"<bos>", 2}, {"<unk>", 3}, {"<start_of_turn>", 105}, {"<end_of_turn>", 106},
+      {"\n", 107}, {"\n\n", 108}, {"<0x00>", 238}, {"<0xFF>", 493}, {"<start_of_image>", 255999},
+      {"<end_of_image>", 256000}, {"<image_soft_token>", 262144}};
+  for (const auto& [piece, id] : g3_ids) EXPECT_EQ(g3->piece_id(piece), id) << piece;
+  EXPECT_EQ(g3->encode("<start_of_turn>user\n"), (std::vector<int>{105, g3->piece_id("user"), 107}));
+  const std::string text = corpus_lines().front() + " \xF0\x9F\x98\x80 <start_of_image><image_soft_token>";
+  EXPECT_EQ(g3->decode(g3->encode(text)), text);
+
+  const auto g4 = Tokenizer::from_hf_json(gemma_tokenizer_json(preset_vocabulary(PresetFamily::Gemma4, trained)), "g4");
+  EXPECT_EQ(g4->piece_count(), 262144);
+  const std::vector<std::pair<std::string, int>> g4_ids = {
+      {"<bos>", 2}, {"<|turn>", 105}, {"<turn|>", 106}, {"<|channel>", 100}, {"<channel|>", 101},
+      {"<|image>", 255999}, {"<|audio>", 256000}, {"<|image|>", 258880}, {"<|audio|>", 258881},
+      {"<image|>", 258882}, {"<audio|>", 258883}, {"<|video|>", 258884}};
+  for (const auto& [piece, id] : g4_ids) EXPECT_EQ(g4->piece_id(piece), id) << piece;
+
+  // Where the real Gemma-3 tokenizer is installed, our layout agrees with it
+  // on every special token both define.
+  std::string why;
+  if (!oracle_available(&why)) GTEST_FAIL() << why;
+  const auto real = HfTokenizer::open(gemma_json().string());
+  for (const auto& [piece, id] : g3_ids) EXPECT_EQ(real->piece_id(piece), id) << piece;
+  EXPECT_EQ(real->piece_count(), g3->piece_count());
 }
 
 }  // namespace

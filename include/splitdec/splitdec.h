@@ -35,6 +35,13 @@ struct TokenInputs {
   int max_new_tokens = -1;              // this turn's budget; -1: the GenerateOptions' value
 };
 
+// One user turn for a chat template.
+struct ChatTurn {
+  std::string system;                      // empty: no system turn
+  std::vector<std::string> images, audio;  // embeddings files, placed before the text
+  std::string text;                        // <image:FILE> / <audio:FILE> insert media in place
+};
+
 // A loaded model: config.json, weights and tokenizer of a directory.
 class Engine {
  public:
@@ -49,10 +56,22 @@ class Engine {
   bool has_tokenizer() const;
 
   // The ids a text prompt feeds (one sequence): BOS, then the text with each
-  // <image:FILE> / <audio:FILE> placeholder expanded to its markers and one
-  // soft token per embedding row of FILE (.npy / .safetensors). With
-  // `chat_template`, the text is one user turn followed by the model's header.
+  // <image:FILE> / <audio:FILE> placeholder (FILE an existing .npy /
+  // .safetensors embeddings file) expanded to its markers and one soft token
+  // per embedding row. With `chat_template`, the text is one user turn of
+  // the model's chat template (encode_chat).
   TokenInputs encode_prompt(const std::string& text, bool chat_template) const;
+  // One user turn through the checkpoint's chat template (chat_template.jinja
+  // or tokenizer_config.json; a built-in per family otherwise) and the
+  // family's media expansion, as Hugging Face's apply_chat_template +
+  // processor do: the system text, then the media (in order, before the
+  // text), then the text, then the model's turn header.
+  TokenInputs encode_chat(const ChatTurn& turn) const;
+  // A whole conversation in the HF/OpenAI chat form (JSON text: [{"role",
+  // "content": "text" | [{"type": "text"|"image"|"audio", ...}]}]); media
+  // parts name embeddings files by "path", relative to `base_dir`.
+  TokenInputs encode_messages(const std::string& messages_json, const std::string& base_dir = ".",
+                              bool add_generation_prompt = true) const;
   // Decodes ids to text (the model's tokenizer).
   std::string decode(const std::vector<int>& ids) const;
 
@@ -130,8 +149,17 @@ class Conversation {
   // Post-projector embeddings, `rows` x hidden_size floats, wrapped in the
   // media markers.
   void append_media(const std::vector<float>& embeddings, int64_t rows, MediaKind kind = MediaKind::Image);
-  // A user turn in the Gemma chat template, followed by the model's header.
+  // A user turn in the model's chat template, followed by the model's turn
+  // header; media staged with append_image / append_audio come first, and
+  // <image:FILE> / <audio:FILE> in the text insert media in place. The first
+  // turn is rendered whole (exactly what HF feeds); a later one adds what the
+  // template writes after the last reply.
   void append_user_turn(const std::string& text);
+  // The system turn; only before the first user turn.
+  void set_system(const std::string& text);
+  // Media (an embeddings file) for the next user turn.
+  void append_image(const std::string& path);
+  void append_audio(const std::string& path);
   // Exact inputs (one sequence); BOS is not added.
   void append_tokens(const TokenInputs& inputs);
 

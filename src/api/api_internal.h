@@ -8,6 +8,7 @@
 #include "io/tokenizer.h"
 #include "model/gemma_model.h"
 #include "pipeline/session.h"
+#include "prompt/chat_prompt.h"
 #include "splitdec/splitdec.h"
 
 namespace splitdec {
@@ -15,6 +16,7 @@ namespace splitdec {
 struct Engine::Impl {
   Model model;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
+  std::unique_ptr<ChatTemplate> chat_template;  // the folder's, or the family's built-in
 };
 
 namespace api {
@@ -26,6 +28,10 @@ TokenInputs to_token_inputs(const PromptBatch& p);
 std::vector<TraceStep> to_trace(const std::vector<TraceEntry>& trace);
 std::string describe_memory(const Session& s);
 const Tokenizer& require_tokenizer(const Engine& e, const char* what);
+// The engine's chat prompter (needs a tokenizer).
+ChatPrompter prompter(const Engine& e, const char* what);
+// A ChatTurn as messages: system, then user (media parts, then text).
+std::vector<ChatMessage> turn_messages(const ChatTurn& turn);
 
 }  // namespace api
 }  // namespace splitdec

@@ -21,6 +21,12 @@ struct Conversation::Impl {
   PromptBatch staged;  // appended but not yet prefilled
   bool started = false;
   bool reply_closed = true;
+  // The chat so far (system, user and assistant messages) and the session
+  // length where each ends, so a rewind keeps the messages still in the KV.
+  std::vector<ChatMessage> messages;
+  std::vector<int64_t> message_ends;
+  std::vector<ChatMessage> staged_messages;  // this turn's, committed by generate()
+  std::vector<ChatPart> staged_media;        // for the next user turn
   Reply reply;
   // One random stream across turns (rebuilt only when the options change),
   // so a seeded chat does not replay the same draws every turn.
@@ -63,8 +69,62 @@ void Conversation::append_media(const std::vector<float>& embeddings, int64_t ro
   impl_->stage(p);
 }
 
+namespace {
+// Stands for the last reply while the template renders the next turn: what
+// the template writes after it is what the next turn adds to the KV (the
+// reply's own tokens are there already, as the model chose them).
+constexpr const char* kReplyMark = "\x01splitdec-reply\x01";
+
+// Drops position 0 of a one-sequence prompt, a text token (BOS or the pending end of turn).
+void drop_first_token(PromptBatch& p) {
+  p.tokens.erase(p.tokens.begin());
+  p.modality.erase(p.modality.begin());
+  p.attention_mask.erase(p.attention_mask.begin());
+  if (!p.block_ids.empty()) p.block_ids.erase(p.block_ids.begin());
+  --p.seq;
+}
+}  // namespace
+
+void Conversation::set_system(const std::string& text) {
+  Impl& c = *impl_;
+  if (!c.messages.empty() || !c.staged_messages.empty())
+    throw InputError("set_system: the system turn must come before the first user turn");
+  c.staged_messages.push_back({"system", {{ChatPart::Kind::Text, text, ""}}});
+}
+
+void Conversation::append_image(const std::string& path) { impl_->staged_media.push_back({ChatPart::Kind::Image, "", path}); }
+void Conversation::append_audio(const std::string& path) { impl_->staged_media.push_back({ChatPart::Kind::Audio, "", path}); }
+
 void Conversation::append_user_turn(const std::string& text) {
-  append_text(chat_user_turn(text, impl_->empty(), impl_->reply_closed));
+  Impl& c = *impl_;
+  const ChatPrompter prompter = api::prompter(*c.engine, "a chat turn");
+  ChatMessage user{"user", c.staged_media};
+  for (ChatPart& p : parts_from_shorthand(text))
+    if (p.kind != ChatPart::Kind::Text || !p.text.empty() || user.parts.empty()) user.parts.push_back(std::move(p));
+  std::vector<ChatMessage> all = c.messages;
+  all.insert(all.end(), c.staged_messages.begin(), c.staged_messages.end());
+  const bool continues = !all.empty() && all.back().role == "assistant";
+  PromptBatch p;
+  if (!continues) {
+    // The chat's first turn, rendered whole; BOS only at the very start.
+    all.push_back(user);
+    p = prompter.expand(prompter.render(all, true), user.parts, c.empty());
+    if (!c.empty() && !p.tokens.empty() && p.tokens[0] == c.config().bos_token_id) drop_first_token(p);
+  } else {
+    all.back().parts = {{ChatPart::Kind::Text, kReplyMark, ""}};
+    all.push_back(user);
+    const std::string rendered = prompter.render(all, true);
+    const size_t at = rendered.find(kReplyMark);
+    if (at == std::string::npos)
+      throw InputError("the chat template does not write the previous reply back; cannot continue the chat");
+    p = prompter.expand(rendered.substr(at + std::string(kReplyMark).size()), user.parts, false);
+    // The reply's last token (its end of turn, usually) is pending and fed first.
+    const int pending = c.steps.pending(c.seq);
+    if (pending >= 0 && !p.tokens.empty() && p.tokens[0] == pending) drop_first_token(p);
+  }
+  c.staged_media.clear();
+  c.staged_messages.push_back(std::move(user));
+  if (p.seq > 0) c.stage(p);
 }
 
 void Conversation::append_tokens(const TokenInputs& inputs) {
@@ -115,6 +175,8 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     const std::exception_ptr original = std::current_exception();
     if (id >= 0) c.steps.cancel(id), c.steps.release(id);
     c.staged = PromptBatch{};
+    c.staged_messages.clear();
+    c.staged_media.clear();
     try {
       if (c.session.length(c.seq) != length_before) c.session.rewind(c.seq, length_before);
     } catch (const CapacityError&) {
@@ -135,7 +197,22 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   reply.text = r.text;
   reply.stop_reason = stop_reason_name(r.stop_reason);
   reply.prompt_tokens = r.prompt_tokens;
+  const int64_t r_prompt_tokens = r.prompt_tokens;
   c.steps.release(id);
+  // The chat's messages: this turn's, then the reply (a reply continued
+  // without a new message grows the last one).
+  const int64_t prompt_end = length_before + r_prompt_tokens;
+  for (ChatMessage& m : c.staged_messages) c.messages.push_back(std::move(m)), c.message_ends.push_back(prompt_end);
+  if (!c.messages.empty()) {
+    if (c.staged_messages.empty() && c.messages.back().role == "assistant") {
+      c.messages.back().parts[0].text += reply.text;
+      c.message_ends.back() = c.session.length(c.seq);
+    } else {
+      c.messages.push_back({"assistant", {{ChatPart::Kind::Text, reply.text, ""}}});
+      c.message_ends.push_back(c.session.length(c.seq));
+    }
+  }
+  c.staged_messages.clear();
   c.reply = std::move(reply);
   c.staged = PromptBatch{};
   c.started = true;
@@ -153,6 +230,12 @@ void Conversation::rewind(int64_t length) {
   c.steps.set_pending(c.seq, -1);
   c.steps.truncate_history(c.seq, size_t(length));
   c.staged = PromptBatch{};
+  c.staged_messages.clear();
+  c.staged_media.clear();
+  // Keep the messages still whole in the KV; a chat cut after a user turn or
+  // inside one starts over (the next user turn renders as a first turn).
+  while (!c.message_ends.empty() && c.message_ends.back() > length) c.messages.pop_back(), c.message_ends.pop_back();
+  if (!c.messages.empty() && c.messages.back().role != "assistant") c.messages.clear(), c.message_ends.clear();
   c.started = length > 0;
   c.reply_closed = true;
 }

@@ -12,7 +12,10 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
-  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, progress), Tokenizer::open_dir(dir)});
+  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, progress), Tokenizer::open_dir(dir), nullptr});
+  const ModelConfig& c = impl->model.config();
+  impl->chat_template = std::make_unique<ChatTemplate>(
+      ChatTemplate::from_model_dir(dir, c.family == Family::Gemma4 ? "gemma4" : "gemma3"));
   return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
 }
 
@@ -22,9 +25,19 @@ std::string Engine::model_type() const { return impl_->model.config().model_type
 bool Engine::has_tokenizer() const { return impl_->tokenizer != nullptr; }
 
 TokenInputs Engine::encode_prompt(const std::string& text, bool chat_template) const {
+  if (chat_template) return encode_chat(ChatTurn{.system = "", .images = {}, .audio = {}, .text = text});
   const Tokenizer& tok = api::require_tokenizer(*this, "a text prompt");
-  const std::string wrapped = chat_template ? chat_user_turn(text, true, true) : text;
-  return api::to_token_inputs(prompt_from_text(wrapped, tok, impl_->model.config(), true));
+  return api::to_token_inputs(prompt_from_text(text, tok, impl_->model.config(), true));
+}
+
+TokenInputs Engine::encode_chat(const ChatTurn& turn) const {
+  return api::to_token_inputs(api::prompter(*this, "a chat prompt").encode(api::turn_messages(turn), true));
+}
+
+TokenInputs Engine::encode_messages(const std::string& messages_json, const std::string& base_dir,
+                                    bool add_generation_prompt) const {
+  const ChatPrompter p = api::prompter(*this, "a chat prompt");
+  return api::to_token_inputs(p.encode(parse_chat_messages(messages_json, base_dir, "messages"), add_generation_prompt));
 }
 
 std::string Engine::decode(const std::vector<int>& ids) const { return api::require_tokenizer(*this, "decoding").decode(ids); }
@@ -42,6 +55,14 @@ void set_threads(int threads) {
 }
 
 namespace api {
+
+ChatPrompter prompter(const Engine& e, const char* what) {
+  return ChatPrompter(e.impl().model.config(), require_tokenizer(e, what), *e.impl().chat_template);
+}
+
+std::vector<ChatMessage> turn_messages(const ChatTurn& turn) {
+  return chat_turn_messages(turn.system, turn.images, turn.audio, turn.text);
+}
 
 const Tokenizer& require_tokenizer(const Engine& e, const char* what) {
   if (!e.impl().tokenizer) throw InputError(std::string(what) + " needs a tokenizer.json or tokenizer.model in the model directory");

@@ -109,6 +109,13 @@ const std::vector<std::string>& gemma_special_pieces() {
   return pieces;
 }
 
+const std::vector<std::string>& gemma4_special_pieces() {
+  static const std::vector<std::string> pieces = {
+      "<|turn>", "<turn|>", "<|image>", "<image|>", "<|image|>", "<|audio>", "<audio|>", "<|audio|>", "<|video|>",
+      "<|channel>", "<channel|>", "<|think|>", "<|tool>", "<tool|>", "<|tool_response>", "<tool_response|>"};
+  return pieces;
+}
+
 namespace {
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
@@ -125,11 +132,11 @@ class LineIterator : public sentencepiece::SentenceIterator {
 };
 }  // namespace
 
-std::string train_tokenizer(const std::string& corpus, int vocab_size, unsigned seed) {
+std::string train_tokenizer(const std::string& corpus, int vocab_size, unsigned seed, const std::vector<std::string>& special) {
   sentencepiece::SetRandomGeneratorSeed(seed);
   std::string symbols;
-  for (const auto& p : gemma_special_pieces()) symbols += (symbols.empty() ? "" : ",") + p;
-  const std::string args = "--model_type=unigram --vocab_size=" + std::to_string(vocab_size) +
+  for (const auto& p : special) symbols += (symbols.empty() ? "" : ",") + p;
+  const std::string args = "--model_type=bpe --vocab_size=" + std::to_string(vocab_size) +
                            " --hard_vocab_limit=false --byte_fallback=true --num_threads=1"
                            " --pad_id=0 --eos_id=1 --bos_id=2 --unk_id=3"
                            " --pad_piece=<pad> --eos_piece=<eos> --bos_piece=<bos> --unk_piece=<unk>"

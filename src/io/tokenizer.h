@@ -35,11 +35,15 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The special pieces that make-model's tokenizer defines (Gemma's names).
+// The special pieces that make-model's tokenizers define: Gemma-3's names,
+// and Gemma-4's (<|turn>, <|image>, <|image|> ...).
 const std::vector<std::string>& gemma_special_pieces();
+const std::vector<std::string>& gemma4_special_pieces();
 
-// Trains a small SentencePiece model on `corpus` (deterministic for a seed)
+// Trains a small SentencePiece BPE model (Gemma's tokenizer type) on `corpus` (deterministic for a seed)
 // and returns the serialized model.
-std::string train_tokenizer(const std::string& corpus, int vocab_size, unsigned seed);
+// `special`: the user-defined pieces (matched whole in text).
+std::string train_tokenizer(const std::string& corpus, int vocab_size, unsigned seed,
+                            const std::vector<std::string>& special = gemma_special_pieces());
 
 }  // namespace splitdec

@@ -9,8 +9,10 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/model_config.h"
+#include "io/gemma_tokenizer_json.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
+#include "model/preset_vocabulary.h"
 #include "model/weights.h"
 
 namespace splitdec {
@@ -221,13 +223,33 @@ void make_model(const MakeModelOptions& o) {
   fs::create_directories(o.out_dir, ec);
   if (ec) throw InputError("--out " + o.out_dir + ": cannot create directory: " + ec.message());
 
-  const std::string tokenizer_model = train_tokenizer(kTokenizerCorpus, kTokenizerVocab, unsigned(o.seed));
-  auto tok = Tokenizer::from_serialized(tokenizer_model, "trained tokenizer");
-  auto id = [&](const char* piece) { return tok->piece_id(piece); };
-  const SpecialIds ids{id("<start_of_image>"), id("<end_of_image>"), id("<image_soft_token>"), id("<start_of_audio>"),
-                       id("<end_of_audio>"), id("<audio_soft_token>"), id("<video_soft_token>")};
+  // The tokenizer: a small trained SentencePiece BPE model, written as
+  // tokenizer.json (and, for Gemma-3, also as tokenizer.model, as Google's
+  // Gemma-3 folders ship both; Gemma-4 folders have only tokenizer.json).
+  // Full-size presets get the families' real 262144-piece layout instead.
+  const bool gemma4 = o.preset.find("gemma4") != std::string::npos;
+  const std::vector<std::string>& special = gemma4 ? gemma4_special_pieces() : gemma_special_pieces();
+  const std::string tokenizer_model = train_tokenizer(kTokenizerCorpus, kTokenizerVocab, unsigned(o.seed), special);
+  const BpeVocabulary trained = bpe_vocabulary_from_sentencepiece(tokenizer_model, special);
+  const bool real_vocabulary = o.preset == "gemma3-1b" || o.preset == "gemma3-12b" || o.preset == "gemma4-12b";
+  SpecialIds ids{};
+  BpeVocabulary vocabulary;
+  if (real_vocabulary) {
+    vocabulary = preset_vocabulary(gemma4 ? PresetFamily::Gemma4 : PresetFamily::Gemma3, trained);
+    const FamilySpecialIds s = family_special_ids(gemma4 ? PresetFamily::Gemma4 : PresetFamily::Gemma3);
+    ids = {s.boi, s.eoi, s.image, s.boa, s.eoa, s.audio, s.video};
+  } else {
+    vocabulary = trained;
+    auto tok = Tokenizer::from_serialized(tokenizer_model, "trained tokenizer");
+    auto id = [&](const char* piece) { return tok->piece_id(piece); };
+    if (gemma4)
+      ids = {id("<|image>"), id("<image|>"), id("<|image|>"), id("<|audio>"), id("<audio|>"), id("<|audio|>"), id("<|video|>")};
+    else
+      ids = {id("<start_of_image>"), id("<end_of_image>"), id("<image_soft_token>"), id("<start_of_audio>"),
+             id("<end_of_audio>"), id("<audio_soft_token>"), id("<video_soft_token>")};
+  }
 
-  ordered_json cfg_json = preset_config(o.preset, tok->piece_count(), ids, o.layers);
+  ordered_json cfg_json = preset_config(o.preset, vocabulary.size(), ids, o.layers);
   cfg_json["torch_dtype"] = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
   const ModelConfig config = parse_model_config(nlohmann::json::parse(cfg_json.dump()), o.preset);
 
@@ -237,6 +259,10 @@ void make_model(const MakeModelOptions& o) {
     out << cfg_json.dump(2) << "\n";
   }
   {
+    std::ofstream out(fs::path(o.out_dir) / "tokenizer.json", std::ios::binary);
+    out << gemma_tokenizer_json(vocabulary);
+  }
+  if (!real_vocabulary && !gemma4) {
     std::ofstream out(fs::path(o.out_dir) / "tokenizer.model", std::ios::binary);
     out << tokenizer_model;
   }

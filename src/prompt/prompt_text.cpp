@@ -14,8 +14,10 @@ SpecialTokens SpecialTokens::resolve(const ModelConfig& c, const Tokenizer& tok)
   auto from_tok = [&](int config_id, const char* piece) { return config_id >= 0 ? config_id : tok.piece_id(piece); };
   s.bos = c.bos_token_id;
   s.eos = c.eos_token_ids.empty() ? -1 : c.eos_token_ids[0];
-  s.start_of_turn = tok.piece_id("<start_of_turn>");
-  s.end_of_turn = tok.piece_id("<end_of_turn>");
+  // Gemma-3 names its turn markers <start_of_turn>/<end_of_turn>, Gemma-4 <|turn>/<turn|>.
+  auto either = [&](const char* a, const char* b) { return tok.piece_id(a) >= 0 ? tok.piece_id(a) : tok.piece_id(b); };
+  s.start_of_turn = either("<start_of_turn>", "<|turn>");
+  s.end_of_turn = either("<end_of_turn>", "<turn|>");
   s.boi = from_tok(c.boi_token_id, "<start_of_image>");
   s.eoi = from_tok(c.eoi_token_id, "<end_of_image>");
   s.image_soft = from_tok(c.image_token_id, "<image_soft_token>");
