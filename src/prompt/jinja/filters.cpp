@@ -47,7 +47,7 @@ CallArgs rest_args(const CallArgs& args, size_t first) {
 }
 
 Value sort_key(const Value& v, bool case_sensitive) {
-  return !case_sensitive && v.is(K::String) ? Value::string(ascii_lower(v.as_string())) : v;
+  return !case_sensitive && v.is(K::String) ? Value::string(to_lower(v.as_string())) : v;
 }
 
 Value to_int(const Value& v, const Value& fallback) {
@@ -128,8 +128,8 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     const Value& chars = args.get(0, "chars");
     return Value::string(py_strip(input.str(), chars.is(K::String) ? std::optional(chars.as_string()) : std::nullopt, true, true));
   }
-  if (name == "upper") return Value::string(ascii_upper(input.str()));
-  if (name == "lower") return Value::string(ascii_lower(input.str()));
+  if (name == "upper") return Value::string(to_upper(input.str()));
+  if (name == "lower") return Value::string(to_lower(input.str()));
   if (name == "capitalize") return Value::string(py_capitalize(input.str()));
   if (name == "title") return Value::string(py_title(input.str()));
   if (name == "replace") {
@@ -319,8 +319,8 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args) {
   if (name == "true") return v.is(K::Bool) && v.as_bool();
   if (name == "false") return v.is(K::Bool) && !v.as_bool();
   if (name == "callable") return v.is(K::Function);
-  if (name == "lower") return v.is(K::String) && ascii_lower(v.as_string()) == v.as_string();
-  if (name == "upper") return v.is(K::String) && ascii_upper(v.as_string()) == v.as_string();
+  if (name == "lower") return v.is(K::String) && to_lower(v.as_string()) == v.as_string();
+  if (name == "upper") return v.is(K::String) && to_upper(v.as_string()) == v.as_string();
   if (name == "odd" || name == "even" || name == "divisibleby") {
     if (!v.is(K::Int)) throw EvalFailure{"test '" + name + "' needs an integer, not a '" + v.type_name() + "'"};
     const int64_t by = name == "divisibleby" ? (a0.is(K::Int) ? a0.as_int() : 0) : 2;

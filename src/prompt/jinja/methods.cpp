@@ -45,8 +45,8 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
     for (auto& p : py_split(s, sep, int_arg(args.get(1, "maxsplit"), -1))) parts.push_back(Value::string(std::move(p)));
     return Value::list(std::move(parts));
   }
-  if (name == "upper") return Value::string(ascii_upper(s));
-  if (name == "lower") return Value::string(ascii_lower(s));
+  if (name == "upper") return Value::string(to_upper(s));
+  if (name == "lower") return Value::string(to_lower(s));
   if (name == "title") return Value::string(py_title(s));
   if (name == "capitalize") return Value::string(py_capitalize(s));
   if (name == "replace")

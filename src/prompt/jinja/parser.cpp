@@ -243,13 +243,21 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr e = parse_and();
-    while (is_name("or")) e = binary("or", next().line, std::move(e), parse_and());
+    while (is_name("or")) {
+      const int line = next().line;
+      ExprPtr right = parse_and();
+      e = binary("or", line, std::move(e), std::move(right));
+    }
     return e;
   }
 
   ExprPtr parse_and() {
     ExprPtr e = parse_not();
-    while (is_name("and")) e = binary("and", next().line, std::move(e), parse_not());
+    while (is_name("and")) {
+      const int line = next().line;
+      ExprPtr right = parse_not();
+      e = binary("and", line, std::move(e), std::move(right));
+    }
     return e;
   }
 
@@ -285,14 +293,19 @@ class Parser {
     ExprPtr e = parse_concat();
     while (is_op("+") || is_op("-")) {
       const Token& tok = next();
-      e = binary(tok.text, tok.line, std::move(e), parse_concat());
+      ExprPtr right = parse_concat();
+      e = binary(tok.text, tok.line, std::move(e), std::move(right));
     }
     return e;
   }
 
   ExprPtr parse_concat() {
     ExprPtr e = parse_math2();
-    while (is_op("~")) e = binary("~", next().line, std::move(e), parse_math2());
+    while (is_op("~")) {
+      const int line = next().line;
+      ExprPtr right = parse_math2();
+      e = binary("~", line, std::move(e), std::move(right));
+    }
     return e;
   }
 
@@ -300,14 +313,19 @@ class Parser {
     ExprPtr e = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
       const Token& tok = next();
-      e = binary(tok.text, tok.line, std::move(e), parse_pow());
+      ExprPtr right = parse_pow();
+      e = binary(tok.text, tok.line, std::move(e), std::move(right));
     }
     return e;
   }
 
   ExprPtr parse_pow() {
     ExprPtr e = parse_unary();
-    while (is_op("**")) e = binary("**", next().line, std::move(e), parse_unary());
+    while (is_op("**")) {
+      const int line = next().line;
+      ExprPtr right = parse_unary();
+      e = binary("**", line, std::move(e), std::move(right));
+    }
     return e;
   }
 

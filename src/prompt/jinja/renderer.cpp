@@ -25,10 +25,18 @@ std::string operand_types(const std::string& op, const Value& a, const Value& b)
   return "'" + op + "' cannot combine a '" + a.type_name() + "' and a '" + b.type_name() + "'";
 }
 
-int64_t checked(bool overflowed, int64_t v) {
-  if (overflowed) throw EvalFailure{"integer overflow"};
-  return v;
+// a op b on int64, refusing overflow (Python's ints never overflow; ours would wrap).
+template <class Op>
+int64_t checked(Op op, int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (op(a, b, &r)) throw EvalFailure{"integer overflow"};
+  return r;
 }
+
+bool negate_overflows(int64_t a, int64_t, int64_t* r) { return __builtin_sub_overflow(int64_t{0}, a, r); }
+bool add_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }
+bool sub_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
+bool mul_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
 
 class Renderer {
  public:
@@ -346,7 +354,7 @@ class Renderer {
       case EK::Unary: {
         const Value v = eval(*e.children[0]);
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (v.is(K::Int)) return Value::integer(e.name == "-" ? checked(v.as_int() == INT64_MIN, -v.as_int()) : v.as_int());
+        if (v.is(K::Int)) return Value::integer(e.name == "-" ? checked(negate_overflows, v.as_int(), 0) : v.as_int());
         if (v.is(K::Float)) return Value::real(e.name == "-" ? -v.as_double() : v.as_double());
         throw EvalFailure{"unary '" + e.name + "' cannot take a '" + v.type_name() + "'"};
       }
@@ -469,9 +477,8 @@ class Renderer {
     auto num = [](const Value& v) { return v.is(K::Bool) ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
     auto integer = [](const Value& v) { return v.is(K::Bool) ? int64_t{v.as_bool()} : v.as_int(); };
     const bool int_like = nums && !a.is(K::Float) && !b.is(K::Float);
-    int64_t r = 0;
     if (op == "+") {
-      if (int_like) return Value::integer(checked(__builtin_add_overflow(integer(a), integer(b), &r), r));
+      if (int_like) return Value::integer(checked(add_overflows, integer(a), integer(b)));
       if (nums) return Value::real(num(a) + num(b));
       if (a.is(K::String) && b.is(K::String)) {
         check_size(a.as_string().size() + b.as_string().size());
@@ -483,10 +490,10 @@ class Renderer {
         return Value::list(std::move(items));
       }
     } else if (op == "-") {
-      if (int_like) return Value::integer(checked(__builtin_sub_overflow(integer(a), integer(b), &r), r));
+      if (int_like) return Value::integer(checked(sub_overflows, integer(a), integer(b)));
       if (nums) return Value::real(num(a) - num(b));
     } else if (op == "*") {
-      if (int_like) return Value::integer(checked(__builtin_mul_overflow(integer(a), integer(b), &r), r));
+      if (int_like) return Value::integer(checked(mul_overflows, integer(a), integer(b)));
       if (nums) return Value::real(num(a) * num(b));
       if ((a.is(K::String) && b.is(K::Int)) || (a.is(K::Int) && b.is(K::String))) {
         const std::string& s = a.is(K::String) ? a.as_string() : b.as_string();

@@ -11,9 +11,50 @@ bool is_py_space(char32_t c) {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-bool is_ascii_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char upper(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; }
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
+// Simple case mapping for the scripts chat text most often holds (Latin-1,
+// Latin Extended-A, Greek, Cyrillic); other code points keep their case.
+char32_t to_upper(char32_t c) {
+  if (c >= 'a' && c <= 'z') return c - 32;
+  if (c < 0x80) return c;
+  if ((c >= 0xE0 && c <= 0xFE && c != 0xF7) || (c >= 0x3B1 && c <= 0x3CB && c != 0x3C2) || (c >= 0x430 && c <= 0x44F))
+    return c - 0x20;
+  if (c == 0xFF) return 0x178;
+  if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c & ~char32_t{1};
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 0) ? c - 1 : c;
+  if (c == 0x3C2) return 0x3A3;
+  if (c == 0x3AC) return 0x386;
+  if (c >= 0x3AD && c <= 0x3AF) return c - 0x25;
+  if (c == 0x3CC) return 0x38C;
+  if (c == 0x3CD || c == 0x3CE) return c - 0x3F;
+  if (c >= 0x450 && c <= 0x45F) return c - 0x50;
+  return c;
+}
+
+char32_t to_lower(char32_t c) {
+  if (c >= 'A' && c <= 'Z') return c + 32;
+  if (c < 0x80) return c;
+  if ((c >= 0xC0 && c <= 0xDE && c != 0xD7) || (c >= 0x391 && c <= 0x3AB && c != 0x3A2) || (c >= 0x410 && c <= 0x42F))
+    return c + 0x20;
+  if (c == 0x178) return 0xFF;
+  if ((c >= 0x100 && c <= 0x137) || (c >= 0x14A && c <= 0x177)) return c | 1;
+  if ((c >= 0x139 && c <= 0x148) || (c >= 0x179 && c <= 0x17E)) return (c % 2 == 1) ? c + 1 : c;
+  if (c == 0x386) return 0x3AC;
+  if (c >= 0x388 && c <= 0x38A) return c + 0x25;
+  if (c == 0x38C) return 0x3CC;
+  if (c == 0x38E || c == 0x38F) return c + 0x3F;
+  if (c >= 0x400 && c <= 0x40F) return c + 0x50;
+  return c;
+}
+
+bool is_cased_letter(char32_t c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= 0x80 && (to_upper(c) != c || to_lower(c) != c));
+}
+
+std::string map_case(std::string_view s, char32_t (*f)(char32_t)) {
+  std::u32string text = utf8_decode(s);
+  for (char32_t& c : text) c = f(c);
+  return utf8_encode(text);
+}
 
 }  // namespace
 
@@ -147,32 +188,23 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
   return out;
 }
 
-std::string ascii_upper(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), upper);
-  return out;
-}
-
-std::string ascii_lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), lower);
-  return out;
-}
+std::string to_upper(std::string_view s) { return map_case(s, to_upper); }
+std::string to_lower(std::string_view s) { return map_case(s, to_lower); }
 
 std::string py_capitalize(std::string_view s) {
-  std::string out = ascii_lower(s);
-  if (!out.empty()) out[0] = upper(out[0]);
-  return out;
+  std::u32string text = utf8_decode(s);
+  for (size_t k = 0; k < text.size(); ++k) text[k] = k == 0 ? to_upper(text[k]) : to_lower(text[k]);
+  return utf8_encode(text);
 }
 
 std::string py_title(std::string_view s) {
-  std::string out(s);
+  std::u32string text = utf8_decode(s);
   bool in_word = false;
-  for (char& c : out) {
-    c = in_word ? lower(c) : upper(c);
-    in_word = is_ascii_alpha(c);
+  for (char32_t& c : text) {
+    c = in_word ? to_lower(c) : to_upper(c);
+    in_word = is_cased_letter(c);
   }
-  return out;
+  return utf8_encode(text);
 }
 
 }  // namespace splitdec::jinja

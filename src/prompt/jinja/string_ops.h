@@ -20,9 +20,9 @@ std::string py_strip(std::string_view s, const std::optional<std::string>& chars
 // Python str.split: no separator splits on runs of white space and drops empties.
 std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit = -1);
 std::string py_replace(std::string_view s, std::string_view old, std::string_view with, int64_t count = -1);
-// Case mapping is ASCII only (templates upper-case type names and roles).
-std::string ascii_upper(std::string_view s);
-std::string ascii_lower(std::string_view s);
+// Case mapping covers ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic.
+std::string to_upper(std::string_view s);
+std::string to_lower(std::string_view s);
 std::string py_capitalize(std::string_view s);
 std::string py_title(std::string_view s);
 
