@@ -3,6 +3,7 @@
 #include "cli_common.h"
 #include "core/dtype.h"
 #include "model/make_model.h"
+#include "prompt/chat_template.h"
 
 namespace splitdec::cli {
 
@@ -20,6 +21,8 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
     run = [cmd, o, dtype, layers] {
       if (!dtype->empty()) o->dtype = parse_dtype_flag("--dtype", *dtype);
       if (cmd->count("--layers")) o->layers = *layers;
+      // The family's built-in template, kept where real checkpoints keep theirs.
+      o->chat_template = ChatTemplate::builtin_source(o->preset.find("gemma4") != std::string::npos ? "gemma4" : "gemma3");
       make_model(*o);
       std::printf("wrote %s (preset %s, seed %llu)\n", o->out_dir.c_str(), o->preset.c_str(),
                   static_cast<unsigned long long>(o->seed));

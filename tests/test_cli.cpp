@@ -288,7 +288,7 @@ TEST(Cli, TokenizeShowsWhatGenerateFeeds) {
   EXPECT_EQ(p["tokens"][0], 2);  // BOS, as generate adds it
   EXPECT_EQ(p["pieces"].size(), p["tokens"].size());
   // --strings adds no special tokens: the same text gives the prompt's ids after BOS.
-  test::write_file(work + "/s.json", R"(["the cat sat", "", "<start_of_turn>"])");
+  test::write_file(work + "/s.json", R"(["the cat sat", "", "<|turn>"])");
   const auto strings = test::run_splitdec("tokenize --model " + dir + " --strings " + work + "/s.json");
   ASSERT_EQ(strings.exit_code, 0) << strings.output;
   const auto s = nlohmann::json::parse(strings.output);
@@ -301,5 +301,5 @@ TEST(Cli, TokenizeShowsWhatGenerateFeeds) {
   EXPECT_GT(nlohmann::json::parse(chat.output)["tokens"].size(), p["tokens"].size() - 2);
   test::write_file(work + "/bad.json", R"(["ok", 3])");
   expect_fails_with("tokenize --model " + dir + " --strings " + work + "/bad.json", {"array of strings"});
-  expect_fails_with("tokenize --model " + dir, {"--prompt or --strings"});
+  expect_fails_with("tokenize --model " + dir, {"--prompt, --messages or --strings"});
 }

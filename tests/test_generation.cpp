@@ -29,7 +29,7 @@ TEST(Tokenizer, RoundTripsAndSpecialPieces) {
   const Tokenizer& t = tiny_tokenizer();
   for (const std::string s : {"The cat sits on a red chair.", "hello   world", "Zürich ünïcödé ✓ 123", ""})
     EXPECT_EQ(t.decode(t.encode(s)), s);
-  for (const std::string& piece : gemma_special_pieces()) {
+  for (const std::string& piece : gemma4_special_pieces()) {
     const int id = t.piece_id(piece);
     ASSERT_GE(id, 0) << piece;
     EXPECT_EQ(t.encode(piece), std::vector<int>{id}) << piece;  // one token, never split
@@ -41,21 +41,17 @@ TEST(Tokenizer, RoundTripsAndSpecialPieces) {
   EXPECT_THROW(SpecialTokens::require(-1, "<start_of_turn>"), InputError);
 }
 
-TEST(PromptText, ChatTemplateAndMediaExpansion) {
-  EXPECT_EQ(chat_user_turn("hi", true, true), "<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(chat_user_turn("again", false, true), "\n<start_of_turn>user\nagain<end_of_turn>\n<start_of_turn>model\n");
-  EXPECT_EQ(chat_user_turn("x", false, false), "<end_of_turn>\n<start_of_turn>user\nx<end_of_turn>\n<start_of_turn>model\n");
-
+TEST(PromptText, MediaExpansion) {
   const Model& m = test::tiny_model("tiny-gemma4");
   const ModelConfig& c = m.config();
   const Tokenizer& tok = tiny_tokenizer();
   const std::string dir = test::temp_dir("media");
   std::vector<float> rows(size_t(3 * c.hidden_size), 0.5f);
   write_npy(dir + "/img.npy", {3, c.hidden_size}, rows.data());
-  const PromptBatch p = prompt_from_text(chat_user_turn("look <image:" + dir + "/img.npy> now", true, true), tok, c);
+  const PromptBatch p = prompt_from_text("look <image:" + dir + "/img.npy> now", tok, c);
   const SpecialTokens sp = SpecialTokens::resolve(c, tok);
   EXPECT_EQ(p.tokens[0], c.bos_token_id);
-  EXPECT_EQ(p.tokens[1], sp.start_of_turn);
+  EXPECT_EQ(sp.start_of_turn, tok.piece_id("<|turn>"));  // Gemma-4's name for it
   const auto boi = std::find(p.tokens.begin(), p.tokens.end(), sp.boi) - p.tokens.begin();
   ASSERT_LT(boi + 4, p.seq);
   for (int k = 1; k <= 3; ++k) {
@@ -64,15 +60,13 @@ TEST(PromptText, ChatTemplateAndMediaExpansion) {
   }
   EXPECT_EQ(p.tokens[size_t(boi + 4)], sp.eoi);
   EXPECT_EQ(p.media.size(), rows.size());
-  EXPECT_EQ(tok.decode(std::vector<int>(p.tokens.begin() + boi + 5, p.tokens.end())),
-            " now<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(tok.decode(std::vector<int>(p.tokens.begin() + boi + 5, p.tokens.end())), " now");
   // Audio placeholders use the audio markers.
   const PromptBatch a = prompt_from_text("hear <audio:" + dir + "/img.npy>", tok, c);
   EXPECT_EQ(std::count(a.modality.begin(), a.modality.end(), Modality::Audio), 3);
   EXPECT_NE(std::find(a.tokens.begin(), a.tokens.end(), sp.boa), a.tokens.end());
-  // Gemma-3 has no audio tokens in its config; the tiny tokenizer does, so it works there too,
-  // but a literal soft token in text is refused.
-  EXPECT_THROW(prompt_from_text("<image_soft_token>", tok, c), InputError);
+  // A literal soft token in text is refused.
+  EXPECT_THROW(prompt_from_text("<|image|>", tok, c), InputError);
 }
 
 TEST(MediaFiles, ShapesDtypesAndCorruption) {

@@ -51,11 +51,8 @@ std::string gemma_tokenizer_json(const BpeVocabulary& v) {
                   {"decoders", ordered_json::array({{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
                                                     {{"type", "ByteFallback"}},
                                                     {{"type", "Fuse"}}})}};
-  ordered_json vocab = ordered_json::object();
-  for (int id = 0; id < v.size(); ++id)
-    if (!v.pieces[size_t(id)].empty()) vocab[v.pieces[size_t(id)]] = id;
-  ordered_json merges = ordered_json::array();
-  for (const auto& [l, r] : v.merges) merges.push_back({l, r});
+  // The vocabulary and merges are written by hand: an ordered_json object
+  // inserts in linear time, and 262144 pieces would take minutes.
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
                 {"unk_token", "<unk>"},
@@ -64,9 +61,22 @@ std::string gemma_tokenizer_json(const BpeVocabulary& v) {
                 {"fuse_unk", true},
                 {"byte_fallback", true},
                 {"ignore_merges", false},
-                {"vocab", std::move(vocab)},
-                {"merges", std::move(merges)}};
-  return j.dump();
+                {"vocab", "@VOCAB@"},
+                {"merges", "@MERGES@"}};
+  std::string vocab = "{", merges = "[";
+  for (int id = 0; id < v.size(); ++id) {
+    if (v.pieces[size_t(id)].empty()) continue;
+    if (vocab.size() > 1) vocab += ',';
+    vocab += nlohmann::json(v.pieces[size_t(id)]).dump() + ':' + std::to_string(id);
+  }
+  for (const auto& [l, r] : v.merges) {
+    if (merges.size() > 1) merges += ',';
+    merges += '[' + nlohmann::json(l).dump() + ',' + nlohmann::json(r).dump() + ']';
+  }
+  std::string text = j.dump();
+  text.replace(text.find("\"@VOCAB@\""), 9, vocab + '}');
+  text.replace(text.find("\"@MERGES@\""), 10, merges + ']');
+  return text;
 }
 
 BpeVocabulary bpe_vocabulary_from_sentencepiece(const std::string& serialized, const std::vector<std::string>& user_defined) {

@@ -266,6 +266,17 @@ void make_model(const MakeModelOptions& o) {
     std::ofstream out(fs::path(o.out_dir) / "tokenizer.model", std::ios::binary);
     out << tokenizer_model;
   }
+  {
+    ordered_json tc = {{"add_bos_token", true}, {"add_eos_token", false}, {"bos_token", "<bos>"}, {"eos_token", "<eos>"},
+                       {"pad_token", "<pad>"},  {"unk_token", "<unk>"},   {"tokenizer_class", "GemmaTokenizer"}};
+    if (!o.chat_template.empty() && !gemma4) tc["chat_template"] = o.chat_template;
+    std::ofstream out(fs::path(o.out_dir) / "tokenizer_config.json");
+    out << tc.dump(2) << "\n";
+  }
+  if (!o.chat_template.empty() && gemma4) {
+    std::ofstream out(fs::path(o.out_dir) / "chat_template.jinja", std::ios::binary);
+    out << o.chat_template;
+  }
   // A stand-in for one image's post-projector embeddings, for demos and tests.
   const int mm = config.mm_tokens_per_image;
   std::vector<float> image(size_t(mm) * size_t(config.hidden_size));

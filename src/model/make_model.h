@@ -1,5 +1,6 @@
 // `splitdec make-model`: random-weight model directories in the formats of a
-// real checkpoint (config.json, model.safetensors, tokenizer.model), for
+// real checkpoint (config.json, model.safetensors, tokenizer.json, for
+// Gemma-3 tokenizer.model too, tokenizer_config.json), for
 // tests, demos and benchmarks. The same seed gives the same bytes.
 #pragma once
 
@@ -18,6 +19,10 @@ struct MakeModelOptions {
   uint64_t seed = 0;
   std::optional<DType> dtype;  // default: f32 for tiny presets, bf16 for full-size ones
   std::optional<int> layers;   // keep only the first N layers
+  // A chat template written beside the tokenizer, where the family's real
+  // checkpoints keep it (Gemma-3: tokenizer_config.json, Gemma-4:
+  // chat_template.jinja). Empty: none.
+  std::string chat_template{};
 };
 
 void make_model(const MakeModelOptions& options);

@@ -34,6 +34,7 @@ std::map<int, std::pair<std::string, Kind>> family_added_tokens(PresetFamily fam
     t[s.end_of_turn] = {"<end_of_turn>", Kind::Special};
     t[s.boi] = {"<start_of_image>", Kind::Special};
     t[s.eoi] = {"<end_of_image>", Kind::Special};
+    t[s.image] = {"<image_soft_token>", Kind::Special};  // past the model's 262144 pieces, as in the real file
   } else {
     t[s.start_of_turn] = {"<|turn>", Kind::Special};
     t[s.end_of_turn] = {"<turn|>", Kind::Special};

@@ -1,5 +1,6 @@
 #include "prompt/prompt_text.h"
 
+#include <filesystem>
 #include <regex>
 
 #include "core/error.h"
@@ -73,6 +74,8 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
   static const std::regex placeholder("<(image|audio):([^>]+)>");
   size_t last = 0;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder); it != std::sregex_iterator(); ++it) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file((*it)[2].str(), ec)) continue;  // not a file: stays text
     push_text(text.substr(last, size_t(it->position()) - last));
     const bool image = (*it)[1] == "image";
     MediaEmbeddings media = load_media_embeddings((*it)[2], c);
@@ -88,12 +91,6 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
   p.attention_mask.assign(p.tokens.size(), 1);
   validate_prompt_batch(p, c);
   return p;
-}
-
-std::string chat_user_turn(const std::string& text, bool first_turn, bool reply_closed) {
-  std::string s;
-  if (!first_turn) s += reply_closed ? "\n" : "<end_of_turn>\n";
-  return s + "<start_of_turn>user\n" + text + "<end_of_turn>\n<start_of_turn>model\n";
 }
 
 }  // namespace splitdec

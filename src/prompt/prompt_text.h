@@ -1,7 +1,8 @@
-// Text prompts: media placeholders, media blocks (markers + soft tokens),
-// the Gemma chat template and the special tokens they need. With
-// prompt_json.h this room is the one place where inputs become token ids
-// and media rows; the CLI and the API both come here.
+// Plain text prompts: media placeholders, media blocks (markers + soft
+// tokens) and the special tokens they need. Chat prompts go through the
+// model's template (chat_prompt.h). With prompt_json.h this room is the one
+// place where inputs become token ids and media rows; the CLI and the API
+// both come here.
 #pragma once
 
 #include <string>
@@ -29,15 +30,10 @@ struct SpecialTokens {
 // along as the prompt's media. `kind` is Image or Audio.
 PromptBatch media_prompt(const SpecialTokens& special, std::vector<float> rows_data, int64_t rows, Modality kind);
 
-// Tokenizes `text` (after a BOS when `add_bos`). Each <image:PATH> becomes
+// Tokenizes `text` (after a BOS when `add_bos`). Each <image:PATH> naming an
+// existing file (other text in that form stays text) becomes
 // <start_of_image>, one image soft token per embedding row of PATH (.npy or
 // .safetensors), <end_of_image>; <audio:PATH> likewise with the audio tokens.
 PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config, bool add_bos = true);
-
-// The Gemma chat template for one user turn and the model's reply header:
-// "<start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n".
-// A later turn first closes the model's reply: when it did not end with
-// <end_of_turn> (`reply_closed` false) that marker is added.
-std::string chat_user_turn(const std::string& text, bool first_turn, bool reply_closed);
 
 }  // namespace splitdec
