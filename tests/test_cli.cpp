@@ -2,6 +2,8 @@
 // --input, --logits, and a clear error with a non-zero exit for bad input.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -9,6 +11,7 @@
 #include "test_support.h"
 
 using namespace splitdec;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -302,4 +305,37 @@ TEST(Cli, TokenizeShowsWhatGenerateFeeds) {
   test::write_file(work + "/bad.json", R"(["ok", 3])");
   expect_fails_with("tokenize --model " + dir + " --strings " + work + "/bad.json", {"array of strings"});
   expect_fails_with("tokenize --model " + dir, {"--prompt, --messages or --strings"});
+}
+
+// A Gemma-3 preset ships the same vocabulary as tokenizer.json and as
+// SentencePiece tokenizer.model (as Google's folders do): a folder with only
+// one of them gives the same tokens and text for every prompt form.
+TEST(Cli, TokenizerJsonAloneAndSentencePieceAloneAgree) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const std::string work = test::temp_dir("cli-tokenizer-forms");
+  for (const char* form : {"json", "sp"}) {
+    fs::create_directories(work + "/" + form);
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if ((name == "tokenizer.model" && std::string(form) == "json") || (name == "tokenizer.json" && std::string(form) == "sp"))
+        continue;
+      fs::create_symlink(e.path(), work + "/" + form + "/" + name);
+    }
+  }
+  const std::string image = dir + "/demo_image.npy";
+  for (const std::string& args : std::vector<std::string>{"--prompt 'The cat sat on the mat.'", "--chat --prompt 'Tell me a story about a cat.' --stop ' the'",
+                                 "--chat --system 'Be kind.' --image " + image + " --prompt 'What is this?'"}) {
+    const auto j = test::run_splitdec("generate --model " + work + "/json --json --max-new-tokens 12 " + args);
+    const auto s = test::run_splitdec("generate --model " + work + "/sp --json --max-new-tokens 12 " + args);
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    ASSERT_EQ(s.exit_code, 0) << s.output;
+    const auto jj = nlohmann::json::parse(j.output), sj = nlohmann::json::parse(s.output);
+    EXPECT_EQ(jj["tokens"], sj["tokens"]) << args;
+    EXPECT_EQ(jj["text"], sj["text"]) << args;
+    EXPECT_EQ(jj["prompt_tokens"], sj["prompt_tokens"]) << args;
+  }
+  // chat through a pipe, with a tokenizer.json only.
+  test::write_file(work + "/turns.txt", "hi\n/image " + image + "\nwhat is it?\n");
+  const auto chat = test::run_splitdec("chat --model " + work + "/json --max-new-tokens 4 --system 'Be brief.' < " + work + "/turns.txt");
+  EXPECT_EQ(chat.exit_code, 0) << chat.output;
 }

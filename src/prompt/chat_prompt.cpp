@@ -228,9 +228,12 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
   // HF adds BOS (Gemma's post-processor) unless the rendered text starts with it.
   PromptBatch p;
   p.batch = 1;
+  // The BOS the template writes is taken as the id itself: SentencePiece
+  // would read the control piece "<bos>" in text as plain characters.
   const std::string bos = piece_or_throw(tokenizer_, config_.bos_token_id, "BOS");
-  if (add_bos && expanded.rfind(bos, 0) != 0) p.tokens.push_back(config_.bos_token_id);
-  for (int id : tokenizer_.encode(expanded)) p.tokens.push_back(id);
+  const bool written = expanded.rfind(bos, 0) == 0;
+  if (written || add_bos) p.tokens.push_back(config_.bos_token_id);
+  for (int id : tokenizer_.encode(expanded.substr(written ? bos.size() : 0))) p.tokens.push_back(id);
   for (int id : p.tokens) {
     Modality m = Modality::Text;
     if (id == config_.image_token_id) m = Modality::Image;
