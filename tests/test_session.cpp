@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "generate/generator.h"
 #include "generate/reference_source.h"
 #include "kv/kv_cache.h"
@@ -217,6 +218,41 @@ TEST(SessionErrors, BlockThatCannotFitThenUsable) {
   EXPECT_NO_THROW(s.decode({40}));
 }
 
+// Only memory can refuse a long block: a growth the machine cannot hold is
+// refused before anything runs (nothing allocated, the session unchanged),
+// and the message names the flags that help.
+TEST(RingSizing, AGrowthLargerThanTheMachineIsRefusedNamingFlags) {
+  if (physical_memory_bytes() == 0) GTEST_SKIP() << "this machine does not report its memory";
+  const Model& m = test::tiny_model("tiny-gemma4");
+  ModelConfig wide = m.config();  // one sliding layer with 8 MiB of K/V per position
+  wide.num_layers = 1;
+  wide.layers.resize(1);
+  wide.layers[0].num_kv_heads = wide.num_heads = 64;
+  wide.layers[0].head_dim = 16384;
+  const Model no_weights(wide, ModelWeights{});
+  SessionOptions o;
+  o.chunk = 1;
+  o.max_chunk = 1;  // rings of window + 1 positions: 72 MiB
+  o.capacity = int64_t(1) << 30;
+  Session s(no_weights, 1, o);
+  const int64_t rows = int64_t(physical_memory_bytes() / (size_t(8) << 20)) + 2;
+  ASSERT_LT(rows, int64_t(1) << 30);
+  PromptBatch p;
+  p.batch = 1, p.seq = int(rows);
+  p.tokens.assign(size_t(rows), 30), p.attention_mask.assign(size_t(rows), 1);
+  p.modality.assign(size_t(rows), Modality::Image);
+  try {
+    s.check_append({0}, p);
+    FAIL() << "a ring larger than the machine was accepted";
+  } catch (const CapacityError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--max-length"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--kv-dtype"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("chunk of " + std::to_string(rows)), std::string::npos) << msg;
+  }
+  EXPECT_EQ(s.memory().sliding_slots, 9);
+}
+
 // A media block longer than the rings were sized for grows them once, at
 // its prefill: the trace shows the allocation on that chunk only, decode
 // steps stay allocation-free, and the logits are the reference's.
@@ -252,6 +288,53 @@ TEST(RingSizing, ABlockLongerThanTheRingsGrowsThemOnce) {
     if (plan != Plan::SplitCopy) {
       EXPECT_EQ(grew, 1) << plan_name(plan);
     }
+  }
+}
+
+// Growing the rings for one sequence's long image keeps what every other
+// sequence's wrapped ring held: that sequence decodes on as if nothing had
+// happened, a rewind to what its small ring had dropped is still refused,
+// and a rewind the grown ring covers gives the oracle's logits.
+TEST(RingSizing, GrowingKeepsWhatEverySequenceHeld) {
+  const Model& m = test::tiny_model("tiny-gemma4");  // window 8
+  const ModelConfig& c = m.config();
+  const int V = c.vocab_size;
+  for (DType storage : {DType::F32, DType::BF16})
+  for (Plan plan : {Plan::Split, Plan::Unified}) {
+    SessionOptions o;
+    o.plan = plan;
+    o.chunk = 4;
+    o.max_chunk = 4;  // rings of 12 positions
+    o.capacity = 96;
+    o.max_sequences = 2;
+    o.kv_dtype = storage;
+    Session s(m, 0, o), alone(m, 1, o);
+    const int a = s.open_sequence(), b = s.open_sequence();
+    const PromptBatch prompt = batch_of({SeqBuilder(c, 91).text(10)}, 0);
+    std::vector<int> history(prompt.tokens);
+    s.append({a}, prompt);
+    alone.append(prompt);
+    for (int k = 0; k < 20; ++k) {  // A's rings wrap (31 positions > 12)
+      const int t = 20 + (k * 13) % 400;
+      history.push_back(t);
+      expect_close(s.decode({a}, {t}), alone.decode({t}), "before the growth");
+    }
+    s.append({b}, image_prompt(c, 30, 92));  // B's image grows the rings of both slots
+    EXPECT_EQ(s.memory().sliding_slots, 8 + 30);
+    for (int k = 0; k < 5; ++k) {
+      const int t = 30 + k;
+      history.push_back(t);
+      expect_close(s.decode({a}, {t}), alone.decode({t}), std::string(plan_name(plan)) + " after the growth");
+    }
+    EXPECT_THROW(s.rewind(a, 20), CapacityError);  // the 12-slot ring had dropped position 13
+    ASSERT_NO_THROW(s.rewind(a, 30));              // needs positions 23.., held since before the growth
+    history.resize(30);
+    history.push_back(77);
+    PromptBatch whole = PromptBatch::text_column(history);
+    whole.batch = 1, whole.seq = int(history.size());
+    const std::vector<float> want = reference_logits(m, whole, s.policy());
+    const std::vector<float> got = s.decode({a}, {77});
+    if (storage == DType::F32) expect_close(got, std::vector<float>(want.end() - V, want.end()), std::string(plan_name(plan)) + " after a rewind");
   }
 }
 
@@ -381,6 +464,11 @@ TEST(KvMemoryReport, FullLayersDominateALongGemma4Session) {
   EXPECT_EQ(mem.sliding_layers, 40);
   EXPECT_EQ(mem.sliding_slots, 1024 + 512);
   EXPECT_GT(mem.full_bytes, 20 * mem.sliding_bytes);
+  // Rings at the default chunk (256 + 2 x 280 soft tokens), then grown for one
+  // 1120-token image (Gemma-4's largest budget): 640 KiB per ring slot (f32).
+  const size_t per_slot = size_t(40) * 2 * 8 * 256 * 4;
+  EXPECT_EQ(KvCache::plan(c, 1, 131072, 256 + 2 * 280).sliding_bytes, per_slot * (1024 + 816));
+  EXPECT_EQ(KvCache::plan(c, 1, 131072, 1120).sliding_bytes, per_slot * (1024 + 1120));
   // The tiny model: KV-shared layers own no buffer.
   const Model& m = test::tiny_model("tiny-gemma4");
   SessionOptions o;
