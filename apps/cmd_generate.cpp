@@ -88,6 +88,7 @@ int run(const GenerateFlags& f) {
     if (!f.json || runner.result().tokens.empty()) throw;  // nothing was made
     error = e.what();
   }
+  if (f.session.verbose) std::fprintf(stderr, "after the run: %s", runner.describe_memory().c_str());
   const BatchResult& r = runner.result();
   if (stream) print_header(), std::printf("\n");
   std::fflush(stdout);  // keep stdout and the stderr summary below in order

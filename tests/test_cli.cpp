@@ -139,6 +139,38 @@ TEST(Cli, PlansAgreeAndTraceShowsTheRouter) {
   }
 }
 
+// A valid prompt is never refused for its image size: a 1200-token image on
+// tiny-gemma4 at the default settings (rings first sized for 256 + 2 x 16
+// positions) runs in every plan; the trace shows the chunk that grew the
+// rings, -v the ring size after the run.
+TEST(Cli, A1200TokenImageRunsAtDefaultSettings) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-big-image");
+  const int n = 1200;
+  std::vector<float> media(size_t(n) * 64);
+  for (size_t k = 0; k < media.size(); ++k) media[k] = float((k * 29) % 23) / 11.f - 1.f;
+  write_npy(work + "/img.npy", {n, 64}, media.data());
+  nlohmann::json tokens = {2, 40, 6}, modality = {"text", "text", "text"};
+  for (int k = 0; k < n; ++k) tokens.push_back(8), modality.push_back("image");
+  for (int t : {7, 41}) tokens.push_back(t), modality.push_back("text");
+  test::write_file(work + "/in.json", nlohmann::json{{"tokens", {tokens}}, {"modality", {modality}},
+                                                     {"media_embeddings", "img.npy"}}.dump());
+  std::string first_tokens;
+  for (const char* plan : {"reference", "single", "split", "split-copy", "unified"}) {
+    const auto r = test::run_splitdec("generate --model " + dir + " --input " + work + "/in.json --max-new-tokens 3 --trace -v --plan " + plan);
+    ASSERT_EQ(r.exit_code, 0) << plan << "\n" << r.output;
+    const std::string got = r.output.substr(r.output.find("[0] tokens:"));
+    if (first_tokens.empty()) first_tokens = got;
+    EXPECT_EQ(got, first_tokens) << plan;
+    if (std::string(plan) == "split") {
+      EXPECT_NE(r.output.find("trace prefill positions [3, 1203) path masked     kv allocated"), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("trace prefill positions [3, 1203) path masked     kv allocated 0 B"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("x 296-position rings"), std::string::npos) << r.output;   // before
+      EXPECT_NE(r.output.find("x 1208-position rings"), std::string::npos) << r.output;  // after: window 8 + 1200
+    }
+  }
+}
+
 TEST(Cli, SessionErrors) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"chunk size", "0"});

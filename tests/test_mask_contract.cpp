@@ -34,17 +34,18 @@ bool table_visible(MaskPolicy p, bool sliding, int W, int i, int j, int bi, int 
 }
 
 // Enumerates block ids the slow way: scan left to right, a new id whenever a
-// media token does not continue a run of the same modality.
+// vision token (image or video, counted together as HF's `is_vision`) does
+// not follow another vision token.
 std::vector<int> brute_blocks(const std::vector<Modality>& m) {
   std::vector<int> ids;
   int next = 0;
   for (size_t k = 0; k < m.size(); ++k) {
-    const bool media = m[k] == Modality::Image || m[k] == Modality::Video;
-    if (!media) {
+    const bool vision = m[k] == Modality::Image || m[k] == Modality::Video;
+    if (!vision) {
       ids.push_back(-1);
       continue;
     }
-    if (k > 0 && m[k - 1] == m[k]) ids.push_back(ids.back());
+    if (k > 0 && ids.back() >= 0) ids.push_back(ids.back());
     else ids.push_back(next++);
   }
   return ids;
@@ -119,7 +120,8 @@ TEST(MaskContract, NamedEdgeCases) {
   for (int W : {1, 3, 4, 8}) {
     check_case(from_string("iiiittt"), W);                 // block at the start
     check_case(from_string("tttiiii"), W);                 // block at the end
-    check_case(from_string("tiiivvvviit"), W);             // adjacent blocks
+    check_case(from_string("tiiivvvviit"), W);             // image, video, image runs: one vision block
+    check_case(from_string("tiitvvtiiaavv"), W);           // separated by text or audio: separate blocks
     check_case(from_string("ttiiiiiiiiiiiit"), W);         // block longer than the window
     check_case(from_string("pppttiiiitaaat"), W);          // padding and audio
     check_case(from_string("i"), W);
@@ -159,4 +161,20 @@ TEST(MaskContract, ExplicitBlockIdsMustBeContiguous) {
   EXPECT_NO_THROW(validate_block_ids({3, 3, -1, 0}));
   EXPECT_THROW(validate_block_ids({0, 0, -1, 0}), InputError);
   EXPECT_THROW(validate_block_ids({-2}), InputError);
+}
+
+// Hugging Face's Gemma-4 mask takes `is_vision = image | video`: adjacent
+// image and video runs are one block; text or audio between them separates.
+TEST(MaskContract, AdjacentImageAndVideoRunsAreOneBlock) {
+  EXPECT_EQ(block_ids_from_modality(from_string("tiivvvt").modality), (std::vector<int>{-1, 0, 0, 0, 0, 0, -1}));
+  EXPECT_EQ(block_ids_from_modality(from_string("vviit").modality), (std::vector<int>{0, 0, 0, 0, -1}));
+  EXPECT_EQ(block_ids_from_modality(from_string("iitvv").modality), (std::vector<int>{0, 0, -1, 1, 1}));
+  EXPECT_EQ(block_ids_from_modality(from_string("iiavv").modality), (std::vector<int>{0, 0, -1, 1, 1}));
+  // An image token sees the video token after it on a bidirectional layer.
+  const std::vector<int> blk = block_ids_from_modality(from_string("tiivvt").modality);
+  const LayerMaskRule rule = layer_mask_rule(MaskPolicy::Gemma4, LayerType::Sliding, 512);
+  EXPECT_TRUE(visible(rule, 1, 4, blk[1], blk[4], false));
+  EXPECT_FALSE(visible(rule, 1, 5, blk[1], blk[5], false));
+  EXPECT_FALSE(is_vision(Modality::Audio));
+  EXPECT_FALSE(is_vision(Modality::Text));
 }

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 #include <random>
 #include <vector>
 
@@ -20,17 +22,22 @@ class SeqBuilder {
     for (int k = 0; k < n; ++k) push(20 + int(rng_() % uint32_t(c_.vocab_size - 20)), Modality::Text);
     return *this;
   }
-  SeqBuilder& media(Modality m, int n) {
-    const bool audio = m == Modality::Audio;
+  SeqBuilder& media(Modality m, int n) { return media_runs({{m, n}}); }
+  // Media runs back to back inside one pair of markers (an image run
+  // directly followed by a video run is one vision block).
+  SeqBuilder& media_runs(std::initializer_list<std::pair<Modality, int>> runs) {
+    const bool audio = runs.begin()->first == Modality::Audio;
     // Models without audio/video tokens (Gemma-3) still take the modality
     // through exact inputs; stand-in ids are used then.
     auto or_any = [](int id) { return id >= 0 ? id : 30; };
     push(or_any(audio ? c_.boa_token_id : c_.boi_token_id), Modality::Text);
-    const int id = or_any(m == Modality::Image ? c_.image_token_id : m == Modality::Video ? c_.video_token_id : c_.audio_token_id);
     std::uniform_real_distribution<float> u(-1.7f, 1.7f);
-    for (int k = 0; k < n; ++k) {
-      push(id, m);
-      for (int d = 0; d < c_.hidden_size; ++d) media_.push_back(u(rng_));
+    for (const auto& [m, n] : runs) {
+      const int id = or_any(m == Modality::Image ? c_.image_token_id : m == Modality::Video ? c_.video_token_id : c_.audio_token_id);
+      for (int k = 0; k < n; ++k) {
+        push(id, m);
+        for (int d = 0; d < c_.hidden_size; ++d) media_.push_back(u(rng_));
+      }
     }
     push(or_any(audio ? c_.eoa_token_id : c_.eoi_token_id), Modality::Text);
     return *this;

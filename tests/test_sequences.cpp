@@ -264,26 +264,29 @@ TEST(StepGenerator, HistoryFollowsPositionsAcrossRequests) {
   EXPECT_EQ(two.length(1), 2);
 }
 
-// A property test: random appends (text and images), decode steps, rewinds
-// and calls that must fail, on a session with small rings, checked after
+// A property test: random appends (text and images, some longer than the
+// rings were sized for, some image runs joined by a video run), decode
+// steps, rewinds and calls that must fail, on a session with small rings, checked after
 // every call against the oracle recomputing the whole sequence from scratch.
 // A failing call must leave the session exactly as it was.
 TEST(SessionProperty, RandomCallsMatchTheOracleAndFailuresChangeNothing) {
   const Model& m = test::tiny_model("tiny-gemma4");  // window 8
   const ModelConfig& c = m.config();
   const int V = c.vocab_size, H = c.hidden_size;
-  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified})
+  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+    int grown_seeds = 0;  // seeds whose rings grew for a long block (later ops then check grown rings)
     for (uint32_t seed = 1; seed <= 3; ++seed) {
       SessionOptions o;
       o.plan = plan;
       o.chunk = 4;
-      o.max_chunk = 8;  // rings of 16 positions
-      o.capacity = 48;
+      o.max_chunk = 8;  // rings of 16 positions at first
+      o.capacity = 72;
       Session s(m, 1, o);
       std::mt19937 rng(seed * 7919 + uint32_t(plan));
       std::vector<int> tokens;
       std::vector<Modality> modality;
       std::vector<float> media;  // rows of the image positions, in order
+      bool grown_by_blocks = false;
       auto oracle_last = [&] {
         PromptBatch p;
         p.batch = 1, p.seq = int(tokens.size()), p.tokens = tokens, p.modality = modality;
@@ -305,7 +308,15 @@ TEST(SessionProperty, RandomCallsMatchTheOracleAndFailuresChangeNothing) {
           SeqBuilder b(c, rng());
           if (!tokens.empty()) b.no_bos();
           b.text(1 + int(rng() % 4));
-          if (kind == 1) b.media(Modality::Image, 2 + int(rng() % 5)).text(1);
+          if (kind == 1) {
+            // Short images; long ones, past what the rings were first sized
+            // for (they grow); an image run directly followed by a video run
+            // (one block).
+            const int n = rng() % 3 == 0 ? 9 + int(rng() % 14) : 2 + int(rng() % 5);
+            if (rng() % 4 == 0) b.media_runs({{Modality::Image, n}, {Modality::Video, 1 + int(rng() % 4)}});
+            else b.media(Modality::Image, n);
+            b.text(1);
+          }
           const PromptBatch p = batch_of({b}, 0);
           if (before + p.seq > o.capacity) {
             EXPECT_THROW(s.append(p), CapacityError);
@@ -315,6 +326,7 @@ TEST(SessionProperty, RandomCallsMatchTheOracleAndFailuresChangeNothing) {
             modality.insert(modality.end(), p.modality.begin(), p.modality.end());
             media.insert(media.end(), p.media.begin(), p.media.end());
             expect_matches(got, "append");
+            grown_by_blocks = grown_by_blocks || s.memory().sliding_slots > 16;
           }
         } else if (kind == 2) {  // a decode step
           const int t = 20 + int(rng() % uint32_t(V - 20));
@@ -348,7 +360,12 @@ TEST(SessionProperty, RandomCallsMatchTheOracleAndFailuresChangeNothing) {
         }
         ASSERT_EQ(s.length(), int64_t(tokens.size())) << plan_name(plan) << " seed " << seed << " op " << op;
       }
+      grown_seeds += grown_by_blocks;
     }
+    if (plan == Plan::Split || plan == Plan::Unified) {
+      EXPECT_GE(grown_seeds, 2) << plan_name(plan);
+    }
+  }
 }
 
 // Nothing grows per generated token but the KV cache and the token lists:

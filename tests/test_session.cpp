@@ -8,9 +8,11 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "generate/generator.h"
 #include "generate/reference_source.h"
 #include "kv/kv_cache.h"
+#include "model/reference_forward.h"
 #include "pipeline/session.h"
 #include "test_prompts.h"
 #include "test_support.h"
@@ -36,7 +38,9 @@ std::vector<NamedCase> cases(const ModelConfig& c) {
   out.push_back({"no image", one(SeqBuilder(c, 1).text(14))});
   out.push_back({"one image longer than the window", one(SeqBuilder(c, 2).text(3).media(Modality::Image, 16).text(4))});
   out.push_back({"two images", one(SeqBuilder(c, 3).media(Modality::Image, 16).text(2).media(Modality::Image, 5).text(3))});
-  out.push_back({"video then image, adjacent", one(SeqBuilder(c, 4).text(2).media(Modality::Video, 6).media(Modality::Image, 7).text(2))});
+  out.push_back({"video then image, between markers", one(SeqBuilder(c, 4).text(2).media(Modality::Video, 6).media(Modality::Image, 7).text(2))});
+  out.push_back({"image run then video run, adjacent: one block",
+                 one(SeqBuilder(c, 10).text(2).media_runs({{Modality::Image, 5}, {Modality::Video, 6}}).text(2))});
   out.push_back({"audio is causal", one(SeqBuilder(c, 5).text(2).media(Modality::Audio, 9).text(3))});
   {
     SeqBuilder a(c, 6), b(c, 7);
@@ -214,21 +218,178 @@ TEST(SessionErrors, BlockThatCannotFitThenUsable) {
   EXPECT_NO_THROW(s.decode({40}));
 }
 
-TEST(SessionErrors, BlockLargerThanMaxChunk) {
+// Only memory can refuse a long block: a growth the machine cannot hold is
+// refused before anything runs (nothing allocated, the session unchanged),
+// and the message names the flags that help.
+TEST(RingSizing, AGrowthLargerThanTheMachineIsRefusedNamingFlags) {
+  if (physical_memory_bytes() == 0) GTEST_SKIP() << "this machine does not report its memory";
   const Model& m = test::tiny_model("tiny-gemma4");
+  ModelConfig wide = m.config();  // one sliding layer with 8 MiB of K/V per position
+  wide.num_layers = 1;
+  wide.layers.resize(1);
+  wide.layers[0].num_kv_heads = wide.num_heads = 64;
+  wide.layers[0].head_dim = 16384;
+  const Model no_weights(wide, ModelWeights{});
   SessionOptions o;
-  o.capacity = 64;
-  o.chunk = 4;
-  o.max_chunk = 8;
-  Session s(m, 1, o);
+  o.chunk = 1;
+  o.max_chunk = 1;  // rings of window + 1 positions: 72 MiB
+  o.capacity = int64_t(1) << 30;
+  Session s(no_weights, 1, o);
+  const int64_t rows = int64_t(physical_memory_bytes() / (size_t(8) << 20)) + 2;
+  ASSERT_LT(rows, int64_t(1) << 30);
+  PromptBatch p;
+  p.batch = 1, p.seq = int(rows);
+  p.tokens.assign(size_t(rows), 30), p.attention_mask.assign(size_t(rows), 1);
+  p.modality.assign(size_t(rows), Modality::Image);
   try {
-    s.append(image_prompt(m.config(), 16));
-    FAIL();
+    s.check_append({0}, p);
+    FAIL() << "a ring larger than the machine was accepted";
   } catch (const CapacityError& e) {
-    EXPECT_NE(std::string(e.what()).find("max chunk of 8"), std::string::npos) << e.what();
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("--max-length"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--kv-dtype"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("chunk of " + std::to_string(rows)), std::string::npos) << msg;
   }
-  EXPECT_EQ(s.length(), 0);
-  EXPECT_NO_THROW(s.append(image_prompt(m.config(), 6)));
+  EXPECT_EQ(s.memory().sliding_slots, 9);
+}
+
+// A media block longer than the rings were sized for grows them once, at
+// its prefill: the trace shows the allocation on that chunk only, decode
+// steps stay allocation-free, and the logits are the reference's.
+TEST(RingSizing, ABlockLongerThanTheRingsGrowsThemOnce) {
+  const Model& m = test::tiny_model("tiny-gemma4");  // window 8
+  for (Plan plan : {Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+    SessionOptions o;
+    o.plan = plan;
+    o.capacity = 64;
+    o.chunk = 4;
+    o.max_chunk = 8;  // rings of 16 positions
+    Session s(m, 1, o);
+    EXPECT_EQ(s.memory().sliding_slots, 16);
+    const std::vector<Turn> turns = {{image_prompt(m.config(), 20), 4}, {image_prompt(m.config(), 12, 13), 3}};
+    const GenerationResult got = generate_greedy(s, turns);
+    const GenerationResult want = reference_generate(m, turns, s.policy());
+    EXPECT_EQ(got.tokens, want.tokens) << plan_name(plan);
+    expect_close(got.prompt_logits, want.prompt_logits, std::string(plan_name(plan)) + " prompt logits");
+    expect_close(got.step_logits, want.step_logits, std::string(plan_name(plan)) + " step logits");
+    // split-copy's prefill reads its present, which holds everything: its rings never grow.
+    EXPECT_EQ(s.memory().sliding_slots, plan == Plan::SplitCopy ? 16 : 8 + 20) << plan_name(plan);
+    int grew = 0;
+    for (const TraceEntry& e : s.trace()) {
+      if (e.kind == TraceEntry::Decode) {
+        EXPECT_EQ(e.kv_bytes_allocated, 0) << plan_name(plan);
+      }
+      if (plan != Plan::SplitCopy && e.kv_bytes_allocated > 0) {  // split-copy's present allocates every prefill
+        ++grew;
+        EXPECT_EQ(e.end - e.begin, 20) << plan_name(plan);  // the chunk holding the long block
+        EXPECT_EQ(e.kind, TraceEntry::Prefill) << plan_name(plan);
+      }
+    }
+    if (plan != Plan::SplitCopy) {
+      EXPECT_EQ(grew, 1) << plan_name(plan);
+    }
+  }
+}
+
+// Growing the rings for one sequence's long image keeps what every other
+// sequence's wrapped ring held: that sequence decodes on as if nothing had
+// happened, a rewind to what its small ring had dropped is still refused,
+// and a rewind the grown ring covers gives the oracle's logits.
+TEST(RingSizing, GrowingKeepsWhatEverySequenceHeld) {
+  const Model& m = test::tiny_model("tiny-gemma4");  // window 8
+  const ModelConfig& c = m.config();
+  const int V = c.vocab_size;
+  for (DType storage : {DType::F32, DType::BF16})
+  for (Plan plan : {Plan::Split, Plan::Unified}) {
+    SessionOptions o;
+    o.plan = plan;
+    o.chunk = 4;
+    o.max_chunk = 4;  // rings of 12 positions
+    o.capacity = 96;
+    o.max_sequences = 2;
+    o.kv_dtype = storage;
+    Session s(m, 0, o), alone(m, 1, o);
+    const int a = s.open_sequence(), b = s.open_sequence();
+    const PromptBatch prompt = batch_of({SeqBuilder(c, 91).text(10)}, 0);
+    std::vector<int> history(prompt.tokens);
+    s.append({a}, prompt);
+    alone.append(prompt);
+    for (int k = 0; k < 20; ++k) {  // A's rings wrap (31 positions > 12)
+      const int t = 20 + (k * 13) % 400;
+      history.push_back(t);
+      expect_close(s.decode({a}, {t}), alone.decode({t}), "before the growth");
+    }
+    s.append({b}, image_prompt(c, 30, 92));  // B's image grows the rings of both slots
+    EXPECT_EQ(s.memory().sliding_slots, 8 + 30);
+    for (int k = 0; k < 5; ++k) {
+      const int t = 30 + k;
+      history.push_back(t);
+      expect_close(s.decode({a}, {t}), alone.decode({t}), std::string(plan_name(plan)) + " after the growth");
+    }
+    EXPECT_THROW(s.rewind(a, 20), CapacityError);  // the 12-slot ring had dropped position 13
+    ASSERT_NO_THROW(s.rewind(a, 30));              // needs positions 23.., held since before the growth
+    history.resize(30);
+    history.push_back(77);
+    PromptBatch whole = PromptBatch::text_column(history);
+    whole.batch = 1, whole.seq = int(history.size());
+    const std::vector<float> want = reference_logits(m, whole, s.policy());
+    const std::vector<float> got = s.decode({a}, {77});
+    if (storage == DType::F32) expect_close(got, std::vector<float>(want.end() - V, want.end()), std::string(plan_name(plan)) + " after a rewind");
+  }
+}
+
+// Staggered images in a batch join one chunk longer than either image: the
+// rings grow to that chunk, and each sequence still gets the reference's logits.
+TEST(RingSizing, StaggeredImagesOfABatchJoinOneLongChunk) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const ModelConfig& c = m.config();
+  SeqBuilder a(c, 51), b(c, 52);
+  a.text(2).media(Modality::Image, 14).text(12);
+  b.text(9).media(Modality::Image, 14).text(5);
+  const std::vector<Turn> turns = {{batch_of({a, b}, c.pad_token_id), 4}};
+  const GenerationResult want = reference_generate(m, turns, c.default_policy);
+  for (Plan plan : {Plan::Split, Plan::Unified}) {
+    SessionOptions o;
+    o.plan = plan;
+    o.capacity = 64;
+    o.chunk = 4;
+    o.max_chunk = 4;
+    Session s(m, 2, o);
+    const GenerationResult got = generate_greedy(s, turns);
+    EXPECT_EQ(got.tokens, want.tokens) << plan_name(plan);
+    expect_close(got.prompt_logits, want.prompt_logits, std::string(plan_name(plan)) + " prompt logits");
+    expect_close(got.step_logits, want.step_logits, std::string(plan_name(plan)) + " step logits");
+    int longest = 0;
+    for (const TraceEntry& e : s.trace()) longest = std::max(longest, int(e.end - e.begin));
+    EXPECT_GT(longest, 16);  // both blocks in one chunk
+    EXPECT_EQ(s.memory().sliding_slots, 8 + longest) << plan_name(plan);
+  }
+}
+
+// The case from the verification report: a 1200-token image on tiny-gemma4
+// at the default chunk settings (rings first sized for 256 + 2 x 16), where
+// the rings still wrap after the block (capacity above window + block).
+TEST(RingSizing, A1200TokenImageRunsInEveryPlanAndMatchesTheReference) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const std::vector<Turn> turns = {{image_prompt(m.config(), 1200, 17), 3}};
+  for (MaskPolicy policy : {m.config().default_policy, MaskPolicy::LegacyWindow}) {
+    const GenerationResult want = reference_generate(m, turns, policy);
+    for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+      SessionOptions o;
+      o.plan = plan;
+      o.capacity = 1300;
+      o.policy = policy;
+      Session s(m, 1, o);
+      const GenerationResult got = generate_greedy(s, turns);
+      const std::string what = std::string(plan_name(plan)) + " " + mask_policy_name(policy);
+      EXPECT_EQ(got.tokens, want.tokens) << what;
+      expect_close(got.prompt_logits, want.prompt_logits, what + " prompt logits");
+      expect_close(got.step_logits, want.step_logits, what + " step logits");
+      if (plan == Plan::Split || plan == Plan::Unified) {
+        EXPECT_EQ(s.memory().sliding_slots, 8 + 1200) << what;
+      }
+    }
+  }
 }
 
 TEST(SessionErrors, ChunkSizeZeroAndBadRewinds) {
@@ -303,6 +464,11 @@ TEST(KvMemoryReport, FullLayersDominateALongGemma4Session) {
   EXPECT_EQ(mem.sliding_layers, 40);
   EXPECT_EQ(mem.sliding_slots, 1024 + 512);
   EXPECT_GT(mem.full_bytes, 20 * mem.sliding_bytes);
+  // Rings at the default chunk (256 + 2 x 280 soft tokens), then grown for one
+  // 1120-token image (Gemma-4's largest budget): 640 KiB per ring slot (f32).
+  const size_t per_slot = size_t(40) * 2 * 8 * 256 * 4;
+  EXPECT_EQ(KvCache::plan(c, 1, 131072, 256 + 2 * 280).sliding_bytes, per_slot * (1024 + 816));
+  EXPECT_EQ(KvCache::plan(c, 1, 131072, 1120).sliding_bytes, per_slot * (1024 + 1120));
   // The tiny model: KV-shared layers own no buffer.
   const Model& m = test::tiny_model("tiny-gemma4");
   SessionOptions o;
@@ -396,4 +562,63 @@ TEST(SessionErrors, SizesAreCheckedBeforeAllocating) {
   } catch (const CapacityError& e) {
     EXPECT_NE(std::string(e.what()).find("--max-length"), std::string::npos) << e.what();
   }
+}
+
+// An image run directly followed by a video run is ONE media block, as in
+// Hugging Face's Gemma-4 mask (`is_vision = image | video`): the reference
+// and every plan treat it as explicit one-block ids would, one masked chunk
+// holds both runs, and a rewind between them is refused. Runs in separate
+// markers stay two blocks.
+TEST(VisionBlocks, AdjacentImageAndVideoRunsAreOneBlockInEveryPlan) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const ModelConfig& c = m.config();
+  const MaskPolicy policy = c.default_policy;  // gemma4: bidirectional on sliding layers
+  // 0 BOS, 1-2 text, 3 BOI, 4-9 image, 10-16 video, 17 EOI, 18-20 text.
+  const PromptBatch joined =
+      batch_of({SeqBuilder(c, 81).text(2).media_runs({{Modality::Image, 6}, {Modality::Video, 7}}).text(3)}, 0);
+  ASSERT_EQ(joined.seq, 21);
+  PromptBatch one = joined, two = joined;
+  one.block_ids.assign(21, -1), two.block_ids.assign(21, -1);
+  for (int k = 4; k < 17; ++k) one.block_ids[size_t(k)] = 0, two.block_ids[size_t(k)] = k < 10 ? 0 : 1;
+  const std::vector<float> want = reference_logits(m, joined, policy);
+  EXPECT_EQ(want, reference_logits(m, one, policy));
+  const std::vector<float> split_blocks = reference_logits(m, two, policy);
+  float apart = 0;
+  for (size_t k = 0; k < want.size(); ++k) apart = std::max(apart, std::fabs(want[k] - split_blocks[k]));
+  EXPECT_GT(apart, 1e-3f);  // the image rows see the video rows only as one block
+
+  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+    SessionOptions o;
+    o.plan = plan;
+    o.chunk = 5;
+    o.capacity = 64;
+    Session s(m, 1, o);
+    expect_close(s.append(joined, true), want, std::string(plan_name(plan)) + " one block");
+    if (plan == Plan::Split) {
+      std::vector<std::pair<int64_t, int64_t>> masked;
+      for (const TraceEntry& e : s.trace())
+        if (e.path == AttentionPath::Masked) masked.push_back({e.begin, e.end});
+      EXPECT_EQ(masked, (std::vector<std::pair<int64_t, int64_t>>{{4, 17}}));
+    }
+    try {
+      s.rewind(10);  // between the image run and the video run
+      FAIL() << plan_name(plan);
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("media block at positions [4, 17)"), std::string::npos) << e.what();
+    }
+  }
+
+  // Separate markers: two blocks, two masked chunks, a rewind between them is fine.
+  const PromptBatch apart_runs =
+      batch_of({SeqBuilder(c, 82).text(2).media(Modality::Image, 6).media(Modality::Video, 7).text(3)}, 0);
+  SessionOptions o;
+  o.chunk = 5;
+  o.capacity = 64;
+  Session s(m, 1, o);
+  expect_close(s.append(apart_runs, true), reference_logits(m, apart_runs, policy), "two blocks");
+  std::vector<std::pair<int64_t, int64_t>> masked;
+  for (const TraceEntry& e : s.trace())
+    if (e.path == AttentionPath::Masked) masked.push_back({e.begin, e.end});
+  EXPECT_EQ(masked, (std::vector<std::pair<int64_t, int64_t>>{{4, 10}, {12, 19}}));
+  EXPECT_NO_THROW(s.rewind(11));
 }

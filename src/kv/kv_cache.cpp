@@ -24,6 +24,10 @@ size_t saturating_product(std::initializer_list<size_t> factors) {
   return p;
 }
 size_t saturating_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+// Where one sequence's [kv_heads, slots, head_dim] block starts.
+size_t seq_base(int64_t slots, const LayerSpec& s, int seq) {
+  return size_t(seq) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim);
+}
 }  // namespace
 
 KvMemory KvCache::plan(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype) {
@@ -50,26 +54,70 @@ KvCache::KvCache(const ModelConfig& config, int sequences, int64_t capacity, int
     if (!owns(l)) continue;
     const LayerSpec& s = config.layers[size_t(l)];
     Buffer& buf = buffers_[size_t(l)];
-    buf.slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
+    allocate(buf, s, s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity);
     buf.ring = buf.slots < capacity;
     if (buf.ring) ring_slots_ = ring_slots_ == 0 ? buf.slots : std::min(ring_slots_, buf.slots);
-    const size_t n = size_t(sequences) * size_t(s.num_kv_heads) * size_t(buf.slots) * size_t(s.head_dim);
-    if (dtype != DType::F32) {
-      buf.k16.assign(n, 0);
-      buf.v16.assign(n, 0);
-    } else {
-      buf.k.assign(n, 0.f);
-      buf.v.assign(n, 0.f);
-    }
   }
 }
 
-namespace {
-// Where one sequence's [kv_heads, slots, head_dim] block starts.
-size_t seq_base(int64_t slots, const LayerSpec& s, int seq) {
-  return size_t(seq) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim);
+void KvCache::allocate(Buffer& buf, const LayerSpec& s, int64_t slots) {
+  buf.slots = slots;
+  const size_t n = size_t(sequences_) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim);
+  if (dtype_ != DType::F32) {
+    buf.k16.assign(n, 0);
+    buf.v16.assign(n, 0);
+  } else {
+    buf.k.assign(n, 0.f);
+    buf.v.assign(n, 0.f);
+  }
 }
-}  // namespace
+
+KvMemory KvCache::memory_for_chunk(KvLayout, int rows) const {
+  return plan(*config_, sequences_, capacity_, std::max(max_chunk_, rows), dtype_);
+}
+
+// Larger rings take over exactly what the old ones held: for each sequence
+// the positions [oldest, end), each moved to its slot in the new ring. A
+// grown buffer stays a ring (even at `capacity` slots, where the slot of a
+// position is the position), so the retention rules of check_rewind keep
+// refusing positions the small ring had already dropped.
+void KvCache::fit_chunk(KvLayout, int rows) {
+  if (rows <= max_chunk_) return;
+  if (ring_slots_ > 0)
+    for (int seq = 0; seq < sequences_; ++seq)
+      oldest_[size_t(seq)] = std::max(oldest_[size_t(seq)], end_[size_t(seq)] - ring_slots_);
+  int64_t smallest = 0;
+  for (int l = 0; l < config_->num_layers; ++l) {
+    const LayerSpec& s = config_->layers[size_t(l)];
+    Buffer& old = buffers_[size_t(l)];
+    if (!owns(l) || !old.ring) continue;
+    Buffer grown;
+    allocate(grown, s, sliding_slots(s.window, capacity_, rows));
+    grown.ring = true;
+    const size_t hd = size_t(s.head_dim), elem = dtype_size(dtype_);
+    traffic_.allocated += int64_t(2 * size_t(sequences_) * size_t(s.num_kv_heads) * size_t(grown.slots) * hd * elem);
+    const KvView from{nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, old.slots, true};
+    const KvView to{nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, grown.slots, true};
+    for (int seq = 0; seq < sequences_; ++seq)
+      for (int h = 0; h < s.num_kv_heads; ++h)
+        for (int64_t p = oldest_[size_t(seq)]; p < end_[size_t(seq)]; ++p) {
+          const size_t src = seq_base(old.slots, s, seq) + size_t(from.offset(0, h, p));
+          const size_t dst = seq_base(grown.slots, s, seq) + size_t(to.offset(0, h, p));
+          if (dtype_ != DType::F32) {
+            std::copy_n(old.k16.data() + src, hd, grown.k16.data() + dst);
+            std::copy_n(old.v16.data() + src, hd, grown.v16.data() + dst);
+          } else {
+            std::copy_n(old.k.data() + src, hd, grown.k.data() + dst);
+            std::copy_n(old.v.data() + src, hd, grown.v.data() + dst);
+          }
+          traffic_.copied += int64_t(2 * hd * elem);
+        }
+    old = std::move(grown);
+    smallest = smallest == 0 ? old.slots : std::min(smallest, old.slots);
+  }
+  ring_slots_ = smallest;
+  max_chunk_ = rows;
+}
 
 KvView KvCache::view(int layer, int seq, KvLayout) const {
   const int src = config_->layers[size_t(layer)].kv_source;

@@ -4,10 +4,20 @@
 // so handing a prompt over to decoding copies nothing.
 //
 // Full layers hold `capacity` positions per sequence. Sliding layers hold a
-// ring of window + max_chunk positions: a chunk of up to max_chunk queries
-// writes its K/V first and then needs the window - 1 positions before it,
-// so nothing it reads is overwritten. KV-shared layers (Gemma-4) own no
-// buffer. Storage is f32, bf16 or f16; the kernels read each.
+// ring of window + max_chunk positions (capacity, if that is smaller), where
+// max_chunk is the longest chunk of queries seen so far. Why that many:
+//  - a media block's queries attend to each other in both directions, so a
+//    block is never cut across chunks: every query of the block must run
+//    in one chunk, after the K/V of all of them are written (each layer's
+//    K/V depends on the previous layer's attention over the whole block);
+//  - so a chunk of n queries writes n positions, then its first query still
+//    needs the window - 1 positions before it: n + window - 1 slots must be
+//    live at once, and a smaller ring would overwrite keys it reads.
+// A chunk longer than the rings were sized for (a large image, or staggered
+// images of a batch joining one chunk) grows them once, before it runs:
+// fit_chunk() re-lays the held positions into larger rings. Growth happens
+// at a prefill only; decode steps never allocate. KV-shared layers (Gemma-4)
+// own no buffer. Storage is f32, bf16 or f16; the kernels read each.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +44,11 @@ class KvCache : public KvStore {
   void rewind(int seq, int64_t length) override;
   void clear(int seq) override;
   KvMemory memory() const override;
+  // Grows the rings to window + rows when rows is more than max_chunk().
+  void fit_chunk(KvLayout, int rows) override;
+  KvMemory memory_for_chunk(KvLayout, int rows) const override;
+  // The longest chunk the rings hold with its window.
+  int max_chunk() const { return max_chunk_; }
 
   // Copies positions [from, to) of `seq` out of `src` (any layout, one sequence). Returns bytes copied.
   size_t copy_from(int layer, int seq, const KvView& src, int64_t from, int64_t to);
@@ -53,6 +68,7 @@ class KvCache : public KvStore {
     std::vector<uint16_t> k16, v16;  // 16-bit storage
   };
   bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
+  void allocate(Buffer& buf, const LayerSpec& s, int64_t slots);
   void store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd);
   void note_written(int seq, int64_t first, int64_t end);
   const ModelConfig* config_;

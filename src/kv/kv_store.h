@@ -48,6 +48,14 @@ class KvStore {
   // longer be truncated to `length` (a ring dropped what the window needs);
   // `first_real` is the sequence's first non-padding position. Changes nothing.
   virtual void check_rewind(int seq, int64_t length, int64_t first_real) const = 0;
+  // Before a prefill chunk of `rows` queries that reads `layout`: makes room
+  // for the chunk's keys plus the window before them. A store with sliding
+  // rings grows them when the chunk is longer than they were sized for (a
+  // long media block); the allocation and the copy of what the rings hold
+  // show up in take_traffic(). Decode steps (one row) never grow anything.
+  virtual void fit_chunk(KvLayout, int /*rows*/) {}
+  // What the store would hold after fit_chunk(layout, rows); allocates nothing.
+  virtual KvMemory memory_for_chunk(KvLayout, int /*rows*/) const { return memory(); }
   // Truncates `seq` to `length` positions; check_rewind first.
   virtual void rewind(int seq, int64_t length) = 0;
   // Forgets `seq`: the slot starts empty for the next sequence.

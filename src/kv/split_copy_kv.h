@@ -25,6 +25,14 @@ class SplitCopyKv : public KvStore {
   void rewind(int seq, int64_t length) override;
   void clear(int seq) override;
   KvMemory memory() const override { return shared_.memory(); }
+  // Prefill chunks read the present, which holds every position: only a
+  // chunk that reads the shared buffer can need larger rings.
+  void fit_chunk(KvLayout layout, int rows) override {
+    if (layout == KvLayout::Shared) shared_.fit_chunk(layout, rows);
+  }
+  KvMemory memory_for_chunk(KvLayout layout, int rows) const override {
+    return layout == KvLayout::Shared ? shared_.memory_for_chunk(layout, rows) : memory();
+  }
   KvTraffic take_traffic() override;
 
  private:

@@ -100,9 +100,8 @@ std::vector<int> block_ids_from_modality(const std::vector<Modality>& modality) 
   std::vector<int> ids(modality.size(), -1);
   int next = -1;
   for (size_t k = 0; k < modality.size(); ++k) {
-    const Modality m = modality[k];
-    if (m != Modality::Image && m != Modality::Video) continue;
-    if (k == 0 || modality[k - 1] != m) ++next;  // a new run starts
+    if (!is_vision(modality[k])) continue;
+    if (k == 0 || !is_vision(modality[k - 1])) ++next;  // a new vision run starts
     ids[k] = next;
   }
   return ids;

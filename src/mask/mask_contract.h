@@ -9,6 +9,9 @@
 //   visible(i,j) = not pad(j) and (causal or block) and window      -- most policies
 //   visible(i,j) = not pad(j) and (block or (causal and window))    -- legacy-window policies
 //
+// blk(i) is the media block of position i: a maximal run of vision (image or
+// video) tokens, or -1 (block_ids_from_modality), or a caller-given id.
+//
 // A row with no visible key outputs zeros.
 #pragma once
 
@@ -48,8 +51,16 @@ LayerMaskRule layer_mask_rule(MaskPolicy policy, LayerType type, int window);
 // the chunks that hold such a block need the masked path.
 bool policy_has_bidirectional_layer(MaskPolicy policy);
 
-// Block ids from modality: each maximal run of one media modality (image or
-// video) is its own block, numbered from 0; text and audio get -1.
+// True for the modalities whose runs form bidirectional media blocks: image
+// and video together ("vision"); text and audio are never bidirectional.
+inline bool is_vision(Modality m) { return m == Modality::Image || m == Modality::Video; }
+
+// Block ids from modality: each maximal run of vision tokens is its own
+// block, numbered from 0; text and audio get -1. Image and video count
+// together, as in Hugging Face's Gemma-4 mask (`is_vision = image | video`
+// in `get_block_sequence_ids_for_mask`): an image run directly followed by
+// a video run is ONE block. Real prompts wrap each image in BOI/EOI text
+// markers, so consecutive images stay separate blocks.
 std::vector<int> block_ids_from_modality(const std::vector<Modality>& modality);
 
 // Checks caller-given block ids (-1 = none): each id must form one contiguous

@@ -1,4 +1,11 @@
 // Cuts a prompt segment into prefill chunks that never split a media block.
+//
+// Why a block must be whole in one chunk: a block's queries see each other
+// in both directions, and each layer's K/V of the block comes out of the
+// previous layer's attention over the whole block, so no query of the block
+// can run before all of them do. A chunk therefore grows to hold a block
+// longer than the chunk size; the sliding-layer rings grow with it (see
+// kv/kv_cache.h), so no valid prompt is refused for the size of its images.
 #pragma once
 
 #include <vector>

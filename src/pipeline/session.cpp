@@ -91,6 +91,15 @@ std::unique_ptr<KvStore> make_kv_store(const ModelConfig& c, const SessionOption
   return std::make_unique<KvCache>(c, o.max_sequences, o.capacity, o.max_chunk, o.kv_dtype);
 }
 
+// Refuses a KV cache larger than the machine's memory, before it is allocated.
+void check_fits_memory(const KvMemory& m, const std::string& what, const std::string& remedy) {
+  const uint64_t need = std::max(m.full_bytes, m.sliding_bytes) > UINT64_MAX / 2 ? UINT64_MAX : uint64_t(m.full_bytes) + m.sliding_bytes;
+  const uint64_t have = physical_memory_bytes();
+  if (have > 0 && need > have)
+    throw CapacityError(what + " needs " + format_bytes(need) + ", more than this machine's " + format_bytes(have) +
+                        " of memory (" + remedy + ")");
+}
+
 }  // namespace
 
 Session::Session(const Model& model, int batch, SessionOptions options)
@@ -123,15 +132,11 @@ Session::Session(const Model& model, int batch, SessionOptions options)
   for (const LayerSpec& l : c.layers)
     if (c.num_heads / l.num_kv_heads > 64) throw ConfigError("more than 64 query heads per KV head is not supported");
   policy_ = options_.policy.value_or(c.default_policy);
-  if (options_.plan != Plan::Single) {
-    const KvMemory m = KvCache::plan(c, options_.max_sequences, options_.capacity, options_.max_chunk, options_.kv_dtype);
-    const uint64_t need = std::max(m.full_bytes, m.sliding_bytes) > UINT64_MAX / 2 ? UINT64_MAX : uint64_t(m.full_bytes) + m.sliding_bytes;
-    const uint64_t have = physical_memory_bytes();
-    if (have > 0 && need > have)
-      throw CapacityError("a KV cache of " + std::to_string(options_.capacity) + " positions x " +
-                          std::to_string(options_.max_sequences) + " sequences needs " + format_bytes(need) +
-                          ", more than this machine's " + format_bytes(have) + " of memory (lower --max-length, or --max-new-tokens that sizes it)");
-  }
+  if (options_.plan != Plan::Single)
+    check_fits_memory(KvCache::plan(c, options_.max_sequences, options_.capacity, options_.max_chunk, options_.kv_dtype),
+                      "a KV cache of " + std::to_string(options_.capacity) + " positions x " +
+                          std::to_string(options_.max_sequences) + " sequences",
+                      "lower --max-length, or --max-new-tokens that sizes it");
   kv_ = make_kv_store(c, options_);
   seqs_.resize(size_t(options_.max_sequences));
   for (int b = 0; b < batch; ++b) seqs_[size_t(b)].live = true;
@@ -206,7 +211,7 @@ void Session::validate_segment(const std::vector<int>& seqs, const PromptBatch& 
     if (sq.length + seg.seq > options_.capacity)
       throw CapacityError("a segment of " + std::to_string(seg.seq) + " tokens at position " + std::to_string(sq.length) +
                           " does not fit the KV capacity of " + std::to_string(options_.capacity) + " positions (" +
-                          std::to_string(options_.capacity - sq.length) + " remain)");
+                          std::to_string(options_.capacity - sq.length) + " remain; raise --max-length)");
   }
 }
 
@@ -215,16 +220,24 @@ void Session::check_append(const std::vector<int>& seqs, const PromptBatch& seg)
   check_chunks(seqs, split_into_chunks(SegmentState(seg).blocks, options_.chunk));
 }
 
+// A chunk longer than the sliding rings were sized for (a media block is
+// never cut, so a large image makes a long chunk) grows them before it runs
+// (kv_cache.h says why a ring must hold the whole chunk plus the window).
+// Only memory can refuse it, and that is checked here, before anything runs.
 void Session::check_chunks(const std::vector<int>& seqs, const std::vector<ChunkSpan>& chunks) const {
-  if (options_.plan == Plan::Single) return;  // no rings
-  for (const ChunkSpan& ch : chunks) {
-    const int n = ch.end - ch.begin;
-    if (n > options_.max_chunk)
-      throw CapacityError("a media block makes a chunk of " + std::to_string(n) + " positions at position " +
-                          std::to_string(seqs_[size_t(seqs[0])].length + ch.begin) + ", more than the session's max chunk of " +
-                          std::to_string(options_.max_chunk) +
-                          " (sliding-layer rings hold window + max chunk positions); open the session with a larger max chunk");
-  }
+  const bool bidirectional = policy_has_bidirectional_layer(policy_);
+  int rows = 0, at = 0;
+  for (const ChunkSpan& ch : chunks)
+    if (layout_for(route_chunk(options_.plan, ch.media && bidirectional, false)) == KvLayout::Shared && ch.end - ch.begin > rows)
+      rows = ch.end - ch.begin, at = ch.begin;
+  const KvMemory grown = kv_->memory_for_chunk(KvLayout::Shared, rows);
+  if (grown.sliding_slots == kv_->memory().sliding_slots) return;
+  check_fits_memory(grown,
+                    "a chunk of " + std::to_string(rows) + " positions at position " +
+                        std::to_string(seqs_[size_t(seqs[0])].length + at) + " (a media block is never cut) grows the " +
+                        std::to_string(grown.sliding_layers) + " sliding-layer rings to " +
+                        std::to_string(grown.sliding_slots) + " positions; the KV cache",
+                    "lower --max-length, or pass --kv-dtype bf16");
 }
 
 std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBatch& seg, bool all_positions) {
@@ -262,7 +275,7 @@ std::vector<float> Session::decode(const std::vector<int>& seqs, const std::vect
     const Sequence& sq = seqs_[size_t(seq)];
     if (sq.length == 0) throw InputError("decode before any prompt: append a prompt first");
     if (sq.length >= options_.capacity)
-      throw CapacityError("KV capacity of " + std::to_string(options_.capacity) + " positions is exhausted");
+      throw CapacityError("KV capacity of " + std::to_string(options_.capacity) + " positions is exhausted (raise --max-length)");
   }
   const PromptBatch step = PromptBatch::text_column(tokens);
   validate_prompt_batch(step, model_.config());
@@ -285,6 +298,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
   const ModelConfig& c = model_.config();
   const int n = int(seqs.size()), rows = end - begin, H = c.hidden_size, V = c.vocab_size;
   const KvLayout layout = layout_for(path);
+  kv_->fit_chunk(layout, rows);  // a long media block grows the rings (checked in check_chunks)
   for (int seq : seqs) kv_->prepare(seq, layout, seqs_[size_t(seq)].length);
   const int64_t first = seqs_[size_t(seqs[0])].length;
   TraceEntry entry{kind, first, first + rows, path, 0, 0, n};

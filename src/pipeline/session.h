@@ -31,7 +31,8 @@ struct SessionOptions {
   Plan plan = Plan::Split;
   int64_t capacity = 4096;  // maximum length of one sequence, padding included
   int chunk = 256;          // prefill chunk size
-  int max_chunk = 0;        // largest chunk (a media block can grow one); 0: chunk + 2 * mm_tokens_per_image
+  int max_chunk = 0;        // chunk the sliding rings are first sized for; 0: chunk + 2 * mm_tokens_per_image.
+                            // A longer chunk (a media block is never cut) grows them once, at its prefill.
   int max_sequences = 0;    // KV slots; 0: the constructor's batch
   std::optional<MaskPolicy> policy;  // default: the model family's
   DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16 or F16

@@ -35,15 +35,15 @@ function readNpy(file, hidden) {
   return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
 }
 
-// Each maximal run of one bidirectional modality (image or video) is a block;
-// text and audio get -1 (as block_ids_from_modality in mask_contract.h).
+// Each maximal run of vision tokens (image and video together, as HF's
+// is_vision) is a block; text and audio get -1 (as block_ids_from_modality
+// in mask_contract.h).
 function blockIds(modality) {
   const ids = [];
   let next = 0;
   modality.forEach((m, k) => {
-    const media = m === 'image' || m === 'video';
-    if (!media) return ids.push(-1);
-    ids.push(k > 0 && modality[k - 1] === m ? ids[k - 1] : next++);
+    if (m !== 'image' && m !== 'video') return ids.push(-1);
+    ids.push(k > 0 && ids[k - 1] >= 0 ? ids[k - 1] : next++);
   });
   return ids;
 }
