@@ -92,7 +92,9 @@ TEST(Cli, BadInputsAreClearErrors) {
   expect_fails_with("generate --model " + dir + " --input " + work + "/does-not-exist.json", {"does-not-exist.json"});
   expect_fails_with("generate --model " + work + "/no-model --prompt hi", {"config.json"});
   expect_fails_with("generate --model " + dir + " --prompt hi --input x.json", {"exactly one"});
-  expect_fails_with("generate --model " + dir + " --prompt 'see <image:" + work + "/nope.npy>'", {"nope.npy"});
+  // <image:FILE> naming no file is text, as the user wrote it; --image names a file or fails.
+  EXPECT_EQ(test::run_splitdec("generate --model " + dir + " --max-new-tokens 1 --prompt 'see <image:" + work + "/nope.npy>'").exit_code, 0);
+  expect_fails_with("generate --model " + dir + " --image " + work + "/nope.npy --prompt see", {"nope.npy", "no such file"});
   expect_fails_with("generate --model " + dir + " --prompt hi --policy sideways", {"sideways", "gemma3"});
   expect_fails_with("make-model --preset huge --out " + work + "/m", {"huge", "tiny-gemma3"});
   expect_fails_with("make-model --preset gemma3-1b --layers 40 --out " + work + "/m", {"--layers 40", "26"});
