@@ -8,6 +8,7 @@
 #include <map>
 #include <thread>
 
+#include "core/npy.h"
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
 #include "test_support.h"
@@ -297,4 +298,36 @@ TEST(Api, EnginesAreSafeToShareAcrossThreads) {
     });
   for (auto& th : threads) th.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// A chat turn through the Conversation feeds exactly what encode_chat shows
+// (the template, the system turn, the media expansion), and a later turn
+// adds only what the template writes after the reply.
+TEST(Api, ConversationChatTurnsGoThroughTheTemplate) {
+  for (const char* preset : {"tiny-gemma3", "tiny-gemma4"}) {
+    const auto engine = engine_for(preset);
+    const std::string dir = test::temp_dir("api-chat");
+    const int rows = std::string(preset) == "tiny-gemma3" ? 16 : 5;  // Gemma-3: mm_tokens_per_image
+    const std::vector<float> data = image_rows(*engine, rows, 1.f);
+    write_npy(dir + "/img.npy", {rows, engine->hidden_size()}, data.data());
+
+    Conversation c(engine);
+    c.set_system("Be brief.");
+    c.append_image(dir + "/img.npy");
+    c.append_user_turn("What is it?");
+    c.generate(greedy(6));
+    const TokenInputs in = engine->encode_chat(ChatTurn{.system = "Be brief.", .images = {dir + "/img.npy"}, .audio = {}, .text = "What is it?"});
+    Batch b(engine, 1);
+    b.run_turn(in, greedy(6));
+    EXPECT_EQ(c.last_reply().tokens, b.result().tokens[0]) << preset;
+    EXPECT_EQ(c.last_reply().prompt_tokens, in.seq) << preset;
+    EXPECT_THROW(c.set_system("late"), InputError);
+
+    // Turn 2: the pending end of turn (when the reply closed) and the template's next turn.
+    const int64_t before = c.length();
+    c.append_user_turn("And now?");
+    c.generate(greedy(3));
+    EXPECT_GT(c.last_reply().prompt_tokens, 4) << preset;
+    EXPECT_EQ(c.length(), before + c.last_reply().prompt_tokens + int64_t(c.last_reply().tokens.size()) - 1) << preset;
+  }
 }
