@@ -1,8 +1,8 @@
 // splitdec serve: an OpenAI-compatible HTTP server over one model, with
 // continuous batching (src/serve/). SIGTERM / SIGINT stop new requests,
 // let the accepted ones finish, then exit 0.
-#include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +15,14 @@
 namespace splitdec::cli {
 
 namespace {
+
+// Signals can land on any thread (OpenBLAS starts its own before main), so
+// the handler only writes the signal number to a pipe that one thread reads.
+int signal_pipe[2] = {-1, -1};
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char s = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(signal_pipe[1], &s, 1);
+}
 
 struct ServeFlags {
   std::string model, model_name, media_dir, api_key;
@@ -54,13 +62,12 @@ int run(const ServeFlags& f) {
   if (o.model_name.empty()) o.model_name = "splitdec";
   o.max_body_bytes = size_t(f.max_body_mb) << 20;
 
-  // Signals go to one thread that drains the server; every other thread
-  // (made after this) inherits the blocked mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (::pipe(signal_pipe) != 0) throw Error("cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   const auto engine = load_engine(f.model);
   serve::HttpServer server(engine, o, so);
@@ -69,8 +76,9 @@ int run(const ServeFlags& f) {
               o.host.c_str(), port, f.max_sequences, static_cast<long long>(f.max_length), f.plan.c_str());
   std::fflush(stdout);
   std::thread signals([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
+    unsigned char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) < 0) {
+    }
     std::fprintf(stderr, "splitdec serve: %s: draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     server.shutdown();
   });

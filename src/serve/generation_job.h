@@ -30,6 +30,13 @@ struct GenerationOutcome {
   int64_t prompt_tokens = 0, completion_tokens = 0;
   std::string error;          // set when the generation failed after admission
   int error_status = 500;
+
+  static GenerationOutcome failed(std::string why, int status) {
+    GenerationOutcome o;
+    o.error = std::move(why);
+    o.error_status = status;
+    return o;
+  }
 };
 
 class GenerationJob {

@@ -95,14 +95,14 @@ struct HttpServer::Impl {
       return httplib::Server::HandlerResponse::Handled;
     });
     // httplib's own refusals (404, 413, ...) get the OpenAI error form too.
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       std::string message = "HTTP " + std::to_string(res.status);
       if (res.status == 404) message = "no route for " + req.method + " " + req.path;
       if (res.status == 413) message = "the request body exceeds the server's limit";
       res.set_content(ApiError::error_body(message, status_type(res.status), "", "").dump(), "application/json");
       return httplib::Server::HandlerResponse::Handled;
-    });
+    }));
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string message = "internal error";
       try {

@@ -89,7 +89,7 @@ void Scheduler::loop() {
       std::unique_lock<std::mutex> lock(m_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
       if (stopping_) {
-        for (auto& job : queue_) job->finish({.error = "the server is shutting down", .error_status = 503});
+        for (auto& job : queue_) job->finish(GenerationOutcome::failed("the server is shutting down", 503));
         running_ -= int64_t(queue_.size());
         queue_.clear();
         lock.unlock();
@@ -158,7 +158,7 @@ void Scheduler::prefill() {
         }
       } catch (const Error& e) {
         // The prompt was refused (its checks run before anything is fed).
-        l->job->finish({.error = e.what(), .error_status = 400});
+        l->job->finish(GenerationOutcome::failed(e.what(), 400));
         l->refused = true;
         break;
       }
@@ -218,7 +218,7 @@ void Scheduler::reap() {
     } else if (l.refused) {
       done = true;
     } else if (l.job->cancelled()) {  // left while its prompt was being prefilled
-      l.job->finish({.error = "cancelled", .error_status = 499});
+      l.job->finish(GenerationOutcome::failed("cancelled", 499));
       done = true;
     }
     if (done) {
@@ -244,7 +244,7 @@ void Scheduler::fail_all(const std::string& why, int status) {
       if (!steps_->request(l->request).finished) steps_->cancel(l->request);
       steps_->release(l->request);
     }
-    l->job->finish({.error = why, .error_status = status});
+    l->job->finish(GenerationOutcome::failed(why, status));
     try {
       session_->close_sequence(l->seq);
       steps_->forget_sequence(l->seq);
