@@ -14,7 +14,10 @@
 
 #include "api/api_internal.h"
 #include "pipeline/session.h"
+#include "prompt/prompt_text.h"
+#include "serve/api_error.h"
 #include "serve/base64.h"
+#include "serve/chat_input.h"
 #include "serve/prefill_pieces.h"
 #include "serve_test_support.h"
 #include "test_support.h"
@@ -126,6 +129,23 @@ TEST(ServeUnits, PrefillPiecesNeverSplitAMediaBlock) {
   const PromptBatch s = serve::prompt_slice(p, 4, 8);
   EXPECT_EQ(s.seq, 4);
   EXPECT_EQ(s.media.size(), 3u * 2);
+}
+
+// The server's chat form is the CLI's Gemma form: system text before the
+// first user text, replies closed with <end_of_turn>, the model's header last.
+TEST(ServeUnits, ChatFormIsTheGemmaForm) {
+  const auto engine = Engine::load(test::tiny_model_dir("tiny-gemma3"));
+  const Tokenizer& tok = *engine->impl().tokenizer;
+  const ModelConfig& c = engine->impl().model.config();
+  auto text = [](const std::string& t) { return serve::MessagePart{Modality::Text, t, {}}; };
+  const std::vector<serve::ChatMessage> messages = {
+      {"system", {text("Be brief.")}}, {"user", {text("Hi")}}, {"assistant", {text("Hello.")}}, {"user", {text("Why?")}}};
+  const std::string expected = chat_user_turn("Be brief.\n\nHi", true, true) + "Hello.<end_of_turn>" + chat_user_turn("Why?", false, true);
+  EXPECT_EQ(serve::chat_prompt(messages, tok, c).tokens, prompt_from_text(expected, tok, c).tokens);
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"user", {text("b")}}}, tok, c), serve::ApiError);
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"system", {text("b")}}}, tok, c), serve::ApiError);
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"assistant", {text("b")}}}, tok, c), serve::ApiError);
+  EXPECT_THROW(serve::chat_prompt({}, tok, c), serve::ApiError);
 }
 
 TEST(Serve, RoutesAndReplies) {

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "api/api_internal.h"
@@ -252,6 +253,9 @@ void HttpServer::shutdown() {
     std::unique_lock<std::mutex> lock(s.open_m);
     s.open_cv.wait_for(lock, 30s, [&] { return s.open_responses == 0; });
   }
+  // stop() only acts on a running listener: give serve() a moment to start
+  // when shutdown comes right after bind().
+  for (int i = 0; i < 200 && !s.http.is_running(); ++i) std::this_thread::sleep_for(5ms);
   s.http.stop();
 }
 

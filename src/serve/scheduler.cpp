@@ -61,9 +61,8 @@ Scheduler::Admission Scheduler::submit(std::shared_ptr<GenerationJob> job) {
   {
     std::lock_guard<std::mutex> lock(m_);
     if (!accepting_) return Admission::Closed;
-    // Free slots take jobs at once; only the excess waits in the queue.
-    const int64_t waiting = int64_t(queue_.size()) + std::max<int64_t>(0, running_ - options_.max_sequences);
-    if (running_ >= options_.max_sequences && waiting >= options_.max_queue) return Admission::QueueFull;
+    // Every slot and every queue place taken (running_ counts both).
+    if (running_ >= int64_t(options_.max_sequences) + options_.max_queue) return Admission::QueueFull;
     queue_.push_back(std::move(job));
     ++running_;
     metrics_.set_queue_depth(int64_t(queue_.size()));
