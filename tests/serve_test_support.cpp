@@ -101,6 +101,26 @@ std::string RawConnection::read_until(const std::string& needle, int timeout_ms)
   return all;
 }
 
+std::string RawConnection::read_until_events(int events, int timeout_ms) {
+  std::string all;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto count = [&] {
+    int n = 0;
+    for (size_t at = all.find("data: "); at != std::string::npos; at = all.find("data: ", at + 1)) ++n;
+    return n;
+  };
+  while (count() < events && std::chrono::steady_clock::now() < end) {
+    const std::string more = read_some(100);
+    if (more.empty()) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 0) > 0) break;  // readable and empty: the connection ended
+      continue;
+    }
+    all += more;
+  }
+  return all;
+}
+
 std::string post_request(const std::string& path, const std::string& body, const std::string& extra_headers) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;

@@ -49,6 +49,8 @@ class RawConnection {
   std::string read_some(int timeout_ms, size_t max_bytes = 65536);
   // Reads until `needle` appears or the connection ends.
   std::string read_until(const std::string& needle, int timeout_ms = 60000);
+  // Reads until `events` server-sent events arrived (the first is a chat stream's role).
+  std::string read_until_events(int events, int timeout_ms = 60000);
   void close();
 
  private:

@@ -96,7 +96,7 @@ int64_t metric(const TestServer& s, const std::string& name) {
 // Polls (bounded in count, not in time) until the server holds no request.
 bool wait_for_idle(const TestServer& s) {
   for (int i = 0; i < 600; ++i) {
-    if (metric(s, "splitdec_kv_slots_used") == 0 && metric(s, "splitdec_queue_depth") == 0) return true;
+    if (metric(s, "splitdec_requests_active") == 0 && metric(s, "splitdec_kv_slots_used") == 0) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
@@ -411,7 +411,7 @@ TEST(Serve, DisconnectMidStreamFreesTheSlot) {
   {
     RawConnection conn(s.port());
     conn.send_all(test::post_request("/v1/chat/completions", chat_body("Tell me a long story.", 200, true).dump()));
-    const std::string first = conn.read_until("\"content\":\"");
+    const std::string first = conn.read_until_events(2);
     ASSERT_NE(first.find("200"), std::string::npos) << first;
     conn.close();
   }
@@ -438,10 +438,11 @@ TEST(Serve, CapacityExhaustedAnswers429WithRetryAfter) {
   TestServerOptions o;
   o.max_sequences = 1;
   o.max_queue = 0;
+  o.max_length = 4096;  // a reply long enough to be still running when the second request comes
   TestServer s(o);
   RawConnection busy(s.port());
-  busy.send_all(test::post_request("/v1/chat/completions", chat_body("Tell me a long story.", 200, true).dump()));
-  ASSERT_NE(busy.read_until("\"content\":\"").find("200"), std::string::npos);
+  busy.send_all(test::post_request("/v1/chat/completions", chat_body("Tell me a long story.", 4000, true).dump()));
+  ASSERT_NE(busy.read_until_events(2).find("200"), std::string::npos);
   auto c = s.client();
   auto r = c.Post("/v1/chat/completions", chat_body("hi", 2).dump(), "application/json");
   ASSERT_TRUE(r);
@@ -450,7 +451,8 @@ TEST(Serve, CapacityExhaustedAnswers429WithRetryAfter) {
   EXPECT_NE(r->body.find("rate_limit_error"), std::string::npos) << r->body;
   busy.close();
   EXPECT_TRUE(wait_for_idle(s));
-  EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("hi", 2).dump()).status, 200);
+  const Answer after = post(s, "/v1/chat/completions", chat_body("hi", 2).dump());
+  EXPECT_EQ(after.status, 200) << after.raw << "\n" << s.client().Get("/metrics")->body;
 }
 
 std::string node_runner_problem(const std::string& dir) {
@@ -493,7 +495,7 @@ TEST(Serve, SigtermDrainsInFlightRequestsThenExitsZero) {
   test::ServeProcess server("--model " + model + " --max-length 256 --max-sequences 4");
   RawConnection conn(server.port());
   conn.send_all(test::post_request("/v1/chat/completions", chat_body("Tell me a story.", 60, true).dump()));
-  std::string got = conn.read_until("\"content\":\"");
+  std::string got = conn.read_until_events(2);
   ASSERT_NE(got.find("200"), std::string::npos) << got;
   server.signal(SIGTERM);
   got += conn.read_until("data: [DONE]");

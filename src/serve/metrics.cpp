@@ -62,6 +62,11 @@ void Metrics::set_queue_depth(int64_t n) {
   queue_depth_ = n;
 }
 
+void Metrics::set_active(int64_t n) {
+  std::lock_guard<std::mutex> lock(m_);
+  active_ = n;
+}
+
 void Metrics::set_kv_slots_used(int64_t n) {
   std::lock_guard<std::mutex> lock(m_);
   kv_slots_used_ = n;
@@ -94,6 +99,7 @@ std::string Metrics::render() const {
     out += "splitdec_requests_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
   scalar(out, "splitdec_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(prompt_tokens_));
   scalar(out, "splitdec_generation_tokens_total", "counter", "Tokens generated.", double(completion_tokens_));
+  scalar(out, "splitdec_requests_active", "gauge", "Requests accepted and not finished (queued or running).", double(active_));
   scalar(out, "splitdec_queue_depth", "gauge", "Requests waiting for a sequence slot.", double(queue_depth_));
   scalar(out, "splitdec_batch_size", "gauge", "Sequences in the last decode step.", double(batch_size_));
   scalar(out, "splitdec_decode_steps_total", "counter", "Batched decode steps run.", double(decode_steps_));

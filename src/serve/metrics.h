@@ -31,6 +31,8 @@ class Metrics {
   void count_request(int status);
   void count_tokens(int64_t prompt, int64_t completion);
   void set_queue_depth(int64_t n);
+  // Requests accepted and not yet finished (queued or holding a slot).
+  void set_active(int64_t n);
   // One decode step ran over `sequences` (0: none ran).
   void set_batch(int64_t sequences);
   void set_kv_slots_used(int64_t n);
@@ -43,7 +45,7 @@ class Metrics {
   const int kv_slots_;
   std::map<int, int64_t> requests_by_status_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
-  int64_t queue_depth_ = 0, batch_size_ = 0, kv_slots_used_ = 0, decode_steps_ = 0;
+  int64_t active_ = 0, queue_depth_ = 0, batch_size_ = 0, kv_slots_used_ = 0, decode_steps_ = 0;
   Histogram ttft_, itl_, batch_sizes_;
 };
 

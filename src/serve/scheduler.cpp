@@ -65,6 +65,7 @@ Scheduler::Admission Scheduler::submit(std::shared_ptr<GenerationJob> job) {
     if (running_ >= int64_t(options_.max_sequences) + options_.max_queue) return Admission::QueueFull;
     queue_.push_back(std::move(job));
     ++running_;
+    metrics_.set_active(running_);
     metrics_.set_queue_depth(int64_t(queue_.size()));
   }
   wake_.notify_all();
@@ -122,6 +123,7 @@ void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
     l->pieces = prefill_pieces(l->job->params().prompt, options_.prefill_budget);
     live_.push_back(std::move(l));
   }
+  metrics_.set_kv_slots_used(int64_t(live_.size()));
 }
 
 // Whole pieces, first admitted first, while the budget lasts; the first
@@ -232,6 +234,7 @@ void Scheduler::reap() {
   if (ended > 0) {
     std::lock_guard<std::mutex> lock(m_);
     running_ -= ended;
+    metrics_.set_active(running_);
     if (running_ == 0) idle_.notify_all();
   }
   metrics_.set_kv_slots_used(int64_t(live_.size()));
@@ -252,6 +255,7 @@ void Scheduler::fail_all(const std::string& why, int status) {
   }
   std::lock_guard<std::mutex> lock(m_);
   running_ -= int64_t(live_.size());
+  metrics_.set_active(running_);
   live_.clear();
   if (running_ == 0) idle_.notify_all();
 }
