@@ -184,6 +184,16 @@ TEST(Serve, RoutesAndReplies) {
   EXPECT_EQ(two.body["usage"]["completion_tokens"], 2) << two.raw;
   EXPECT_EQ(two.body["choices"][0]["finish_reason"], "length");
 
+  // A stop string: the reply is the greedy one cut before it, finish_reason "stop".
+  if (text.size() >= 6) {
+    const std::string stop = text.substr(text.size() / 2, 2);
+    json stopped = chat_body("Tell me about the sea.", 10);
+    stopped["stop"] = {stop};
+    const Answer cut = post(s, "/v1/chat/completions", stopped.dump());
+    EXPECT_EQ(cut.body["choices"][0]["message"]["content"], text.substr(0, text.find(stop))) << cut.raw;
+    EXPECT_EQ(cut.body["choices"][0]["finish_reason"], "stop") << cut.raw;
+  }
+
   const Answer completion = post(s, "/v1/completions", json{{"prompt", "The sea"}, {"max_tokens", 4}, {"temperature", 0}}.dump());
   ASSERT_EQ(completion.status, 200) << completion.raw;
   EXPECT_EQ(completion.body["object"], "text_completion");
@@ -262,6 +272,13 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
                "embeddings");
   expect_error(post(s, url, image("data:application/octet-stream;base64," + test::base64_encode(test::npy_bytes(3, 7, 1.f)))),
                400, "hidden");
+  // Audio embeddings (input_audio parts carry the same .npy payloads).
+  const json audio = {{"messages", {{{"role", "user"}, {"content", {{{"type", "input_audio"},
+      {"input_audio", {{"data", test::base64_encode(test::npy_bytes(3, s.engine().hidden_size(), 1.f))}, {"format", "npy"}}}}}}}}},
+                      {"max_tokens", 4}};
+  const Answer heard = post(s, url, audio.dump());
+  EXPECT_EQ(heard.status, 200) << heard.raw;
+  EXPECT_GT(heard.body["usage"]["prompt_tokens"].get<int>(), 3 + 2);
   auto path_part = [](const std::string& path) {
     return json{{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}, {"path", path}}}}}}}, {"max_tokens", 4}}.dump();
   };
