@@ -116,14 +116,28 @@ void Scheduler::loop() {
 }
 
 void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
+  int64_t failed = 0;
   for (auto& job : admitted) {
     auto l = std::make_unique<Live>();
     l->job = std::move(job);
-    l->seq = session_->open_sequence();
-    l->pieces = prefill_pieces(l->job->params().prompt, options_.prefill_budget);
+    try {
+      l->seq = session_->open_sequence();  // a slot is free: admission counted them
+      l->pieces = prefill_pieces(l->job->params().prompt, options_.prefill_budget);
+    } catch (const std::exception& e) {
+      if (l->seq >= 0) session_->close_sequence(l->seq);
+      l->job->finish(GenerationOutcome::failed(std::string("internal error: ") + e.what(), 500));
+      ++failed;
+      continue;
+    }
     live_.push_back(std::move(l));
   }
   metrics_.set_kv_slots_used(int64_t(live_.size()));
+  if (failed > 0) {
+    std::lock_guard<std::mutex> lock(m_);
+    running_ -= failed;
+    metrics_.set_active(running_);
+    if (running_ == 0) idle_.notify_all();
+  }
 }
 
 // Whole pieces, first admitted first, while the budget lasts; the first
