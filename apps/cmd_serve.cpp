@@ -1,0 +1,115 @@
+// splitdec serve: an OpenAI-compatible HTTP server over one model, with
+// continuous batching (src/serve/). SIGTERM / SIGINT stop new requests,
+// let the accepted ones finish, then exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "api/api_internal.h"
+#include "cli_common.h"
+#include "serve/http_server.h"
+
+namespace splitdec::cli {
+
+namespace {
+
+// Signals can land on any thread (OpenBLAS starts its own before main), so
+// the handler only writes the signal number to a pipe that one thread reads.
+int signal_pipe[2] = {-1, -1};
+extern "C" void on_stop_signal(int sig) {
+  const unsigned char s = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = ::write(signal_pipe[1], &s, 1);
+}
+
+struct ServeFlags {
+  std::string model, model_name, media_dir, api_key;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
+  int64_t max_length = 4096, max_body_mb = 64;
+  std::string plan = "split", policy, kv_dtype = "f32";
+};
+
+int run(const ServeFlags& f) {
+  if (f.threads < 0) throw InputError("--threads must be >= 0");
+  if (f.max_length < 2) throw InputError("--max-length must be >= 2");
+  if (f.max_body_mb < 1) throw InputError("--max-body-mb must be >= 1");
+  if (!f.media_dir.empty() && !std::filesystem::is_directory(f.media_dir))
+    throw InputError("--media-dir " + f.media_dir + " is not a directory");
+  set_threads(f.threads);
+
+  ConversationOptions co;
+  co.plan = f.plan;
+  co.policy = f.policy;
+  co.chunk = f.chunk;
+  co.max_length = f.max_length;
+  co.kv_dtype = f.kv_dtype;
+  serve::SchedulerOptions so;
+  so.session = api::session_options(co, f.max_sequences);
+  so.max_sequences = f.max_sequences;
+  so.prefill_budget = f.prefill_budget;
+  so.max_queue = f.max_queue;
+
+  serve::ServerOptions o;
+  o.host = f.host;
+  o.port = f.port;
+  o.api_key = f.api_key;
+  o.media_dir = f.media_dir;
+  o.model_name = f.model_name.empty() ? std::filesystem::path(f.model).lexically_normal().filename().string() : f.model_name;
+  if (o.model_name.empty()) o.model_name = "splitdec";
+  o.max_body_bytes = size_t(f.max_body_mb) << 20;
+
+  if (::pipe(signal_pipe) != 0) throw Error("cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  const auto engine = load_engine(f.model);
+  serve::HttpServer server(engine, o, so);
+  const int port = server.bind();
+  std::printf("splitdec serve: %s on http://%s:%d (%d sequences of %lld positions, plan %s)\n", o.model_name.c_str(),
+              o.host.c_str(), port, f.max_sequences, static_cast<long long>(f.max_length), f.plan.c_str());
+  std::fflush(stdout);
+  std::thread signals([&] {
+    unsigned char sig = 0;
+    while (::read(signal_pipe[0], &sig, 1) < 0) {
+    }
+    std::fprintf(stderr, "splitdec serve: %s: draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    server.shutdown();
+  });
+  server.serve();
+  signals.join();
+  std::fprintf(stderr, "splitdec serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app, std::function<int()>& run_fn) {
+  auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server (chat/completions, completions) with continuous batching");
+  auto f = std::make_shared<ServeFlags>();
+  cmd->add_option("--model", f->model, "model directory")->required();
+  cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--port", f->port, "port (default 8080; 0: any free port, printed at start)");
+  cmd->add_option("--max-sequences", f->max_sequences, "KV slots: requests decoded together (default 16)");
+  cmd->add_option("--max-length", f->max_length, "positions per sequence: prompt + reply (default 4096)");
+  cmd->add_option("--max-queue", f->max_queue, "requests that may wait for a slot before 429 (default 64)");
+  cmd->add_option("--prefill-budget", f->prefill_budget, "prompt positions prefilled per scheduler iteration (default 512)");
+  cmd->add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/*");
+  cmd->add_option("--media-dir", f->media_dir, "directory whose embedding files requests may name by path");
+  cmd->add_option("--model-name", f->model_name, "the model id /v1/models reports (default: the directory's name)");
+  cmd->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB (default 64; larger: 413)");
+  cmd->add_option("--threads", f->threads, "worker threads (default: all cores)");
+  cmd->add_option("--plan", f->plan, "single | split | split-copy | unified (default split)");
+  cmd->add_option("--policy", f->policy, "mask policy (default: the model family's)");
+  cmd->add_option("--chunk", f->chunk, "prefill chunk size (default 256)");
+  cmd->add_option("--kv-dtype", f->kv_dtype, "KV cache storage: f32 | bf16 | f16");
+  cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });
+}
+
+}  // namespace splitdec::cli

@@ -1,0 +1,260 @@
+#include "serve/completion_request.h"
+
+#include <nlohmann/json.hpp>
+#include <mutex>
+#include <random>
+
+#include "core/error.h"
+#include "io/model_config.h"
+#include "serve/api_error.h"
+#include "serve/chat_input.h"
+#include "serve/media_input.h"
+
+namespace splitdec::serve {
+
+using nlohmann::json;
+
+namespace {
+
+const char* type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number()) return "number";
+  if (v.is_string()) return "string";
+  if (v.is_array()) return "array";
+  return "object";
+}
+
+ApiError wrong_type(const std::string& param, const char* want, const json& got) {
+  return bad_field(param, param + ": expected " + std::string(want) + ", got " + type_name(got));
+}
+
+// Optional fields: absent or null means "not given".
+const json* field(const json& body, const char* name) {
+  const auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number()) throw wrong_type(name, "a number", *v);
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi))
+    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  return x;
+}
+
+std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_number_integer()) throw wrong_type(name, "an integer", *v);
+  // Large unsigned values do not fit int64: range-check as double first.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi))
+    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi)
+    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return x;
+}
+
+std::optional<bool> boolean(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  if (!v->is_boolean()) throw wrong_type(name, "a boolean", *v);
+  return v->get<bool>();
+}
+
+SamplingOptions sampling(const json& body) {
+  SamplingOptions s;
+  // OpenAI's default temperature is 1; 0 asks for greedy decoding.
+  s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));
+  s.top_p = float(number(body, "top_p", 0, 1).value_or(1.0));
+  s.top_k = int(integer(body, "top_k", 0, 1 << 30).value_or(0));
+  s.min_p = float(number(body, "min_p", 0, 1).value_or(0.0));
+  s.repetition_penalty = float(number(body, "repetition_penalty", 1e-3, 100).value_or(1.0));
+  if (const json* v = field(body, "seed")) {
+    if (!v->is_number_integer()) throw wrong_type("seed", "an integer", *v);
+    s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
+  } else {
+    static std::random_device device;
+    static std::mutex m;
+    std::lock_guard<std::mutex> lock(m);
+    s.seed = (uint64_t(device()) << 32) | device();
+  }
+  s.sample = s.temperature > 0;
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    throw bad_field("temperature", e.what());
+  }
+  return s;
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  const json* v = field(body, "stop");
+  if (!v) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) out.push_back(v->get<std::string>());
+  else if (v->is_array()) {
+    for (const json& s : *v) {
+      if (!s.is_string()) throw wrong_type("stop", "a string or a list of strings", s);
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    throw wrong_type("stop", "a string or a list of strings", *v);
+  }
+  if (out.size() > 4) throw bad_field("stop", "stop: at most 4 sequences (got " + std::to_string(out.size()) + ")");
+  for (const std::string& s : out)
+    if (s.empty()) throw bad_field("stop", "stop: an empty string would stop at once");
+  return out;
+}
+
+// Features of the API this server does not implement: refused, not ignored.
+void refuse_unsupported(const json& body) {
+  if (const auto n = integer(body, "n", 1, 128); n && *n != 1)
+    throw bad_field("n", "n: only n=1 is supported (got " + std::to_string(*n) + ")");
+  if (boolean(body, "logprobs").value_or(false)) throw bad_field("logprobs", "logprobs: not supported");
+  for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
+    if (field(body, name)) throw bad_field(name, std::string(name) + ": tool calling is not supported");
+  for (const char* name : {"presence_penalty", "frequency_penalty"})
+    if (number(body, name, -2, 2).value_or(0) != 0)
+      throw bad_field(name, std::string(name) + ": not supported (use repetition_penalty)");
+  if (const json* rf = field(body, "response_format")) {
+    if (!rf->is_object() || rf->value("type", "") != "text")
+      throw bad_field("response_format", "response_format: only {\"type\": \"text\"} is supported");
+  }
+}
+
+MessagePart media_part(const json& part, const std::string& param, const RequestContext& ctx) {
+  const std::string type = part["type"].get<std::string>();
+  MessagePart out;
+  if (type == "image_url") {
+    const json* iu = field(part, "image_url");
+    if (!iu) throw bad_field(param, param + ": an image_url part needs an image_url field");
+    const json* url = iu->is_object() ? field(*iu, "url") : iu;
+    if (!url || !url->is_string()) throw bad_field(param, param + ".image_url.url: expected a string");
+    out.kind = Modality::Image;
+    out.media = media_from_data_url(url->get<std::string>(), ctx.config, param + ".image_url");
+  } else if (type == "input_audio") {
+    const json* ia = field(part, "input_audio");
+    const json* data = ia && ia->is_object() ? field(*ia, "data") : nullptr;
+    if (!data || !data->is_string()) throw bad_field(param, param + ".input_audio.data: expected a base64 string");
+    out.kind = Modality::Audio;
+    out.media = media_from_data_url("data:application/octet-stream;base64," + data->get<std::string>(), ctx.config,
+                                    param + ".input_audio");
+  } else if (type == "image" || type == "audio") {
+    const json* path = field(part, "path");
+    if (!path || !path->is_string()) throw bad_field(param, param + ".path: expected a string");
+    out.kind = type == "image" ? Modality::Image : Modality::Audio;
+    out.media = media_from_path(path->get<std::string>(), ctx.media_dir, ctx.config, param + ".path");
+  } else {
+    throw bad_field(param, param + ": unknown content part type '" + type + "' (text, image_url, input_audio, image, audio)");
+  }
+  return out;
+}
+
+std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
+  const json* v = field(body, "messages");
+  if (!v) throw ApiError(400, "messages: required", "messages", "missing_field");
+  if (!v->is_array()) throw wrong_type("messages", "an array", *v);
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) throw wrong_type(where, "an object", m);
+    ChatMessage msg;
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) throw bad_field("messages", where + ".role: expected a string");
+    msg.role = role->get<std::string>();
+    const json* content = field(m, "content");
+    if (!content) throw bad_field("messages", where + ".content: required");
+    if (content->is_string()) {
+      msg.parts.push_back({Modality::Text, content->get<std::string>(), {}});
+    } else if (content->is_array()) {
+      for (size_t j = 0; j < content->size(); ++j) {
+        const json& part = (*content)[j];
+        const std::string p = where + ".content[" + std::to_string(j) + "]";
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+          throw bad_field("messages", p + ": expected an object with a string 'type'");
+        if (part["type"] == "text") {
+          const json* text = field(part, "text");
+          if (!text || !text->is_string()) throw bad_field("messages", p + ".text: expected a string");
+          msg.parts.push_back({Modality::Text, text->get<std::string>(), {}});
+        } else {
+          msg.parts.push_back(media_part(part, p, ctx));
+        }
+      }
+    } else {
+      throw wrong_type(where + ".content", "a string or an array of content parts", *content);
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+PromptBatch completion_prompt(const json& body, const RequestContext& ctx) {
+  const json* v = field(body, "prompt");
+  if (!v) throw ApiError(400, "prompt: required", "prompt", "missing_field");
+  if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) v = &(*v)[0];
+  if (v->is_string()) return text_prompt(v->get<std::string>(), ctx.tokenizer, ctx.config);
+  if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) {
+    // Token ids, fed as they are (no BOS added).
+    PromptBatch p;
+    p.batch = 1;
+    for (const json& t : *v) {
+      if (!t.is_number_integer()) throw wrong_type("prompt", "a list of token ids", t);
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= ctx.config.vocab_size)
+        throw bad_field("prompt", "prompt: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                      std::to_string(ctx.config.vocab_size) + ")");
+      if (id == ctx.config.image_token_id || id == ctx.config.audio_token_id || id == ctx.config.video_token_id)
+        throw bad_field("prompt", "prompt: token id " + std::to_string(id) + " is a media soft token");
+      p.tokens.push_back(int(id));
+      p.modality.push_back(Modality::Text);
+    }
+    p.seq = int(p.tokens.size());
+    p.attention_mask.assign(p.tokens.size(), 1);
+    return p;
+  }
+  throw bad_field("prompt", "prompt: expected a string, a list of one string, or a list of token ids");
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const std::string& body_text, bool chat, const RequestContext& ctx) {
+  json body;
+  try {
+    body = json::parse(body_text);
+  } catch (const json::parse_error& e) {
+    throw ApiError(400, std::string("the body is not valid JSON: ") + e.what(), "", "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, std::string("the body must be a JSON object, got ") + type_name(body), "", "invalid_json");
+  CompletionRequest r;
+  r.chat = chat;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) throw wrong_type("model", "a string", *m);
+    r.model = m->get<std::string>();
+  }
+  refuse_unsupported(body);
+  r.sampling = sampling(body);
+  r.stop = stop_strings(body);
+  r.stream = boolean(body, "stream").value_or(false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
+    r.include_usage = boolean(*so, "include_usage").value_or(false);
+  }
+  const auto max_tokens = integer(body, "max_tokens", 0, INT32_MAX);
+  const auto max_completion = integer(body, "max_completion_tokens", 0, INT32_MAX);
+  r.max_tokens = max_completion ? max_completion : max_tokens;
+  try {
+    r.prompt = chat ? chat_prompt(messages(body, ctx), ctx.tokenizer, ctx.config) : completion_prompt(body, ctx);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {  // the tokenizer or the prompt checks refused the input
+    throw ApiError(400, e.what(), chat ? "messages" : "prompt");
+  }
+  return r;
+}
+
+}  // namespace splitdec::serve

@@ -1,0 +1,39 @@
+// The body of POST /v1/chat/completions or /v1/completions, parsed and
+// checked: every field a client can get wrong is an ApiError 400 naming it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "generate/sampler.h"
+#include "model/prompt_batch.h"
+
+namespace splitdec {
+struct ModelConfig;
+class Tokenizer;
+}  // namespace splitdec
+
+namespace splitdec::serve {
+
+struct CompletionRequest {
+  bool chat = true;  // chat.completions (else completions)
+  std::string model;
+  PromptBatch prompt;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;
+  std::optional<int64_t> max_tokens;  // none: as many as the sequence holds
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+struct RequestContext {
+  const Tokenizer& tokenizer;
+  const ModelConfig& config;
+  std::string media_dir;  // empty: file paths are refused
+};
+
+CompletionRequest parse_completion_request(const std::string& body, bool chat, const RequestContext& context);
+
+}  // namespace splitdec::serve

@@ -1,0 +1,45 @@
+// The OpenAI-compatible HTTP front: routes, authentication, limits, and
+// the hand-off of each generation to the scheduler. Handler threads never
+// touch the model; they parse, submit a job and write what it produces.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "serve/scheduler.h"
+
+namespace splitdec {
+class Engine;
+}
+
+namespace splitdec::serve {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (see bind())
+  std::string api_key;    // empty: no authentication
+  std::string media_dir;  // empty: media file paths are refused
+  std::string model_name; // what /v1/models lists and responses echo
+  size_t max_body_bytes = size_t(64) << 20;
+};
+
+class HttpServer {
+ public:
+  HttpServer(std::shared_ptr<const Engine> engine, ServerOptions options, SchedulerOptions scheduler);
+  ~HttpServer();
+
+  // Binds the listening socket; returns the port (the chosen one for port 0).
+  int bind();
+  // Serves until shutdown(); returns once the listener is closed.
+  void serve();
+  // From any thread: refuses new generations (503), lets the accepted ones
+  // finish and their responses go out, then closes the listener.
+  void shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace splitdec::serve

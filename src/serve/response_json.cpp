@@ -1,0 +1,80 @@
+#include "serve/response_json.h"
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+namespace splitdec::serve {
+
+using nlohmann::json;
+
+namespace {
+std::string new_id(bool chat) {
+  static std::atomic<uint64_t> counter{0};
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  return std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) +
+         "-" + std::to_string(counter.fetch_add(1));
+}
+std::string event(const json& j) {
+  // Invalid UTF-8 from a tokenizer's byte pieces is replaced, never thrown on.
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+json usage(const GenerationOutcome& o) {
+  return {{"prompt_tokens", o.prompt_tokens},
+          {"completion_tokens", o.completion_tokens},
+          {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+}
+}  // namespace
+
+ResponseWriter::ResponseWriter(bool chat, std::string model)
+    : chat_(chat), model_(std::move(model)), id_(new_id(chat)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
+
+std::string ResponseWriter::completion(const GenerationOutcome& o) const {
+  json choice = {{"index", 0}, {"finish_reason", o.finish_reason}, {"logprobs", nullptr}};
+  if (chat_) choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+  else choice["text"] = o.text;
+  const json body = {{"id", id_},
+                     {"object", chat_ ? "chat.completion" : "text_completion"},
+                     {"created", created_},
+                     {"model", model_},
+                     {"choices", json::array({choice})},
+                     {"usage", usage(o)}};
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ResponseWriter::chunk(const std::string& text, const char* finish_reason, bool role) const {
+  json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}, {"logprobs", nullptr}};
+  if (chat_) {
+    json delta = json::object();
+    if (role) delta["role"] = "assistant";
+    if (!finish_reason) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  return event({{"id", id_},
+                {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                {"created", created_},
+                {"model", model_},
+                {"choices", json::array({choice})}});
+}
+
+std::string ResponseWriter::first_event() const { return chat_ ? chunk("", nullptr, true) : std::string(); }
+std::string ResponseWriter::text_event(const std::string& text) const { return chunk(text, nullptr, false); }
+std::string ResponseWriter::finish_event(const std::string& reason) const { return chunk("", reason.c_str(), false); }
+
+std::string ResponseWriter::usage_event(const GenerationOutcome& o) const {
+  return event({{"id", id_},
+                {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                {"created", created_},
+                {"model", model_},
+                {"choices", json::array()},
+                {"usage", usage(o)}});
+}
+
+std::string ResponseWriter::error_event(const std::string& message, const std::string& type) {
+  return event({{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}});
+}
+
+}  // namespace splitdec::serve

@@ -1,0 +1,277 @@
+#include "serve/scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "io/tokenizer.h"
+#include "prompt/prompt_text.h"
+#include "serve/prefill_pieces.h"
+
+namespace splitdec::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// A request that holds a KV slot: prefilling piece by piece, then decoding.
+struct Scheduler::Live {
+  std::shared_ptr<GenerationJob> job;
+  int seq = -1;
+  std::vector<std::pair<int, int>> pieces;  // prompt positions still to prefill, in order
+  size_t next_piece = 0;
+  int request = -1;  // the step generator's id once the last piece started
+  bool refused = false;  // its prompt was refused (the job is finished already)
+  size_t tokens_seen = 0;
+  Clock::time_point last_token;
+};
+
+namespace {
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, SchedulerOptions options, Metrics& metrics)
+    : model_(model), tokenizer_(tokenizer), options_(std::move(options)), metrics_(metrics) {
+  if (options_.max_sequences < 1) throw InputError("--max-sequences must be >= 1");
+  if (options_.prefill_budget < 1) throw InputError("--prefill-budget must be >= 1");
+  if (options_.max_queue < 0) throw InputError("--max-queue must be >= 0");
+  SessionOptions so = options_.session;
+  so.max_sequences = options_.max_sequences;
+  so.keep_trace = false;  // a server runs forever: no entry per step
+  session_ = std::make_unique<Session>(model_, 0, so);
+  source_ = std::make_unique<SessionSource>(*session_);
+  steps_ = std::make_unique<StepGenerator>(*source_, model_.config(), tokenizer_);
+  stop_tokens_ = model_.config().eos_token_ids;
+  if (tokenizer_) {
+    // A chat reply ends where the model closes its turn.
+    const int end_of_turn = SpecialTokens::resolve(model_.config(), *tokenizer_).end_of_turn;
+    if (end_of_turn >= 0) stop_tokens_.push_back(end_of_turn);
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    stopping_ = true;
+    accepting_ = false;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+Scheduler::Admission Scheduler::submit(std::shared_ptr<GenerationJob> job) {
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!accepting_) return Admission::Closed;
+    // Every slot and every queue place taken (running_ counts both).
+    if (running_ >= int64_t(options_.max_sequences) + options_.max_queue) return Admission::QueueFull;
+    queue_.push_back(std::move(job));
+    ++running_;
+    metrics_.set_active(running_);
+    metrics_.set_queue_depth(int64_t(queue_.size()));
+  }
+  wake_.notify_all();
+  return Admission::Accepted;
+}
+
+void Scheduler::close() {
+  std::lock_guard<std::mutex> lock(m_);
+  accepting_ = false;
+}
+
+void Scheduler::wait_idle() {
+  std::unique_lock<std::mutex> lock(m_);
+  idle_.wait(lock, [&] { return running_ == 0; });
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::vector<std::shared_ptr<GenerationJob>> admitted;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
+      if (stopping_) {
+        for (auto& job : queue_) job->finish(GenerationOutcome::failed("the server is shutting down", 503));
+        running_ -= int64_t(queue_.size());
+        queue_.clear();
+        lock.unlock();
+        fail_all("the server is shutting down", 503);
+        return;
+      }
+      while (!queue_.empty() && live_.size() + admitted.size() < size_t(options_.max_sequences)) {
+        admitted.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      metrics_.set_queue_depth(int64_t(queue_.size()));
+    }
+    try {
+      admit(admitted);
+      prefill();
+      decode();
+    } catch (const std::exception& e) {
+      // Not a client's fault (those are refused before anything runs): end
+      // what is live rather than leave it half-stepped.
+      fail_all(std::string("internal error: ") + e.what(), 500);
+    }
+    reap();
+  }
+}
+
+void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
+  int64_t failed = 0;
+  for (auto& job : admitted) {
+    auto l = std::make_unique<Live>();
+    l->job = std::move(job);
+    try {
+      l->seq = session_->open_sequence();  // a slot is free: admission counted them
+      l->pieces = prefill_pieces(l->job->params().prompt, options_.prefill_budget);
+    } catch (const std::exception& e) {
+      if (l->seq >= 0) session_->close_sequence(l->seq);
+      l->job->finish(GenerationOutcome::failed(std::string("internal error: ") + e.what(), 500));
+      ++failed;
+      continue;
+    }
+    live_.push_back(std::move(l));
+  }
+  metrics_.set_kv_slots_used(int64_t(live_.size()));
+  if (failed > 0) {
+    std::lock_guard<std::mutex> lock(m_);
+    running_ -= failed;
+    metrics_.set_active(running_);
+    if (running_ == 0) idle_.notify_all();
+  }
+}
+
+// Whole pieces, first admitted first, while the budget lasts; the first
+// piece of an iteration always runs (a media block may exceed the budget).
+void Scheduler::prefill() {
+  int64_t budget = options_.prefill_budget;
+  bool ran = false;
+  for (auto& l : live_) {
+    while (l->request < 0 && !l->refused && !l->job->cancelled()) {
+      const auto [begin, end] = l->pieces[l->next_piece];
+      if (ran && end - begin > budget) return;
+      const GenerationParams& p = l->job->params();
+      const bool last = l->next_piece + 1 == l->pieces.size();
+      RequestOptions ro;
+      ro.sampling = p.sampling;
+      ro.stop_tokens = stop_tokens_;
+      if (last) {
+        ro.stop_strings = p.stop;
+        ro.max_new_tokens = int(p.max_tokens);
+        ro.on_text = [job = l->job.get()](const std::string& text) { job->push_text(text); };
+      } else {
+        ro.max_new_tokens = 0;  // a prompt piece: prefilled, nothing chosen
+      }
+      try {
+        const int id = steps_->start({l->seq}, prompt_slice(p.prompt, begin, end), {ro})[0];
+        if (last) {
+          l->request = id;
+          l->last_token = Clock::now();
+          metrics_.observe_time_to_first_token(seconds(l->last_token - l->job->received()));
+          l->tokens_seen = steps_->request(id).tokens.size();
+        } else {
+          steps_->release(id);
+        }
+      } catch (const Error& e) {
+        // The prompt was refused (its checks run before anything is fed).
+        l->job->finish(GenerationOutcome::failed(e.what(), 400));
+        l->refused = true;
+        break;
+      }
+      ++l->next_piece;
+      budget -= end - begin;
+      ran = true;
+      if (budget <= 0) return;
+    }
+  }
+}
+
+void Scheduler::decode() {
+  for (auto& l : live_)
+    if (l->request >= 0 && l->job->cancelled() && !steps_->request(l->request).finished) steps_->cancel(l->request);
+  int64_t stepping = 0;
+  for (auto& l : live_) stepping += l->request >= 0 && !steps_->request(l->request).finished;
+  metrics_.set_batch(stepping);
+  if (stepping == 0) return;
+  steps_->step();
+  const Clock::time_point now = Clock::now();
+  for (auto& l : live_) {
+    if (l->request < 0) continue;
+    const size_t n = steps_->request(l->request).tokens.size();
+    if (n > l->tokens_seen) {
+      metrics_.observe_inter_token_latency(seconds(now - l->last_token));
+      l->tokens_seen = n;
+      l->last_token = now;
+    }
+  }
+}
+
+void Scheduler::reap() {
+  int64_t ended = 0;
+  for (auto it = live_.begin(); it != live_.end();) {
+    Live& l = **it;
+    bool done = false;
+    if (l.request >= 0) {
+      const Request& r = steps_->request(l.request);
+      if (r.finished) {
+        GenerationOutcome o;
+        o.text = r.text;
+        o.prompt_tokens = l.job->params().prompt.seq;
+        o.completion_tokens = int64_t(r.tokens.size());
+        switch (r.stop_reason) {
+          case StopReason::StopToken:
+          case StopReason::StopString: o.finish_reason = "stop"; break;
+          case StopReason::MaxTokens:
+          case StopReason::Length: o.finish_reason = "length"; break;
+          case StopReason::Cancelled: o.error = "cancelled", o.error_status = 499; break;
+          case StopReason::NonFinite: o.error = "the model produced NaN or Inf logits", o.error_status = 500; break;
+        }
+        metrics_.count_tokens(o.prompt_tokens, o.completion_tokens);
+        l.job->finish(std::move(o));
+        steps_->release(l.request);
+        done = true;
+      }
+    } else if (l.refused) {
+      done = true;
+    } else if (l.job->cancelled()) {  // left while its prompt was being prefilled
+      l.job->finish(GenerationOutcome::failed("cancelled", 499));
+      done = true;
+    }
+    if (done) {
+      session_->close_sequence(l.seq);
+      steps_->forget_sequence(l.seq);
+      it = live_.erase(it);
+      ++ended;
+    } else {
+      ++it;
+    }
+  }
+  if (ended > 0) {
+    std::lock_guard<std::mutex> lock(m_);
+    running_ -= ended;
+    metrics_.set_active(running_);
+    if (running_ == 0) idle_.notify_all();
+  }
+  metrics_.set_kv_slots_used(int64_t(live_.size()));
+}
+
+void Scheduler::fail_all(const std::string& why, int status) {
+  for (auto& l : live_) {
+    if (l->request >= 0) {
+      if (!steps_->request(l->request).finished) steps_->cancel(l->request);
+      steps_->release(l->request);
+    }
+    l->job->finish(GenerationOutcome::failed(why, status));
+    try {
+      session_->close_sequence(l->seq);
+      steps_->forget_sequence(l->seq);
+    } catch (const std::exception&) {
+    }
+  }
+  std::lock_guard<std::mutex> lock(m_);
+  running_ -= int64_t(live_.size());
+  metrics_.set_active(running_);
+  live_.clear();
+  if (running_ == 0) idle_.notify_all();
+}
+
+}  // namespace splitdec::serve

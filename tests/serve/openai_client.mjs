@@ -1,0 +1,56 @@
+// The official OpenAI client against a running `splitdec serve`:
+//   node openai_client.mjs BASE_URL API_KEY
+// Non-streamed and streamed chat (greedy: the same text both ways), a
+// completion, the model list and a refused request. Prints one JSON line
+// with what it saw; exits 1 on the first mismatch.
+import OpenAI from "openai";
+
+const [baseURL, apiKey] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
+const fail = (why) => {
+  console.error("FAIL: " + why);
+  process.exit(1);
+};
+
+const models = await client.models.list();
+const modelId = models.data[0]?.id;
+if (!modelId) fail("no model listed");
+
+const messages = [
+  { role: "system", content: "You are terse." },
+  { role: "user", content: "Say something about the sea." },
+];
+const whole = await client.chat.completions.create({ model: modelId, messages, temperature: 0, max_tokens: 12 });
+const choice = whole.choices[0];
+if (whole.object !== "chat.completion") fail("object " + whole.object);
+if (!["stop", "length"].includes(choice.finish_reason)) fail("finish_reason " + choice.finish_reason);
+if (whole.usage.completion_tokens < 1 || whole.usage.prompt_tokens < 1) fail("usage " + JSON.stringify(whole.usage));
+
+const stream = await client.chat.completions.create({
+  model: modelId, messages, temperature: 0, max_tokens: 12, stream: true, stream_options: { include_usage: true },
+});
+let streamed = "", finish = null, usage = null, chunks = 0;
+for await (const chunk of stream) {
+  ++chunks;
+  if (chunk.usage) usage = chunk.usage;
+  const c = chunk.choices[0];
+  if (!c) continue;
+  if (c.delta?.content) streamed += c.delta.content;
+  if (c.finish_reason) finish = c.finish_reason;
+}
+if (streamed !== choice.message.content) fail(`streamed ${JSON.stringify(streamed)} != ${JSON.stringify(choice.message.content)}`);
+if (finish !== choice.finish_reason) fail("stream finish_reason " + finish);
+if (!usage || usage.completion_tokens !== whole.usage.completion_tokens) fail("stream usage " + JSON.stringify(usage));
+
+const completion = await client.completions.create({ model: modelId, prompt: "The sea", temperature: 0, max_tokens: 6 });
+if (completion.object !== "text_completion" || typeof completion.choices[0].text !== "string") fail("completion " + JSON.stringify(completion));
+
+let refused = null;
+try {
+  await client.chat.completions.create({ model: modelId, messages: [{ role: "robot", content: "hi" }] });
+} catch (e) {
+  refused = { status: e.status, message: e.message };
+}
+if (!refused || refused.status !== 400) fail("an unknown role was not refused with 400: " + JSON.stringify(refused));
+
+console.log(JSON.stringify({ model: modelId, text: choice.message.content, chunks, finish, completion: completion.choices[0].text, refused }));
