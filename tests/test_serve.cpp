@@ -133,19 +133,26 @@ TEST(ServeUnits, PrefillPiecesNeverSplitAMediaBlock) {
 
 // The server's chat form is the CLI's Gemma form: system text before the
 // first user text, replies closed with <end_of_turn>, the model's header last.
-TEST(ServeUnits, ChatFormIsTheGemmaForm) {
+// The server's chat prompt is the checkpoint's template, exactly what
+// `generate --messages` (Engine::encode_messages) feeds.
+TEST(ServeUnits, ChatFormIsTheTemplatesForm) {
   const auto engine = Engine::load(test::tiny_model_dir("tiny-gemma3"));
   const Tokenizer& tok = *engine->impl().tokenizer;
   const ModelConfig& c = engine->impl().model.config();
+  const ChatTemplate& t = *engine->impl().chat_template;
   auto text = [](const std::string& t) { return serve::MessagePart{Modality::Text, t, {}}; };
   const std::vector<serve::ChatMessage> messages = {
       {"system", {text("Be brief.")}}, {"user", {text("Hi")}}, {"assistant", {text("Hello.")}}, {"user", {text("Why?")}}};
-  const std::string expected = chat_user_turn("Be brief.\n\nHi", true, true) + "Hello.<end_of_turn>" + chat_user_turn("Why?", false, true);
-  EXPECT_EQ(serve::chat_prompt(messages, tok, c).tokens, prompt_from_text(expected, tok, c).tokens);
-  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"user", {text("b")}}}, tok, c), serve::ApiError);
-  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"system", {text("b")}}}, tok, c), serve::ApiError);
-  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"assistant", {text("b")}}}, tok, c), serve::ApiError);
-  EXPECT_THROW(serve::chat_prompt({}, tok, c), serve::ApiError);
+  const TokenInputs expected = engine->encode_messages(
+      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
+          {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Why?"}])");
+  EXPECT_EQ(serve::chat_prompt(messages, tok, c, t).tokens, expected.tokens);
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"user", {text("b")}}}, tok, c, t), serve::ApiError);
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"system", {text("b")}}}, tok, c, t), serve::ApiError);
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a")}}, {"assistant", {text("b")}}}, tok, c, t), serve::ApiError);
+  EXPECT_THROW(serve::chat_prompt({}, tok, c, t), serve::ApiError);
+  // A literal media marker in the text is refused by the media expansion, as a 400.
+  EXPECT_THROW(serve::chat_prompt({{"user", {text("a <start_of_image> b")}}}, tok, c, t), serve::ApiError);
 }
 
 TEST(Serve, RoutesAndReplies) {
@@ -276,9 +283,8 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
   const json audio = {{"messages", {{{"role", "user"}, {"content", {{{"type", "input_audio"},
       {"input_audio", {{"data", test::base64_encode(test::npy_bytes(3, s.engine().hidden_size(), 1.f))}, {"format", "npy"}}}}}}}}},
                       {"max_tokens", 4}};
-  const Answer heard = post(s, url, audio.dump());
-  EXPECT_EQ(heard.status, 200) << heard.raw;
-  EXPECT_GT(heard.body["usage"]["prompt_tokens"].get<int>(), 3 + 2);
+  // Gemma-3 takes no audio: refused by the media expansion, as HF's processor would.
+  expect_error(post(s, url, audio.dump()), 400, "takes no audio");
   auto path_part = [](const std::string& path) {
     return json{{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}, {"path", path}}}}}}}, {"max_tokens", 4}}.dump();
   };
@@ -297,7 +303,8 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
   const Answer ok = post(s, url, chat_body("Tell me about the sea.", 4).dump());
   EXPECT_EQ(ok.status, 200) << ok.raw;
   // A file under --media-dir is accepted.
-  test::write_file(media + "/rows.npy", test::npy_bytes(6, s.engine().hidden_size(), 1.f));
+  test::write_file(media + "/rows.npy",
+                   test::npy_bytes(s.engine().impl().model.config().mm_tokens_per_image, s.engine().hidden_size(), 1.f));
   const Answer from_file = post(s, url, path_part("rows.npy"));
   EXPECT_EQ(from_file.status, 200) << from_file.raw;
 }
@@ -330,7 +337,9 @@ TEST(Serve, SixteenConcurrentClientsMatchTheirSoloRuns) {
     words += (i % 3 ? "wave " : "the sea is wide and ");
     bodies.push_back(chat_body("Question " + std::to_string(i) + ": " + words, 6 + i % 5, i % 2 == 1).dump());
   }
-  const std::string rows = test::base64_encode(test::npy_bytes(10, s.engine().hidden_size(), 0.5f));
+  // Gemma-3 images have mm_tokens_per_image rows.
+  const int image_rows = s.engine().impl().model.config().mm_tokens_per_image;
+  const std::string rows = test::base64_encode(test::npy_bytes(image_rows, s.engine().hidden_size(), 0.5f));
   bodies.push_back(json{{"messages", {{{"role", "user"},
                                        {"content", {{{"type", "text"}, {"text", "Look:"}},
                                                     {{"type", "image_url"}, {"image_url", {{"url", "data:application/octet-stream;base64," + rows}}}},

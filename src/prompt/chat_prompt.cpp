@@ -164,7 +164,7 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
   };
   std::vector<Media> media;
   for (const ChatPart& p : media_parts)
-    if (p.kind != ChatPart::Kind::Text) media.push_back({p.kind, load_media_embeddings(p.path, config_)});
+    if (p.kind != ChatPart::Kind::Text) media.push_back({p.kind, p.rows ? *p.rows : load_media_embeddings(p.path, config_)});
 
   // The placeholder each family's template writes and the block it becomes.
   // Text that writes a placeholder itself counts too, as in HF's processor.

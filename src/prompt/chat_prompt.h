@@ -7,9 +7,11 @@
 // and marker strings come from config.json and the tokenizer.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "io/media_embeddings.h"
 #include "model/prompt_batch.h"
 #include "prompt/chat_template.h"
 
@@ -23,6 +25,8 @@ struct ChatPart {
   Kind kind = Kind::Text;
   std::string text;  // Text
   std::string path;  // Image / Audio: an embeddings file (.npy / .safetensors)
+  // Image / Audio rows already in memory (a server's data: URL); used instead of `path`.
+  std::shared_ptr<const MediaEmbeddings> rows{};
 };
 
 struct ChatMessage {

@@ -2,6 +2,8 @@
 
 #include "io/model_config.h"
 #include "io/tokenizer.h"
+#include "core/error.h"
+#include "prompt/chat_prompt.h"
 #include "prompt/prompt_text.h"
 #include "serve/api_error.h"
 
@@ -65,42 +67,47 @@ std::string text_only(const ChatMessage& m, size_t index) {
 
 }  // namespace
 
-PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenizer& tok, const ModelConfig& c) {
+PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenizer& tok, const ModelConfig& c,
+                        const ChatTemplate& chat_template) {
   if (messages.empty()) throw ApiError(400, "messages must hold at least one message", "messages");
-  // The user turn's frame from the existing Gemma form: the text goes where the marker is.
-  const std::string marker = "\x1f";
-  PromptBuilder b(tok, c);
-  std::string system;
-  bool first_turn = true, expect_user = true;
+  std::vector<splitdec::ChatMessage> chat;
+  bool expect_user = true;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
+    splitdec::ChatMessage out{m.role == "developer" ? "system" : m.role, {}};
     if (m.role == "system" || m.role == "developer") {
       if (i != 0) throw ApiError(400, where + ": a system message may only come first", "messages");
-      system = text_only(m, i);
+      out.parts.push_back({ChatPart::Kind::Text, text_only(m, i), "", nullptr});
     } else if (m.role == "user") {
       if (!expect_user) throw ApiError(400, where + ": roles must alternate user/assistant after the system message", "messages");
-      const std::string frame = chat_user_turn(marker, first_turn, /*reply_closed=*/true);
-      const size_t at = frame.find(marker);
-      b.text(frame.substr(0, at));
-      if (first_turn && !system.empty()) b.text(system + "\n\n");
       for (const MessagePart& part : m.parts) {
-        if (part.kind == Modality::Text) b.text(part.text);
-        else b.media(part.media, part.kind);
+        if (part.kind == Modality::Text) {
+          out.parts.push_back({ChatPart::Kind::Text, part.text, "", nullptr});
+        } else {
+          const auto kind = part.kind == Modality::Audio ? ChatPart::Kind::Audio : ChatPart::Kind::Image;
+          out.parts.push_back({kind, "", "", std::make_shared<const MediaEmbeddings>(part.media)});
+        }
       }
-      b.text(frame.substr(at + marker.size()));
-      first_turn = false;
+      if (out.parts.empty()) out.parts.push_back({ChatPart::Kind::Text, "", "", nullptr});
       expect_user = false;
     } else if (m.role == "assistant") {
       if (expect_user) throw ApiError(400, where + ": roles must alternate user/assistant after the system message", "messages");
-      b.text(text_only(m, i) + "<end_of_turn>");
+      out.parts.push_back({ChatPart::Kind::Text, text_only(m, i), "", nullptr});
       expect_user = true;
     } else {
       throw ApiError(400, where + ": unknown role '" + m.role + "' (expected system, user or assistant)", "messages");
     }
+    chat.push_back(std::move(out));
   }
   if (expect_user) throw ApiError(400, "the last message must be the user's (the reply continues after it)", "messages");
-  return b.finish();
+  try {
+    return ChatPrompter(c, tok, chat_template).encode(chat, true);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const Error& e) {  // the template's own refusals, media that does not fit the model
+    throw ApiError(400, e.what(), "messages");
+  }
 }
 
 PromptBatch text_prompt(const std::string& text, const Tokenizer& tok, const ModelConfig& c) {

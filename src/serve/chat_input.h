@@ -1,6 +1,6 @@
-// Chat messages -> the prompt's tokens and media rows: the one place where
-// the chat form is applied, so that the checkpoint's own template can
-// replace the hard-coded Gemma form here without touching the server.
+// Chat messages -> the prompt's tokens and media rows, through the
+// checkpoint's own chat template and the family's media expansion
+// (prompt/chat_prompt.h), exactly what `generate --messages` feeds.
 #pragma once
 
 #include <vector>
@@ -11,16 +11,16 @@
 namespace splitdec {
 struct ModelConfig;
 class Tokenizer;
+class ChatTemplate;
 }  // namespace splitdec
 
 namespace splitdec::serve {
 
-// Gemma form: BOS, then user turns and the model's replies alternating; a
-// system message (first only) goes before the first user text, as Gemma-3's
-// template does; the prompt ends with the model's reply header. Throws
-// ApiError 400 (param "messages") for an unknown role, roles out of order,
-// media in a system or assistant message, or a last message that is not the user's.
-PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer, const ModelConfig& config);
+// Throws ApiError 400 (param "messages") for an unknown role, roles out of
+// order, media in a system or assistant message, a last message that is not
+// the user's, or anything the template or the media expansion refuses.
+PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenizer& tokenizer, const ModelConfig& config,
+                        const ChatTemplate& chat_template);
 
 // A plain completion prompt: BOS and the text, no chat form.
 PromptBatch text_prompt(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config);

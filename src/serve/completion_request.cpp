@@ -248,7 +248,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   const auto max_completion = integer(body, "max_completion_tokens", 0, INT32_MAX);
   r.max_tokens = max_completion ? max_completion : max_tokens;
   try {
-    r.prompt = chat ? chat_prompt(messages(body, ctx), ctx.tokenizer, ctx.config) : completion_prompt(body, ctx);
+    r.prompt = chat ? chat_prompt(messages(body, ctx), ctx.tokenizer, ctx.config, ctx.chat_template) : completion_prompt(body, ctx);
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {  // the tokenizer or the prompt checks refused the input

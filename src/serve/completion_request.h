@@ -13,6 +13,7 @@
 namespace splitdec {
 struct ModelConfig;
 class Tokenizer;
+class ChatTemplate;
 }  // namespace splitdec
 
 namespace splitdec::serve {
@@ -31,6 +32,7 @@ struct CompletionRequest {
 struct RequestContext {
   const Tokenizer& tokenizer;
   const ModelConfig& config;
+  const ChatTemplate& chat_template;
   std::string media_dir;  // empty: file paths are refused
 };
 
