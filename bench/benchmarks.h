@@ -11,6 +11,7 @@ struct BenchOptions {
   std::string json_path;    // results as JSON (schema in docs/benchmarks.md)
   std::string plot_path;    // decode cost against context per plan, SVG
   std::string work_dir;     // where generated models go (default: a temp dir)
+  std::string only;         // section names to run (e.g. "prefill,linear"; empty: all); machine always runs
 };
 
 int run_benchmarks(const BenchOptions& options);

@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/flash_attention.h"
 #include "kernels/simd/kernel_table.h"
 
 namespace splitdec {
@@ -96,12 +97,10 @@ void KvView::value_f32(int b, int h, int64_t pos, float* out) const {
   for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
 }
 
-// Flash-style prefill: query tiles of kQueryTile rows walk key tiles of
-// kKeyTile keys, so each key tile is read from memory once per query tile
-// (not once per row). Each (row, key tile) pair is classified from the row's
-// interval: empty (skipped), full (every key, no mask work) or partial (the
-// clipped sub-range, still no per-key mask).
-void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
+// Query tiles of kQueryTile rows walk key tiles of kKeyTile keys, so each
+// key tile is read from memory once per query tile (not once per row); each
+// row attends to its clipped sub-range key by key.
+void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
   constexpr int kQueryTile = 8;
   constexpr int64_t kKeyTile = 64;
   const simd::KernelTable& t = simd::best();
@@ -135,6 +134,11 @@ void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyIn
   });
 }
 
+void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
+  if (q.rows == 1) return rowwise_prefill_attention(q, kv, intervals, out);
+  flash_attention(q, kv, intervals, out);
+}
+
 void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out) {
   auto range = [&](int b, int r) {
     const int64_t i = q.first_position + r;
@@ -142,9 +146,16 @@ void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int6
     if (window > 0) lo = std::max(lo, i - window + 1);
     return KeyInterval{lo, i + 1};
   };
+  if (q.rows > 1) {  // a prompt chunk: causal + window + start are one interval per row
+    std::vector<KeyInterval> intervals(size_t(q.batch) * size_t(q.rows));
+    for (int b = 0; b < q.batch; ++b)
+      for (int r = 0; r < q.rows; ++r) intervals[size_t(b) * size_t(q.rows) + size_t(r)] = range(b, r);
+    flash_attention(q, kv, intervals.data(), out);
+    return;
+  }
   const std::shared_ptr<ThreadPool> pool = ThreadPool::global();
   const int64_t heads_tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
-  if (q.rows > 1 || heads_tasks >= 2 * pool->size()) {
+  if (heads_tasks >= 2 * pool->size()) {
     rows_attention(q, kv, range, out);
     return;
   }

@@ -52,11 +52,22 @@ struct QueryBlock {
 
 // intervals: [batch * rows] visible keys per query row, padding already
 // applied (see mask/chunk_mask.h). out: [batch, rows, heads, head_dim].
+// Two rows or more run as flash-attention tiles (flash_attention.h); a
+// single row (a decode step of the unified plan) runs rowwise.
 void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out);
 
 // window: the layer's sliding window (0: none). seq_start: [batch] first
-// non-padding position of each sequence (left padding).
+// non-padding position of each sequence (left padding). Two rows or more
+// (prompt chunks) run as flash-attention tiles over the rows' intervals; one
+// row (decode) runs the blocked per-key kernel, split across threads on long
+// contexts.
 void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out);
+
+// The per-key kernel the tiles replaced for prefill: each row's interval
+// walked key by key (dot products, blocked online softmax). Kept as the
+// second reference of the tiled kernel and as the baseline `splitdec bench`
+// measures it against.
+void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out);
 
 // bias: [batch, rows, total] with total = first_position + rows; -inf hides a key.
 void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out);

@@ -41,6 +41,27 @@ struct KernelTable {
   // The same over f16 keys and values.
   void (*attend_keys_f16)(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k,
                           const uint16_t* v, int n, float* m, float* l, float* acc);
+
+  // ---- flash attention tiles (kernels/flash_attention.cpp) ----
+  // A register-blocked product, any m, n, k >= 0:
+  //   C = A B                       (c_scale == nullptr)
+  //   C = diag(c_scale) C + A B     (otherwise; one scale per row of C)
+  // A(i, p) = a[i * a_row + p * a_col], so A may be row- or column-major;
+  // B is row-major [k][ldb], C row-major [m][ldc]. Each C element is one
+  // multiply-add chain over p in order, whatever the blocking, so a row's
+  // result does not depend on which other rows share the call.
+  void (*gemm_f32)(int m, int n, int k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb, float* c,
+                   int64_t ldc, const float* c_scale);
+  // The online-softmax step of one score tile, stored key-major: s [n keys][ld],
+  // column i = one query row (m columns, m a multiple of 16, arrays sized m).
+  // softcap > 0 first caps each score. When `masked`, column i sees key j only
+  // if lo[i] <= key0 + j < hi[i] (positions relative to any common base).
+  // Updates the running max mx[i] and sum l[i], writes the rescale factor of
+  // the column's earlier output to c[i], and replaces s by the probabilities
+  // (exactly 0 for hidden keys; a column with nothing visible yet stays at
+  // mx = -inf, l = 0).
+  void (*flash_softmax)(float* s, int64_t ld, int n, int m, int32_t key0, const int32_t* lo, const int32_t* hi, bool masked,
+                        float softcap, float* mx, float* l, float* c);
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

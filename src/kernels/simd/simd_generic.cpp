@@ -1,5 +1,7 @@
 // Scalar versions: the fallback, and the baseline the SIMD tables are tested against.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <type_traits>
 
@@ -98,12 +100,51 @@ void attend_keys_f16(const float* q, int group, int hd, float scale, float softc
                      float* m, float* l, float* acc) {
   attend_keys_t(q, group, hd, scale, softcap, reinterpret_cast<const F16*>(k), reinterpret_cast<const F16*>(v), n, m, l, acc);
 }
+
+// Row by row; the innermost loop runs along a row of B and C, which the
+// compiler vectorises with the baseline SSE2.
+void gemm_f32(int m, int n, int k, const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t ldb, float* c, int64_t ldc,
+              const float* c_scale) {
+  for (int i = 0; i < m; ++i) {
+    float* ci = c + int64_t(i) * ldc;
+    for (int j = 0; j < n; ++j) ci[j] = c_scale ? ci[j] * c_scale[i] : 0.f;
+    for (int p = 0; p < k; ++p) {
+      const float aip = a[int64_t(i) * a_row + int64_t(p) * a_col];
+      const float* bp = b + int64_t(p) * ldb;
+      for (int j = 0; j < n; ++j) ci[j] += aip * bp[j];
+    }
+  }
+}
+
+void flash_softmax(float* s, int64_t ld, int n, int m, int32_t key0, const int32_t* lo, const int32_t* hi, bool masked, float softcap,
+                   float* mx, float* l, float* c) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < m; ++i) {
+    auto seen = [&](int j) { return !masked || (lo[i] <= key0 + j && key0 + j < hi[i]); };
+    float tmax = -inf;
+    for (int j = 0; j < n; ++j) {
+      float& x = s[int64_t(j) * ld + i];
+      if (softcap > 0) x = softcap * std::tanh(x / softcap);
+      if (seen(j)) tmax = std::max(tmax, x);
+    }
+    const float m_new = std::max(mx[i], tmax);
+    c[i] = mx[i] == -inf ? 0.f : std::exp(mx[i] - m_new);
+    float sum = 0;
+    for (int j = 0; j < n; ++j) {
+      float& x = s[int64_t(j) * ld + i];
+      x = seen(j) ? std::exp(x - m_new) : 0.f;
+      sum += x;
+    }
+    l[i] = l[i] * c[i] + sum;
+    mx[i] = m_new;
+  }
+}
 }  // namespace
 
 const KernelTable& generic_table() {
   static const KernelTable t{"generic",   dot_f32,     dot4_f32, dot4_bf16,   dot_bf16,         dot4_f16,
                              dot_f16,     expand_bf16, expand_f16, scale_axpy, sum_f32,          attend_keys,
-                             attend_keys_bf16, attend_keys_f16};
+                             attend_keys_bf16, attend_keys_f16, gemm_f32,   flash_softmax};
   return t;
 }
 
