@@ -10,11 +10,9 @@ model=out/tiny-gemma4
 ./build/splitdec make-model --preset tiny-gemma4 --out "$model" --seed 1
 echo
 echo "== a prompt with an image ($model/demo_image.npy: 16 soft tokens, bidirectional on sliding layers)"
-./build/splitdec generate --model "$model" --trace --verbose \
-  --prompt "<start_of_turn>user
-What is in this picture? <image:$model/demo_image.npy><end_of_turn>
-<start_of_turn>model
-" --max-new-tokens 12
+./build/splitdec generate --model "$model" --trace --verbose --chat \
+  --system "Answer in one sentence." --image "$model/demo_image.npy" \
+  --prompt "What is in this picture?" --max-new-tokens 12
 
 echo
 echo "== the same question after ~1500 tokens of context, under each plan (all must give the same tokens;"
