@@ -66,6 +66,10 @@ void PromptFlags::check() const {
 ChatTurn PromptFlags::chat_turn() const { return ChatTurn{.system = system, .images = images, .audio = audio, .text = prompt}; }
 
 std::string PromptFlags::plain_text() const {
+  for (const auto* list : {&images, &audio})
+    for (const std::string& f : *list)
+      if (f.find('>') != std::string::npos)
+        throw InputError((list == &images ? "--image " : "--audio ") + f + ": a path with '>' cannot go into a plain prompt; use --chat");
   std::string text;
   for (const std::string& f : images) text += "<image:" + f + ">";
   for (const std::string& f : audio) text += "<audio:" + f + ">";

@@ -331,3 +331,25 @@ TEST(Api, ConversationChatTurnsGoThroughTheTemplate) {
     EXPECT_EQ(c.length(), before + c.last_reply().prompt_tokens + int64_t(c.last_reply().tokens.size()) - 1) << preset;
   }
 }
+
+// Review findings: a second staged user turn is refused, a refused media file
+// does not block later turns, a rewind into a reply lets the chat go on.
+TEST(Api, ChatTurnEdgeCases) {
+  const auto engine = engine_for("tiny-gemma3");
+  const std::string dir = test::temp_dir("api-chat-edges");
+  const std::vector<float> rows = image_rows(*engine, 3, 1.f);  // not mm_tokens_per_image
+  write_npy(dir + "/bad.npy", {3, engine->hidden_size()}, rows.data());
+  Conversation c(engine);
+  c.set_system("Be brief.");
+  c.append_image(dir + "/bad.npy");
+  EXPECT_THROW(c.append_user_turn("what?"), InputError);
+  c.append_user_turn("hello");  // the bad image went with the refused turn
+  EXPECT_THROW(c.append_user_turn("again"), InputError);
+  c.generate(greedy(4));
+  const int64_t prompt_end = c.length() - int64_t(c.last_reply().tokens.size()) + 1;
+  const int64_t cut = std::min(prompt_end + 1, c.length());  // inside the reply when it has 3+ tokens
+  c.rewind(cut);
+  c.append_user_turn("go on");
+  EXPECT_NO_THROW(c.generate(greedy(3)));
+  EXPECT_GT(c.length(), cut);
+}

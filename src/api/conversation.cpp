@@ -1,5 +1,6 @@
 // The public Conversation: one sequence of a session, driven by the
 // step-wise generator. Appends are staged and prefilled by generate().
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
@@ -87,9 +88,11 @@ void drop_first_token(PromptBatch& p) {
 
 void Conversation::set_system(const std::string& text) {
   Impl& c = *impl_;
-  if (!c.messages.empty() || !c.staged_messages.empty())
+  if (!c.messages.empty() || std::any_of(c.staged_messages.begin(), c.staged_messages.end(),
+                                         [](const ChatMessage& m) { return m.role != "system"; }))
     throw InputError("set_system: the system turn must come before the first user turn");
-  c.staged_messages.push_back({"system", {{ChatPart::Kind::Text, text, ""}}});
+  c.staged_messages.clear();  // a second call replaces the first
+  if (!text.empty()) c.staged_messages.push_back({"system", {{ChatPart::Kind::Text, text, ""}}});
 }
 
 void Conversation::append_image(const std::string& path) { impl_->staged_media.push_back({ChatPart::Kind::Image, "", path}); }
@@ -97,8 +100,14 @@ void Conversation::append_audio(const std::string& path) { impl_->staged_media.p
 
 void Conversation::append_user_turn(const std::string& text) {
   Impl& c = *impl_;
+  for (const ChatMessage& m : c.staged_messages)
+    if (m.role == "user") throw InputError("append_user_turn: a user turn is already staged; generate its reply first");
+  // Staged media belong to this turn whether it is taken or refused (a bad
+  // file must not block every later turn).
+  std::vector<ChatPart> media = std::move(c.staged_media);
+  c.staged_media.clear();
   const ChatPrompter prompter = api::prompter(*c.engine, "a chat turn");
-  ChatMessage user{"user", c.staged_media};
+  ChatMessage user{"user", std::move(media)};
   for (ChatPart& p : parts_from_shorthand(text))
     if (p.kind != ChatPart::Kind::Text || !p.text.empty() || user.parts.empty()) user.parts.push_back(std::move(p));
   std::vector<ChatMessage> all = c.messages;
@@ -115,14 +124,17 @@ void Conversation::append_user_turn(const std::string& text) {
     all.push_back(user);
     const std::string rendered = prompter.render(all, true);
     const size_t at = rendered.find(kReplyMark);
-    if (at == std::string::npos)
-      throw InputError("the chat template does not write the previous reply back; cannot continue the chat");
+    if (at == std::string::npos || rendered.rfind(kReplyMark) != at)
+      throw InputError("the chat template does not write the previous reply back exactly once; cannot continue the chat");
     p = prompter.expand(rendered.substr(at + std::string(kReplyMark).size()), user.parts, false);
-    // The reply's last token (its end of turn, usually) is pending and fed first.
+    // The reply's last token is pending (fed first). When it is the end of
+    // turn the template writes next, the template's copy goes; another stop
+    // token (<eos>) is not fed at all: HF's rendering never holds it.
     const int pending = c.steps.pending(c.seq);
+    const std::vector<int>& eos = c.config().eos_token_ids;
     if (pending >= 0 && !p.tokens.empty() && p.tokens[0] == pending) drop_first_token(p);
+    else if (pending >= 0 && std::find(eos.begin(), eos.end(), pending) != eos.end()) c.steps.set_pending(c.seq, -1);
   }
-  c.staged_media.clear();
   c.staged_messages.push_back(std::move(user));
   if (p.seq > 0) c.stage(p);
 }
@@ -175,7 +187,8 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     const std::exception_ptr original = std::current_exception();
     if (id >= 0) c.steps.cancel(id), c.steps.release(id);
     c.staged = PromptBatch{};
-    c.staged_messages.clear();
+    // The turn's messages go, a staged system turn stays (it was set once).
+    std::erase_if(c.staged_messages, [](const ChatMessage& m) { return m.role != "system"; });
     c.staged_media.clear();
     try {
       if (c.session.length(c.seq) != length_before) c.session.rewind(c.seq, length_before);
@@ -227,15 +240,28 @@ int64_t Conversation::length() const { return impl_->session.length(impl_->seq);
 void Conversation::rewind(int64_t length) {
   Impl& c = *impl_;
   c.session.rewind(c.seq, length);
+  // Keep the messages still whole in the KV. A cut inside a reply keeps the
+  // reply as far as it goes (its text from the kept tokens), so the next turn
+  // closes it; a chat cut after or inside a user turn starts over (the next
+  // user turn renders as a first turn).
+  size_t keep = 0;
+  while (keep < c.messages.size() && c.message_ends[keep] <= length) ++keep;
+  const std::vector<int>& h = c.steps.history(c.seq);
+  if (keep < c.messages.size() && keep > 0 && c.messages[keep].role == "assistant" && c.engine->impl().tokenizer &&
+      c.message_ends[keep - 1] <= int64_t(h.size())) {
+    const int64_t from = c.message_ends[keep - 1], to = std::max(from, std::min<int64_t>(length, int64_t(h.size())));
+    c.messages[keep].parts = {{ChatPart::Kind::Text, c.engine->impl().tokenizer->decode(std::vector<int>(h.begin() + from, h.begin() + to)), ""}};
+    c.message_ends[keep] = length;
+    ++keep;
+  }
+  c.messages.resize(keep);
+  c.message_ends.resize(keep);
+  if (!c.messages.empty() && c.messages.back().role != "assistant") c.messages.clear(), c.message_ends.clear();
   c.steps.set_pending(c.seq, -1);
   c.steps.truncate_history(c.seq, size_t(length));
   c.staged = PromptBatch{};
   c.staged_messages.clear();
   c.staged_media.clear();
-  // Keep the messages still whole in the KV; a chat cut after a user turn or
-  // inside one starts over (the next user turn renders as a first turn).
-  while (!c.message_ends.empty() && c.message_ends.back() > length) c.messages.pop_back(), c.message_ends.pop_back();
-  if (!c.messages.empty() && c.messages.back().role != "assistant") c.messages.clear(), c.message_ends.clear();
   c.started = length > 0;
   c.reply_closed = true;
 }

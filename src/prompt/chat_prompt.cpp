@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 
 #include "core/error.h"
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
 #include "io/tokenizer.h"
+#include "prompt/prompt_text.h"
 
 namespace splitdec {
 
@@ -100,24 +100,14 @@ std::vector<ChatMessage> parse_chat_messages(const std::string& json_text, const
 }
 
 std::vector<ChatPart> parts_from_shorthand(const std::string& text) {
-  static const std::regex placeholder("<(image|audio):([^>]+)>");
   std::vector<ChatPart> parts;
-  std::string pending;
   size_t last = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder); it != std::sregex_iterator(); ++it) {
-    pending += text.substr(last, size_t(it->position()) - last);
-    last = size_t(it->position() + it->length());
-    const std::string path = (*it)[2];
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {  // not a file: the text stays as written
-      pending += it->str();
-      continue;
-    }
-    if (!pending.empty()) parts.push_back({ChatPart::Kind::Text, std::move(pending), ""}), pending.clear();
-    parts.push_back({(*it)[1] == "image" ? ChatPart::Kind::Image : ChatPart::Kind::Audio, "", path});
+  for (auto ph = next_media_placeholder(text, 0); ph; ph = next_media_placeholder(text, ph->end)) {
+    if (ph->begin > last) parts.push_back({ChatPart::Kind::Text, text.substr(last, ph->begin - last), ""});
+    parts.push_back({ph->image ? ChatPart::Kind::Image : ChatPart::Kind::Audio, "", ph->path});
+    last = ph->end;
   }
-  pending += text.substr(last);
-  if (!pending.empty() || parts.empty()) parts.push_back({ChatPart::Kind::Text, std::move(pending), ""});
+  if (last < text.size() || parts.empty()) parts.push_back({ChatPart::Kind::Text, text.substr(last), ""});
   return parts;
 }
 
@@ -180,10 +170,12 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
     audio_mark = piece_or_throw(tokenizer_, config_.audio_token_id, "audio soft");
   if (!image_mark.empty() && count_of(text, image_mark) != want_images)
     throw InputError("the prompt holds " + std::to_string(count_of(text, image_mark)) + " image placeholders (" + image_mark +
-                     ") for " + std::to_string(want_images) + " images; text must not write them itself");
+                     ") for " + std::to_string(want_images) +
+                     " image parts (text must not write them; the template must place every image)");
   if (!audio_mark.empty() && count_of(text, audio_mark) != want_audio)
     throw InputError("the prompt holds " + std::to_string(count_of(text, audio_mark)) + " audio placeholders (" + audio_mark +
-                     ") for " + std::to_string(want_audio) + " audio parts; text must not write them itself");
+                     ") for " + std::to_string(want_audio) +
+                     " audio parts (text must not write them; the template must place every clip)");
 
   // Expand placeholders left to right; each takes the next media of its kind.
   std::string expanded;

@@ -1,7 +1,6 @@
 #include "prompt/prompt_text.h"
 
 #include <filesystem>
-#include <regex>
 
 #include "core/error.h"
 #include "io/media_embeddings.h"
@@ -51,6 +50,26 @@ PromptBatch media_prompt(const SpecialTokens& sp, std::vector<float> rows_data, 
   return p;
 }
 
+std::optional<MediaPlaceholder> next_media_placeholder(const std::string& text, size_t from) {
+  for (size_t at = text.find('<', from); at != std::string::npos; at = text.find('<', at + 1)) {
+    MediaPlaceholder ph;
+    size_t start;
+    if (text.compare(at, 7, "<image:") == 0) start = at + 7, ph.image = true;
+    else if (text.compare(at, 7, "<audio:") == 0) start = at + 7, ph.image = false;
+    else continue;
+    const size_t close = text.find('>', start);
+    if (close == std::string::npos) return std::nullopt;  // no '>' anywhere after: nothing further can match
+    if (close == start) continue;
+    ph.path = text.substr(start, close - start);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(ph.path, ec)) continue;  // not a file: stays text
+    ph.begin = at;
+    ph.end = close + 1;
+    return ph;
+  }
+  return std::nullopt;
+}
+
 PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c, bool add_bos) {
   const SpecialTokens sp = SpecialTokens::resolve(c, tok);
   PromptBatch p;
@@ -71,19 +90,15 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
     }
   };
   if (add_bos) push(SpecialTokens::require(sp.bos, "BOS"), Modality::Text);
-  static const std::regex placeholder("<(image|audio):([^>]+)>");
   size_t last = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), placeholder); it != std::sregex_iterator(); ++it) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file((*it)[2].str(), ec)) continue;  // not a file: stays text
-    push_text(text.substr(last, size_t(it->position()) - last));
-    const bool image = (*it)[1] == "image";
-    MediaEmbeddings media = load_media_embeddings((*it)[2], c);
-    const PromptBatch block = media_prompt(sp, std::move(media.data), media.rows, image ? Modality::Image : Modality::Audio);
+  for (auto ph = next_media_placeholder(text, 0); ph; ph = next_media_placeholder(text, ph->end)) {
+    push_text(text.substr(last, ph->begin - last));
+    MediaEmbeddings media = load_media_embeddings(ph->path, c);
+    const PromptBatch block = media_prompt(sp, std::move(media.data), media.rows, ph->image ? Modality::Image : Modality::Audio);
     p.tokens.insert(p.tokens.end(), block.tokens.begin(), block.tokens.end());
     p.modality.insert(p.modality.end(), block.modality.begin(), block.modality.end());
     p.media.insert(p.media.end(), block.media.begin(), block.media.end());
-    last = size_t(it->position() + it->length());
+    last = ph->end;
   }
   push_text(text.substr(last));
   if (p.tokens.empty()) throw InputError("the prompt is empty");

@@ -5,6 +5,7 @@
 // both come here.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "model/prompt_batch.h"
@@ -29,6 +30,16 @@ struct SpecialTokens {
 // per row of `rows_data` ([rows, hidden]), the end marker; the rows ride
 // along as the prompt's media. `kind` is Image or Audio.
 PromptBatch media_prompt(const SpecialTokens& special, std::vector<float> rows_data, int64_t rows, Modality kind);
+
+// The next "<image:PATH>" / "<audio:PATH>" at or after `from` whose PATH
+// (no '>' in it) is an existing file; other text of that form stays text.
+// A plain scan: std::regex recurses per character on long inputs.
+struct MediaPlaceholder {
+  size_t begin = 0, end = 0;  // [begin, end) in the text
+  bool image = true;
+  std::string path;
+};
+std::optional<MediaPlaceholder> next_media_placeholder(const std::string& text, size_t from);
 
 // Tokenizes `text` (after a BOS when `add_bos`). Each <image:PATH> naming an
 // existing file (other text in that form stays text) becomes
