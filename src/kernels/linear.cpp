@@ -91,8 +91,8 @@ void linear_with(const simd::KernelTable& t, const float* x, int rows, const Wei
   ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
-void linear(const float* x, int rows, const WeightMatrix& w, float* y) {
-  if (rows >= kGemmRows) gemm_panels(x, rows, w, y);
+void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent) {
+  if (rows >= kGemmRows && !rows_independent) gemm_panels(x, rows, w, y);
   else linear_with(simd::best(), x, rows, w, y);
 }
 

@@ -15,7 +15,10 @@ namespace splitdec {
 // over output blocks: bandwidth-bound. Many rows (prefill): the weight is cut
 // into panels (expanded to f32 per panel unless already f32) and each panel
 // goes to a single-threaded BLAS sgemm on its own thread.
-void linear(const float* x, int rows, const WeightMatrix& w, float* y);
+// `rows_independent`: never BLAS, so each row's result is the same whatever
+// the other rows (dot and dot4 sum a row in one order): a batched decode
+// step gives every sequence the logits it gets alone.
+void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent = false);
 // The same, pinned to one SIMD table and without BLAS (tests of each target).
 void linear_with(const simd::KernelTable& table, const float* x, int rows, const WeightMatrix& w, float* y);
 

@@ -33,15 +33,16 @@ struct Model::LayerScratch {
   std::vector<float> x, q, k, v, attn, o, gate, up;
 };
 
-void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const {
+void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
+                       bool rows_independent) const {
   LayerScratch scratch;
-  for (int l = 0; l < config_.num_layers; ++l) run_layer(l, hidden, rows, positions, attention, scratch);
+  for (int l = 0; l < config_.num_layers; ++l) run_layer(l, hidden, rows, positions, attention, scratch, rows_independent);
 }
 
 // out = h + post_ff_norm(down(gelu(gate(h')) * up(h'))), h' = pre_ff_norm(h),
 // h = x + post_attn_norm(attn(input_norm(x))); Gemma-4 then scales by layer_scalar.
 void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                      LayerScratch& scratch) const {
+                      LayerScratch& scratch, bool rows_independent) const {
   const ModelConfig& c = config_;
   const LayerSpec& spec = c.layers[size_t(l)];
   const LayerWeights& w = weights_.layers[size_t(l)];
@@ -56,15 +57,15 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   ops::rms_norm(hidden, w.input_norm.data(), rows, H, eps, add1, x.data());
 
   q.resize(size_t(rows) * Hq * hd);
-  linear(x.data(), rows, w.q_proj, q.data());
+  linear(x.data(), rows, w.q_proj, q.data(), rows_independent);
   ops::rms_norm(q.data(), w.q_norm.data(), rows * Hq, hd, eps, add1, q.data());
   for (int r = 0; r < rows; ++r) ops::rope(q.data() + int64_t(r) * Hq * hd, Hq, hd, spec.inv_freq.data(), positions[r]);
   if (!shared) {
     k.resize(size_t(rows) * Hkv * hd);
     v.resize(k.size());
-    linear(x.data(), rows, w.k_proj, k.data());
+    linear(x.data(), rows, w.k_proj, k.data(), rows_independent);
     if (spec.k_eq_v) v = k;  // raw k_proj output, before k_norm and RoPE
-    else linear(x.data(), rows, w.v_proj, v.data());
+    else linear(x.data(), rows, w.v_proj, v.data(), rows_independent);
     ops::rms_norm(k.data(), w.k_norm.data(), rows * Hkv, hd, eps, add1, k.data());
     for (int r = 0; r < rows; ++r) ops::rope(k.data() + int64_t(r) * Hkv * hd, Hkv, hd, spec.inv_freq.data(), positions[r]);
     if (spec.v_norm)  // RMS norm without weight
@@ -75,26 +76,26 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   attention.attend(l, q.data(), shared ? nullptr : k.data(), shared ? nullptr : v.data(), attn.data());
 
   o.resize(size_t(rows) * H);
-  linear(attn.data(), rows, w.o_proj, o.data());
+  linear(attn.data(), rows, w.o_proj, o.data(), rows_independent);
   ops::rms_norm(o.data(), w.post_attention_norm.data(), rows, H, eps, add1, o.data());
   ops::residual_add(hidden, o.data(), o.size());
   ops::rms_norm(hidden, w.pre_feedforward_norm.data(), rows, H, eps, add1, x.data());
 
   gate.resize(size_t(rows) * I);
   up.resize(size_t(rows) * I);
-  linear(x.data(), rows, w.gate_proj, gate.data());
-  linear(x.data(), rows, w.up_proj, up.data());
+  linear(x.data(), rows, w.gate_proj, gate.data(), rows_independent);
+  linear(x.data(), rows, w.up_proj, up.data(), rows_independent);
   ops::gelu_tanh_gate(gate.data(), up.data(), gate.size());
-  linear(gate.data(), rows, w.down_proj, o.data());
+  linear(gate.data(), rows, w.down_proj, o.data(), rows_independent);
   ops::rms_norm(o.data(), w.post_feedforward_norm.data(), rows, H, eps, add1, o.data());
   ops::residual_add(hidden, o.data(), o.size(), w.layer_scalar);
 }
 
-void Model::logits(const float* hidden, int rows, float* out) const {
+void Model::logits(const float* hidden, int rows, float* out, bool rows_independent) const {
   const int H = config_.hidden_size, V = config_.vocab_size;
   std::vector<float> x(size_t(rows) * H);
   ops::rms_norm(hidden, weights_.final_norm.data(), rows, H, config_.rms_norm_eps, config_.norm_adds_one, x.data());
-  linear(x.data(), rows, weights_.output_matrix(), out);
+  linear(x.data(), rows, weights_.output_matrix(), out, rows_independent);
   if (config_.final_logit_softcap) ops::softcap(out, size_t(rows) * size_t(V), *config_.final_logit_softcap);
 }
 

@@ -41,15 +41,18 @@ class Model {
 
   // Runs every decoder layer over hidden [rows, hidden_size] in place.
   // positions: the RoPE position of each row.
-  void run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention) const;
+  // `rows_independent`: each row computed as it would be alone (decode
+  // steps of a batch; see linear()).
+  void run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
+                  bool rows_independent = false) const;
 
   // Final norm, LM head and (where configured) final logit softcap.
-  void logits(const float* hidden, int rows, float* out) const;
+  void logits(const float* hidden, int rows, float* out, bool rows_independent = false) const;
 
  private:
   struct LayerScratch;
   void run_layer(int layer, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                 LayerScratch& scratch) const;
+                 LayerScratch& scratch, bool rows_independent) const;
   ModelConfig config_;
   ModelWeights weights_;
 };

@@ -336,7 +336,9 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
   std::vector<float> hidden = embed_prompt(model_, chunk);
   {
     SessionAttention attention(*this, seqs, path, rows, blocks);
-    model_.run_layers(hidden.data(), n * rows, positions.data(), attention);
+    // A decode step computes each sequence's row as it would alone, so a
+    // request's tokens do not depend on what else is in the batch.
+    model_.run_layers(hidden.data(), n * rows, positions.data(), attention, kind == TraceEntry::Decode);
   }
   const KvTraffic traffic = kv_->take_traffic();
   entry.kv_bytes_allocated = traffic.allocated;
@@ -354,7 +356,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
     std::vector<float> last(size_t(n) * size_t(H));
     for (int b = 0; b < n; ++b)
       std::copy_n(hidden.data() + (size_t(b) * size_t(rows) + size_t(rows - 1)) * size_t(H), H, last.data() + size_t(b) * size_t(H));
-    model_.logits(last.data(), n, logits.data());
+    model_.logits(last.data(), n, logits.data(), kind == TraceEntry::Decode);
   }
   if (options_.keep_trace) trace_.push_back(entry);
 }
