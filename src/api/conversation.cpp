@@ -21,7 +21,6 @@ struct Conversation::Impl {
   int seq = 0;
   PromptBatch staged;  // appended but not yet prefilled
   bool started = false;
-  bool reply_closed = true;
   // The chat so far (system, user and assistant messages) and the session
   // length where each ends, so a rewind keeps the messages still in the KV.
   std::vector<ChatMessage> messages;
@@ -197,7 +196,6 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
       // turn produced (its last token stays pending) rather than lose the
       // conversation, and report the error that ended the turn.
       c.started = true;
-      c.reply_closed = false;
       std::rethrow_exception(original);
     }
     c.steps.set_pending(c.seq, pending);
@@ -229,7 +227,6 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   c.reply = std::move(reply);
   c.staged = PromptBatch{};
   c.started = true;
-  c.reply_closed = c.steps.pending(c.seq) == end_of_turn;
   return c.reply.text;
 }
 
@@ -263,7 +260,6 @@ void Conversation::rewind(int64_t length) {
   c.staged_messages.clear();
   c.staged_media.clear();
   c.started = length > 0;
-  c.reply_closed = true;
 }
 
 std::vector<TraceStep> Conversation::trace() const { return api::to_trace(impl_->session.trace()); }
