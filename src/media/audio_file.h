@@ -1,0 +1,23 @@
+// WAV and FLAC files to 16 kHz mono float samples (libsndfile). 16-bit PCM
+// reads as sample / 32768, as the usual Python audio readers do; several
+// channels are averaged. Other sample rates are resampled by the method
+// named in audio_file.cpp, or refused with an InputError that names the rate.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace splitdec {
+
+constexpr int kAudioSampleRate = 16000;
+
+struct AudioClip {
+  int sample_rate = kAudioSampleRate;
+  std::vector<float> samples;  // mono
+};
+
+AudioClip read_audio_file(const std::string& path);
+// True when the bytes start like a WAV (RIFF/RIFX/RF64) or FLAC file.
+bool looks_like_audio(const unsigned char* data, size_t size);
+
+}  // namespace splitdec
