@@ -44,13 +44,15 @@ ConversationOptions SessionFlags::options(int64_t default_capacity) const {
 
 void PromptFlags::add_to(CLI::App& app) {
   app.add_option("--prompt", prompt,
-                 "text prompt; <image:FILE> / <audio:FILE> insert media embeddings (.npy, .safetensors) when FILE exists");
+                 "text prompt; <image:FILE> / <audio:FILE> insert media when FILE exists (PNG / JPEG / WAV / FLAC "
+                 "through the model's frontends, or embeddings: .npy, .safetensors)");
   app.add_option("--messages", messages,
                  "a chat as JSON: [{\"role\": ..., \"content\": \"text\" | [{\"type\": \"text\"|\"image\"|\"audio\", ...}]}]");
   app.add_flag("--chat", chat, "render --prompt as one user turn of the model's chat template");
   app.add_option("--system", system, "the system turn (with --chat)");
-  app.add_option("--image", images, "an image's embeddings file, before the text (repeatable, in order)");
-  app.add_option("--audio", audio, "an audio clip's embeddings file, before the text (repeatable, in order)");
+  app.add_option("--image", images, "an image (PNG, JPEG) or its embeddings file, before the text (repeatable, in order)");
+  app.add_option("--audio", audio, "an audio clip (WAV, FLAC; 16 kHz) or its embeddings file, before the text (repeatable)");
+  app.add_option("--image-tokens", image_tokens, "Gemma-4 soft tokens per image: 70, 140, 280, 560, 1120 (default: the model's)");
 }
 
 void PromptFlags::check() const {
@@ -63,7 +65,9 @@ void PromptFlags::check() const {
         throw InputError((list == &images ? "--image " : "--audio ") + f + ": no such file");
 }
 
-ChatTurn PromptFlags::chat_turn() const { return ChatTurn{.system = system, .images = images, .audio = audio, .text = prompt}; }
+ChatTurn PromptFlags::chat_turn() const {
+  return ChatTurn{.system = system, .images = images, .audio = audio, .text = prompt, .media = media()};
+}
 
 std::string PromptFlags::plain_text() const {
   for (const auto* list : {&images, &audio})

@@ -44,7 +44,9 @@ struct PromptFlags {
   std::string prompt, messages, system;
   std::vector<std::string> images, audio;
   bool chat = false;
+  int image_tokens = 0;  // Gemma-4 soft tokens per image (0: the model's default)
   void add_to(CLI::App& app);
+  MediaOptions media() const { return MediaOptions{image_tokens}; }
   bool given() const { return !prompt.empty() || !messages.empty(); }
   bool is_chat() const { return chat || !messages.empty(); }
   // Throws an InputError naming the flags that do not go together.

@@ -20,6 +20,7 @@ namespace {
 struct ChatFlags {
   std::string model, system;
   int max_new_tokens = 128;
+  int image_tokens = 0;
   SessionFlags session;
   SamplingFlags sampling;
 };
@@ -28,6 +29,7 @@ int run(const ChatFlags& f) {
   if (f.session.plan == "reference") throw InputError("chat runs a session: choose single, split, split-copy or unified");
   const GenerateOptions go = f.sampling.options(f.max_new_tokens);
   ConversationOptions co = f.session.options(4096);
+  co.media.image_tokens = f.image_tokens;
   co.keep_trace = f.session.trace;  // a long chat keeps no entry per token unless asked
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
@@ -82,6 +84,8 @@ void add_chat(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--model", f->model, "model directory")->required();
   cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens per reply (default 128)");
   cmd->add_option("--system", f->system, "the system turn");
+  cmd->add_option("--image-tokens", f->image_tokens,
+                  "Gemma-4 soft tokens per /image file: 70, 140, 280, 560, 1120 (default: the model's)");
   f->session.add_to(*cmd);
   f->sampling.add_to(*cmd);
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });

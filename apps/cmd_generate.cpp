@@ -54,11 +54,12 @@ int run(const GenerateFlags& f) {
       throw InputError(f.model + ": a text prompt needs a tokenizer.json or tokenizer.model in the model directory");
     if (!f.prompt.messages.empty())
       turns.push_back(engine->encode_messages(f.prompt.messages_text(),
-                                              std::filesystem::path(f.prompt.messages).parent_path().string()));
+                                              std::filesystem::path(f.prompt.messages).parent_path().string(), true,
+                                              f.prompt.media()));
     else if (f.prompt.chat)
       turns.push_back(engine->encode_chat(f.prompt.chat_turn()));
     else
-      turns.push_back(engine->encode_prompt(f.prompt.plain_text(), false));
+      turns.push_back(engine->encode_prompt(f.prompt.plain_text(), false, f.prompt.media()));
   }
   const int batch = turns[0].batch;
   int64_t needed = 0;

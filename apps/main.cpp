@@ -1,4 +1,4 @@
-// The splitdec command line: make-model, generate, chat, tokenize, bench, export-onnx, serve.
+// The splitdec command line: make-model, generate, chat, tokenize, bench, export-onnx, serve, embed-media.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -13,6 +13,7 @@ void add_tokenize(CLI::App& app, std::function<int()>& run);
 void add_bench(CLI::App& app, std::function<int()>& run);
 void add_export_onnx(CLI::App& app, std::function<int()>& run);
 void add_serve(CLI::App& app, std::function<int()>& run);
+void add_embed_media(CLI::App& app, std::function<int()>& run);
 }  // namespace splitdec::cli
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   splitdec::cli::add_bench(app, run);
   splitdec::cli::add_export_onnx(app, run);
   splitdec::cli::add_serve(app, run);
+  splitdec::cli::add_embed_media(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev
   libonnx-dev libprotobuf-dev
   libcpp-httplib-dev curl
+  libpng-dev libjpeg62-turbo-dev libsndfile1-dev
+  python3-pil
 )
 # Node.js runs ONNX Runtime (onnxruntime-node from npm) for the ONNX export
 # tests; any Node >= 18 will do, Debian's included.

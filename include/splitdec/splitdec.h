@@ -35,11 +35,29 @@ struct TokenInputs {
   int max_new_tokens = -1;              // this turn's budget; -1: the GenerateOptions' value
 };
 
+// How media files become soft tokens.
+struct MediaOptions {
+  // Gemma-4 soft tokens per image: 70, 140, 280, 560 or 1120 (0: the
+  // model's default, from preprocessor_config.json or config.json).
+  int image_tokens = 0;
+};
+
+// A media file's post-projector rows, as the decoder receives them.
+struct MediaRows {
+  int64_t rows = 0;
+  int hidden = 0;
+  std::vector<float> data;  // [rows, hidden]
+};
+
 // One user turn for a chat template.
 struct ChatTurn {
-  std::string system;                      // empty: no system turn
-  std::vector<std::string> images, audio;  // embeddings files, placed before the text
-  std::string text;                        // <image:FILE> / <audio:FILE> insert media in place
+  std::string system;  // empty: no system turn
+  // Media files placed before the text: images (PNG / JPEG) and audio (WAV /
+  // FLAC) go through the model's frontends; .npy / .safetensors files are
+  // post-projector embeddings, used as they are.
+  std::vector<std::string> images, audio;
+  std::string text;  // <image:FILE> / <audio:FILE> insert media in place
+  MediaOptions media;
 };
 
 // A loaded model: config.json, weights and tokenizer of a directory.
@@ -60,7 +78,7 @@ class Engine {
   // .safetensors embeddings file) expanded to its markers and one soft token
   // per embedding row. With `chat_template`, the text is one user turn of
   // the model's chat template (encode_chat).
-  TokenInputs encode_prompt(const std::string& text, bool chat_template) const;
+  TokenInputs encode_prompt(const std::string& text, bool chat_template, const MediaOptions& media = {}) const;
   // One user turn through the checkpoint's chat template (chat_template.jinja
   // or tokenizer_config.json; a built-in per family otherwise) and the
   // family's media expansion, as Hugging Face's apply_chat_template +
@@ -71,7 +89,12 @@ class Engine {
   // "content": "text" | [{"type": "text"|"image"|"audio", ...}]}]); media
   // parts name embeddings files by "path", relative to `base_dir`.
   TokenInputs encode_messages(const std::string& messages_json, const std::string& base_dir = ".",
-                              bool add_generation_prompt = true) const;
+                              bool add_generation_prompt = true, const MediaOptions& media = {}) const;
+  // The rows a media file gives (what a prompt's block of it holds): an
+  // image or audio file through the model's frontend, or an embeddings file.
+  MediaRows embed_media(const std::string& path, Modality kind, const MediaOptions& media = {}) const;
+  // One line: the model's media frontends ("no media frontend ..." when none).
+  std::string describe_media() const;
   // Decodes ids to text (the model's tokenizer).
   std::string decode(const std::vector<int>& ids) const;
 
@@ -93,6 +116,7 @@ struct ConversationOptions {
   std::string policy;          // mask policy; empty: the model family's
   std::string kv_dtype = "f32";  // storage of the shared KV buffer: f32 | bf16 | f16
   bool keep_trace = true;        // false: trace() stays empty (nothing kept per token)
+  MediaOptions media;            // how appended image / audio files are encoded
   // Called after each prefill chunk with (positions done, positions in the prompt).
   std::function<void(int64_t, int64_t)> prefill_progress;
 };

@@ -6,6 +6,8 @@
 
 #include "generate/generator.h"
 #include "io/tokenizer.h"
+#include "media/media_frontend.h"
+#include "media/media_loader.h"
 #include "model/gemma_model.h"
 #include "pipeline/session.h"
 #include "prompt/chat_prompt.h"
@@ -17,6 +19,7 @@ struct Engine::Impl {
   Model model;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
   std::unique_ptr<ChatTemplate> chat_template;  // the folder's, or the family's built-in
+  std::shared_ptr<const MediaFrontend> frontend;  // the checkpoint's image / audio frontends (maybe none)
 };
 
 namespace api {
@@ -29,7 +32,9 @@ std::vector<TraceStep> to_trace(const std::vector<TraceEntry>& trace);
 std::string describe_memory(const Session& s);
 const Tokenizer& require_tokenizer(const Engine& e, const char* what);
 // The engine's chat prompter (needs a tokenizer).
-ChatPrompter prompter(const Engine& e, const char* what);
+ChatPrompter prompter(const Engine& e, const char* what, const MediaOptions& media = {});
+// Reads media files for the engine's model with the given options.
+MediaLoader media_loader(const Engine& e, const MediaOptions& media);
 // A ChatTurn as messages: system, then user (media parts, then text).
 std::vector<ChatMessage> turn_messages(const ChatTurn& turn);
 

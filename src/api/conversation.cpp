@@ -32,6 +32,7 @@ struct Conversation::Impl {
   // so a seeded chat does not replay the same draws every turn.
   SamplingOptions sampling;
   std::shared_ptr<Sampler> sampler;
+  MediaOptions media;  // how appended image / audio files are encoded
 
   std::shared_ptr<Sampler> sampler_for(const SamplingOptions& o) {
     if (!sampler || !(o == sampling)) sampler = std::make_shared<Sampler>(o), sampling = o;
@@ -40,7 +41,7 @@ struct Conversation::Impl {
 
   Impl(std::shared_ptr<const Engine> e, const ConversationOptions& o)
       : engine(std::move(e)), session(engine->impl().model, 1, api::session_options(o, 1)), source(session),
-        steps(source, engine->impl().model.config(), engine->impl().tokenizer.get()) {}
+        steps(source, engine->impl().model.config(), engine->impl().tokenizer.get()), media(o.media) {}
   const ModelConfig& config() const { return engine->impl().model.config(); }
   const Tokenizer& tokenizer() const { return api::require_tokenizer(*engine, "text"); }
   void stage(const PromptBatch& p) { staged = staged.batch == 0 ? p : staged.concat(p); }
@@ -52,7 +53,8 @@ Conversation::Conversation(std::shared_ptr<const Engine> engine, ConversationOpt
 Conversation::~Conversation() = default;
 
 void Conversation::append_text(const std::string& text) {
-  impl_->stage(prompt_from_text(text, impl_->tokenizer(), impl_->config(), impl_->empty()));
+  const MediaLoader loader = api::media_loader(*impl_->engine, impl_->media);
+  impl_->stage(prompt_from_text(text, impl_->tokenizer(), impl_->config(), impl_->empty(), &loader));
 }
 
 void Conversation::append_media(const std::vector<float>& embeddings, int64_t rows, MediaKind kind) {
@@ -105,7 +107,7 @@ void Conversation::append_user_turn(const std::string& text) {
   // file must not block every later turn).
   std::vector<ChatPart> media = std::move(c.staged_media);
   c.staged_media.clear();
-  const ChatPrompter prompter = api::prompter(*c.engine, "a chat turn");
+  const ChatPrompter prompter = api::prompter(*c.engine, "a chat turn", c.media);
   ChatMessage user{"user", std::move(media)};
   for (ChatPart& p : parts_from_shorthand(text))
     if (p.kind != ChatPart::Kind::Text || !p.text.empty() || user.parts.empty()) user.parts.push_back(std::move(p));

@@ -4,6 +4,7 @@
 #include "api/api_internal.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/safetensors.h"
 #include "prompt/prompt_text.h"
 
 namespace splitdec {
@@ -12,10 +13,11 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
-  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, progress), Tokenizer::open_dir(dir), nullptr});
+  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, progress), Tokenizer::open_dir(dir), nullptr, nullptr});
   const ModelConfig& c = impl->model.config();
   impl->chat_template = std::make_unique<ChatTemplate>(
       ChatTemplate::from_model_dir(dir, c.family == Family::Gemma4 ? "gemma4" : "gemma3"));
+  impl->frontend = MediaFrontend::load(dir, c, TensorStore::open_dir(dir));
   return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
 }
 
@@ -24,21 +26,30 @@ int Engine::hidden_size() const { return impl_->model.config().hidden_size; }
 std::string Engine::model_type() const { return impl_->model.config().model_type; }
 bool Engine::has_tokenizer() const { return impl_->tokenizer != nullptr; }
 
-TokenInputs Engine::encode_prompt(const std::string& text, bool chat_template) const {
-  if (chat_template) return encode_chat(ChatTurn{.system = "", .images = {}, .audio = {}, .text = text});
+TokenInputs Engine::encode_prompt(const std::string& text, bool chat_template, const MediaOptions& media) const {
+  if (chat_template) return encode_chat(ChatTurn{.system = "", .images = {}, .audio = {}, .text = text, .media = media});
   const Tokenizer& tok = api::require_tokenizer(*this, "a text prompt");
-  return api::to_token_inputs(prompt_from_text(text, tok, impl_->model.config(), true));
+  const MediaLoader loader = api::media_loader(*this, media);
+  return api::to_token_inputs(prompt_from_text(text, tok, impl_->model.config(), true, &loader));
 }
 
 TokenInputs Engine::encode_chat(const ChatTurn& turn) const {
-  return api::to_token_inputs(api::prompter(*this, "a chat prompt").encode(api::turn_messages(turn), true));
+  return api::to_token_inputs(api::prompter(*this, "a chat prompt", turn.media).encode(api::turn_messages(turn), true));
 }
 
 TokenInputs Engine::encode_messages(const std::string& messages_json, const std::string& base_dir,
-                                    bool add_generation_prompt) const {
-  const ChatPrompter p = api::prompter(*this, "a chat prompt");
+                                    bool add_generation_prompt, const MediaOptions& media) const {
+  const ChatPrompter p = api::prompter(*this, "a chat prompt", media);
   return api::to_token_inputs(p.encode(parse_chat_messages(messages_json, base_dir, "messages"), add_generation_prompt));
 }
+
+MediaRows Engine::embed_media(const std::string& path, Modality kind, const MediaOptions& media) const {
+  if (kind == Modality::Text) throw InputError("embed_media: the kind must be image, video or audio");
+  MediaEmbeddings m = api::media_loader(*this, media).load_file(path, kind);
+  return MediaRows{m.rows, impl_->model.config().hidden_size, std::move(m.data)};
+}
+
+std::string Engine::describe_media() const { return impl_->frontend->describe(); }
 
 std::string Engine::decode(const std::vector<int>& ids) const { return api::require_tokenizer(*this, "decoding").decode(ids); }
 
@@ -56,8 +67,13 @@ void set_threads(int threads) {
 
 namespace api {
 
-ChatPrompter prompter(const Engine& e, const char* what) {
-  return ChatPrompter(e.impl().model.config(), require_tokenizer(e, what), *e.impl().chat_template);
+ChatPrompter prompter(const Engine& e, const char* what, const MediaOptions& media) {
+  return ChatPrompter(e.impl().model.config(), require_tokenizer(e, what), *e.impl().chat_template,
+                      media_loader(e, media));
+}
+
+MediaLoader media_loader(const Engine& e, const MediaOptions& media) {
+  return MediaLoader(e.impl().model.config(), e.impl().frontend, ImageOptions{media.image_tokens});
 }
 
 std::vector<ChatMessage> turn_messages(const ChatTurn& turn) {

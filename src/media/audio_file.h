@@ -4,12 +4,17 @@
 // named in audio_file.cpp, or refused with an InputError that names the rate.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace splitdec {
 
 constexpr int kAudioSampleRate = 16000;
+// Longer clips are refused before their samples are allocated (a hostile
+// header can claim billions of frames): 30 minutes at 16 kHz, 110 MiB of floats.
+constexpr int64_t kMaxAudioFrames = int64_t(30) * 60 * kAudioSampleRate;
 
 struct AudioClip {
   int sample_rate = kAudioSampleRate;

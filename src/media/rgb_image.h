@@ -2,6 +2,7 @@
 // form PIL's Image.convert("RGB") gives and every Gemma processor starts from.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -11,6 +11,7 @@
 #include "io/model_config.h"
 #include "io/gemma_tokenizer_json.h"
 #include "io/safetensors.h"
+#include "media/frontend_weights.h"
 #include "io/tokenizer.h"
 #include "model/preset_vocabulary.h"
 #include "model/weights.h"
@@ -30,8 +31,8 @@ struct Preset {
   bool tiny;
 };
 constexpr Preset kPresets[] = {
-    {"tiny-gemma3", true}, {"tiny-gemma4", true}, {"gemma3-1b", false}, {"gemma3-12b", false}, {"gemma4-12b", false},
-    {"gemma4-12b-attention", false}};
+    {"tiny-gemma3", true},  {"tiny-gemma4", true}, {"tiny-gemma4-unified", true}, {"gemma3-1b", false},
+    {"gemma3-12b", false}, {"gemma4-12b", false}, {"gemma4-12b-attention", false}};
 
 // Token ids of the special pieces in the trained tokenizer.
 struct SpecialIds {
@@ -70,6 +71,25 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
     text["hidden_size_per_layer_input"] = 0;
     text["final_logit_softcapping"] = 30.0;
   };
+  // The media frontends: small random towers with the real tensor names on
+  // the tiny presets, the real shapes on the full-size ones.
+  auto siglip = [&](ordered_json v) {
+    v["model_type"] = "siglip_vision_model";
+    v["vision_use_head"] = false;
+    top["vision_config"] = v;
+  };
+  auto gemma4_vision = [&](ordered_json v) {
+    v["model_type"] = "gemma4_vision";
+    v["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 100.0}};
+    top["vision_config"] = v;
+  };
+  auto unified = [&](int hidden, int embed_dim) {
+    top["model_type"] = "gemma4_unified";
+    text["model_type"] = "gemma4_unified_text";
+    top["vision_config"] = {{"model_type", "gemma4_unified_vision"}, {"patch_size", 16}, {"pooling_kernel_size", 3},
+                            {"mm_embed_dim", embed_dim}, {"mm_posemb_size", 1120}, {"output_proj_dims", hidden}};
+    top["audio_config"] = {{"model_type", "gemma4_unified_audio"}, {"audio_embed_dim", 640}};
+  };
   int n_layers = 0;
   if (name == "tiny-gemma3") {
     multimodal_gemma3(16);
@@ -78,7 +98,10 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
                  {"num_key_value_heads", 2}, {"head_dim", 16}, {"query_pre_attn_scalar", 16}, {"sliding_window", 8},
                  {"sliding_window_pattern", 3}, {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
                  {"rms_norm_eps", 1e-6}});
-  } else if (name == "tiny-gemma4") {
+    // 112 px in 14 px patches: an 8 x 8 grid, pooled 2 x 2 to the 16 tokens.
+    siglip({{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+            {"image_size", 112}, {"patch_size", 14}, {"layer_norm_eps", 1e-6}});
+  } else if (name == "tiny-gemma4" || name == "tiny-gemma4-unified") {
     multimodal_gemma4(16);
     n_layers = 6;
     // Layers s s f s s f; the last two reuse K/V of layers 3 (sliding) and 2 (full).
@@ -86,6 +109,15 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
                  {"num_key_value_heads", 2}, {"num_global_key_value_heads", 1}, {"head_dim", 16},
                  {"global_head_dim", 32}, {"attention_k_eq_v", true}, {"num_kv_shared_layers", 2},
                  {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
+    if (name == "tiny-gemma4-unified") {
+      unified(64, 32);
+    } else {
+      // Clipped linears (as E2B/E4B) and standardize (as 26B/31B): both paths run.
+      gemma4_vision({{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2},
+                     {"num_attention_heads", 2}, {"num_key_value_heads", 2}, {"head_dim", 16}, {"patch_size", 16},
+                     {"pooling_kernel_size", 3}, {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6},
+                     {"use_clipped_linears", true}, {"standardize", true}});
+    }
   } else if (name == "gemma3-1b") {
     top["model_type"] = "gemma3_text";
     n_layers = 26;
@@ -101,8 +133,13 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
                  {"query_pre_attn_scalar", 256}, {"sliding_window", 1024}, {"sliding_window_pattern", 6},
                  {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
                  {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}}, {"rms_norm_eps", 1e-6}});
+    // SigLIP-So400m as Google's Gemma-3 4B/12B/27B checkpoints configure it.
+    siglip({{"hidden_size", 1152}, {"intermediate_size", 4304}, {"num_hidden_layers", 27}, {"num_attention_heads", 16},
+            {"image_size", 896}, {"patch_size", 14}, {"layer_norm_eps", 1e-6}});
   } else if (name == "gemma4-12b") {
+    // The seed's model: gemma4_unified, encoder-free image and audio embedders.
     multimodal_gemma4(280);
+    unified(3840, 3840);
     n_layers = 48;
     text.update({{"vocab_size", 262144}, {"hidden_size", 3840}, {"intermediate_size", 15360},
                  {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 256},
@@ -172,8 +209,46 @@ void put(std::vector<uint8_t>& bytes, size_t i, float v, DType dt) {
   }
 }
 
+// Random media-frontend tensors with the checkpoint's names and shapes (the
+// list the loader walks, so both agree), scaled like the decoder's: linear
+// weights ~ 1/sqrt(fan_in), norm gains near 1, clip bounds at +-3 so that
+// clipping happens now and then.
+std::vector<TensorToWrite> frontend_random_tensors(const FrontendConfig& frontend, DType dtype, uint64_t seed) {
+  FrontendWeights scratch;
+  std::vector<TensorToWrite> out;
+  for (const FrontendTensor& spec : frontend_tensors(frontend, scratch)) {
+    TensorToWrite t{spec.name, dtype, spec.shape, {}};
+    size_t n = 1;
+    for (int64_t d : spec.shape) n *= size_t(d);
+    t.bytes.resize(n * dtype_size(dtype));
+    int64_t fan_in = 1;
+    if (spec.kind == FrontendTensor::TransposedMatrix) fan_in = spec.shape[0];
+    else
+      for (size_t d = 1; d < spec.shape.size(); ++d) fan_in *= spec.shape[d];
+    const Uniform u{splitmix64(seed ^ hash_name(t.name))};
+    for (size_t i = 0; i < n; ++i) {
+      const float r = u.at(i);
+      float v = 0;
+      switch (spec.kind) {
+        case FrontendTensor::Matrix:
+        case FrontendTensor::TransposedMatrix: v = r * std::sqrt(3.f / float(fan_in)); break;
+        case FrontendTensor::Bias: v = 0.02f * r; break;
+        case FrontendTensor::Gain: v = 1.f + 0.1f * r; break;
+        case FrontendTensor::GainMinusOne: v = 0.1f * r; break;
+        case FrontendTensor::Table: v = 0.5f * r; break;
+        case FrontendTensor::ClipLow: v = -3.f; break;
+        case FrontendTensor::ClipHigh: v = 3.f; break;
+      }
+      put(t.bytes, i, v, dtype);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 // Random weights for every tensor the config needs, in checkpoint names.
-void write_random_weights(const ModelConfig& config, const std::string& path, DType dtype, uint64_t seed) {
+void write_random_weights(const ModelConfig& config, const FrontendConfig& frontend, const std::string& path, DType dtype,
+                          uint64_t seed) {
   const bool text_only = config.model_type == "gemma3_text";
   const std::string prefix = text_only ? "model." : "model.language_model.";
   const float H = float(config.hidden_size);
@@ -207,6 +282,7 @@ void write_random_weights(const ModelConfig& config, const std::string& path, DT
     }
     tensors.push_back(std::move(t));
   }
+  for (TensorToWrite& t : frontend_random_tensors(frontend, dtype, seed)) tensors.push_back(std::move(t));
   write_safetensors(path, tensors, {{"format", "pt"}});
 }
 
@@ -253,7 +329,8 @@ void make_model(const MakeModelOptions& o) {
   cfg_json["torch_dtype"] = dtype == DType::F32 ? "float32" : dtype == DType::BF16 ? "bfloat16" : "float16";
   const ModelConfig config = parse_model_config(nlohmann::json::parse(cfg_json.dump()), o.preset);
 
-  write_random_weights(config, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed);
+  const FrontendConfig frontend = parse_frontend_config(nlohmann::json::parse(cfg_json.dump()), config, o.preset);
+  write_random_weights(config, frontend, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed);
   {
     std::ofstream out(fs::path(o.out_dir) / "config.json");
     out << cfg_json.dump(2) << "\n";

@@ -124,8 +124,9 @@ std::vector<ChatMessage> chat_turn_messages(const std::string& system, const std
   return out;
 }
 
-ChatPrompter::ChatPrompter(const ModelConfig& config, const Tokenizer& tokenizer, const ChatTemplate& chat_template)
-    : config_(config), tokenizer_(tokenizer), template_(chat_template) {}
+ChatPrompter::ChatPrompter(const ModelConfig& config, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+                           std::optional<MediaLoader> media)
+    : config_(config), tokenizer_(tokenizer), template_(chat_template), media_(media ? std::move(*media) : MediaLoader(config)) {}
 
 std::string ChatPrompter::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
   if (messages.empty()) throw InputError("a chat prompt needs at least one message");
@@ -154,7 +155,10 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
   };
   std::vector<Media> media;
   for (const ChatPart& p : media_parts)
-    if (p.kind != ChatPart::Kind::Text) media.push_back({p.kind, p.rows ? *p.rows : load_media_embeddings(p.path, config_)});
+    if (p.kind != ChatPart::Kind::Text)
+      media.push_back({p.kind, p.rows ? *p.rows
+                                      : media_.load_file(p.path, p.kind == ChatPart::Kind::Audio ? Modality::Audio
+                                                                                                : Modality::Image)});
 
   // The placeholder each family's template writes and the block it becomes.
   // Text that writes a placeholder itself counts too, as in HF's processor.

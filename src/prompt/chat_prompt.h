@@ -8,10 +8,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "io/media_embeddings.h"
+#include "media/media_loader.h"
 #include "model/prompt_batch.h"
 #include "prompt/chat_template.h"
 
@@ -24,7 +26,7 @@ struct ChatPart {
   enum class Kind { Text, Image, Audio };
   Kind kind = Kind::Text;
   std::string text;  // Text
-  std::string path;  // Image / Audio: an embeddings file (.npy / .safetensors)
+  std::string path;  // Image / Audio: a media file (PNG / JPEG / WAV / FLAC) or embeddings (.npy / .safetensors)
   // Image / Audio rows already in memory (a server's data: URL); used instead of `path`.
   std::shared_ptr<const MediaEmbeddings> rows{};
 };
@@ -52,7 +54,10 @@ std::vector<ChatMessage> chat_turn_messages(const std::string& system, const std
 
 class ChatPrompter {
  public:
-  ChatPrompter(const ModelConfig& config, const Tokenizer& tokenizer, const ChatTemplate& chat_template);
+  // `media` reads the media parts' files (images and audio through the
+  // model's frontends); without it only embeddings files load.
+  ChatPrompter(const ModelConfig& config, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
+               std::optional<MediaLoader> media = std::nullopt);
 
   // The rendered text before media expansion (what `tokenize` shows and tests compare).
   std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
@@ -67,6 +72,7 @@ class ChatPrompter {
   const ModelConfig& config_;
   const Tokenizer& tokenizer_;
   const ChatTemplate& template_;
+  MediaLoader media_;
 };
 
 }  // namespace splitdec

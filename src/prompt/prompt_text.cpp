@@ -6,6 +6,7 @@
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
 #include "io/tokenizer.h"
+#include "media/media_loader.h"
 
 namespace splitdec {
 
@@ -70,7 +71,8 @@ std::optional<MediaPlaceholder> next_media_placeholder(const std::string& text, 
   return std::nullopt;
 }
 
-PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c, bool add_bos) {
+PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c, bool add_bos,
+                             const MediaLoader* media_loader) {
   const SpecialTokens sp = SpecialTokens::resolve(c, tok);
   PromptBatch p;
   p.batch = 1;
@@ -93,7 +95,8 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
   size_t last = 0;
   for (auto ph = next_media_placeholder(text, 0); ph; ph = next_media_placeholder(text, ph->end)) {
     push_text(text.substr(last, ph->begin - last));
-    MediaEmbeddings media = load_media_embeddings(ph->path, c);
+    const Modality kind = ph->image ? Modality::Image : Modality::Audio;
+    MediaEmbeddings media = media_loader ? media_loader->load_file(ph->path, kind) : load_media_embeddings(ph->path, c);
     const PromptBatch block = media_prompt(sp, std::move(media.data), media.rows, ph->image ? Modality::Image : Modality::Audio);
     p.tokens.insert(p.tokens.end(), block.tokens.begin(), block.tokens.end());
     p.modality.insert(p.modality.end(), block.modality.begin(), block.modality.end());

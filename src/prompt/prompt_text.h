@@ -14,6 +14,7 @@ namespace splitdec {
 
 struct ModelConfig;
 class Tokenizer;
+class MediaLoader;
 
 // Special tokens, from the config (BOS, EOS, media ids) and the tokenizer
 // (turn markers). -1 where neither has one.
@@ -43,8 +44,11 @@ std::optional<MediaPlaceholder> next_media_placeholder(const std::string& text, 
 
 // Tokenizes `text` (after a BOS when `add_bos`). Each <image:PATH> naming an
 // existing file (other text in that form stays text) becomes
-// <start_of_image>, one image soft token per embedding row of PATH (.npy or
-// .safetensors), <end_of_image>; <audio:PATH> likewise with the audio tokens.
-PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config, bool add_bos = true);
+// <start_of_image>, one image soft token per row PATH gives, <end_of_image>;
+// <audio:PATH> likewise with the audio tokens. PATH is read by `media`
+// (images and audio through the model's frontends); without it, only
+// embeddings files (.npy / .safetensors).
+PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config, bool add_bos = true,
+                             const MediaLoader* media = nullptr);
 
 }  // namespace splitdec

@@ -135,19 +135,20 @@ MessagePart media_part(const json& part, const std::string& param, const Request
     const json* url = iu->is_object() ? field(*iu, "url") : iu;
     if (!url || !url->is_string()) throw bad_field(param, param + ".image_url.url: expected a string");
     out.kind = Modality::Image;
-    out.media = media_from_data_url(url->get<std::string>(), ctx.config, param + ".image_url");
+    out.media = media_from_data_url(url->get<std::string>(), ctx.media, Modality::Image, param + ".image_url");
   } else if (type == "input_audio") {
     const json* ia = field(part, "input_audio");
     const json* data = ia && ia->is_object() ? field(*ia, "data") : nullptr;
     if (!data || !data->is_string()) throw bad_field(param, param + ".input_audio.data: expected a base64 string");
     out.kind = Modality::Audio;
-    out.media = media_from_data_url("data:application/octet-stream;base64," + data->get<std::string>(), ctx.config,
-                                    param + ".input_audio");
+    out.media = media_from_data_url("data:application/octet-stream;base64," + data->get<std::string>(), ctx.media,
+                                    Modality::Audio, param + ".input_audio");
   } else if (type == "image" || type == "audio") {
     const json* path = field(part, "path");
     if (!path || !path->is_string()) throw bad_field(param, param + ".path: expected a string");
     out.kind = type == "image" ? Modality::Image : Modality::Audio;
-    out.media = media_from_path(path->get<std::string>(), ctx.media_dir, ctx.config, param + ".path");
+    out.kind = type == "image" ? Modality::Image : Modality::Audio;
+    out.media = media_from_path(path->get<std::string>(), ctx.media_dir, ctx.media, out.kind, param + ".path");
   } else {
     throw bad_field(param, param + ": unknown content part type '" + type + "' (text, image_url, input_audio, image, audio)");
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "generate/sampler.h"
+#include "media/media_loader.h"
 #include "model/prompt_batch.h"
 
 namespace splitdec {
@@ -34,6 +35,7 @@ struct RequestContext {
   const ModelConfig& config;
   const ChatTemplate& chat_template;
   std::string media_dir;  // empty: file paths are refused
+  const MediaLoader& media;  // images, audio and embeddings files to rows
 };
 
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const RequestContext& context);

@@ -151,7 +151,9 @@ struct HttpServer::Impl {
     try {
       if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       const Engine::Impl& e = engine->impl();
-      const CompletionRequest r = parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir});
+      const MediaLoader media(e.model.config(), e.frontend);
+      const CompletionRequest r =
+          parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir, media});
       auto job = std::make_shared<GenerationJob>(admission(r));
       switch (scheduler.submit(job)) {
         case Scheduler::Admission::Accepted: break;

@@ -1,0 +1,182 @@
+#include "media/frontend_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/config_fields.h"
+#include "io/model_config.h"
+
+namespace splitdec {
+
+using nlohmann::json;
+
+bool is_gemma4_image_budget(int tokens) {
+  for (int b : kGemma4ImageBudgets)
+    if (b == tokens) return true;
+  return false;
+}
+
+namespace {
+
+void require_activation(const ConfigFields& f) {
+  const std::string act = f.string("hidden_act", f.string("hidden_activation", "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh") f.fail("hidden_act", "value '" + act + "' is not supported (gelu_pytorch_tanh is)");
+}
+
+// SiglipVisionConfig's defaults; Gemma-3 checkpoints spell out the So400m shape.
+void parse_siglip(const ConfigFields& v, const ModelConfig& decoder, FrontendConfig& f) {
+  SiglipShape& s = f.siglip;
+  s.hidden = v.integer("hidden_size", 768, 1);
+  s.intermediate = v.integer("intermediate_size", 3072, 1);
+  s.layers = v.integer("num_hidden_layers", 12, 1);
+  s.heads = v.integer("num_attention_heads", 12, 1);
+  s.image_size = v.integer("image_size", 224, 1);
+  s.patch = v.integer("patch_size", 16, 1);
+  s.layer_norm_eps = float(v.number("layer_norm_eps", 1e-6));
+  s.text_hidden = decoder.hidden_size;
+  require_activation(v);
+  if (v.integer("num_channels", 3, 1) != 3) v.fail("num_channels", "must be 3 (RGB)");
+  if (v.boolean("vision_use_head", false)) v.fail("vision_use_head", "value true (an attention-pool head) is not supported");
+  if (s.hidden % s.heads != 0)
+    v.fail("num_attention_heads", "value " + std::to_string(s.heads) + " does not divide hidden_size " + std::to_string(s.hidden));
+  s.head_dim = s.hidden / s.heads;
+  if (s.image_size % s.patch != 0)
+    v.fail("patch_size", "value " + std::to_string(s.patch) + " does not divide image_size " + std::to_string(s.image_size));
+  if (s.image_size / s.patch > 1024) v.fail("image_size", "gives more than 1024 x 1024 patches");
+  if (s.hidden > (1 << 15) || s.intermediate > (1 << 17) || s.layers > 256)
+    v.fail("hidden_size", "the tower's sizes are far past any real checkpoint");
+  // The projector pools the patch grid down to mm_tokens_per_image tokens.
+  const int grid = s.grid();
+  const int side = int(std::lround(std::sqrt(double(decoder.mm_tokens_per_image))));
+  if (side * side != decoder.mm_tokens_per_image || side < 1 || grid % side != 0)
+    throw ConfigError("config.json: mm_tokens_per_image " + std::to_string(decoder.mm_tokens_per_image) +
+                      " must be a square whose side divides the " + std::to_string(grid) + " x " +
+                      std::to_string(grid) + " patch grid of the vision tower");
+  s.pool = grid / side;
+  f.vision = VisionFrontend::Siglip;
+}
+
+void parse_gemma4_vision(const ConfigFields& v, const ModelConfig& decoder, FrontendConfig& f) {
+  Gemma4VisionShape& s = f.gemma4;
+  s.hidden = v.integer("hidden_size", 768, 1);
+  s.intermediate = v.integer("intermediate_size", 3072, 1);
+  s.layers = v.integer("num_hidden_layers", 16, 1);
+  s.heads = v.integer("num_attention_heads", 12, 1);
+  s.kv_heads = v.integer("num_key_value_heads", 12, 1);
+  s.head_dim = v.integer("head_dim", 64, 2);
+  s.patch = v.integer("patch_size", 16, 1);
+  s.pool = v.integer("pooling_kernel_size", 3, 1);
+  s.positions = v.integer("position_embedding_size", 10240, 1);
+  s.rms_norm_eps = float(v.number("rms_norm_eps", 1e-6));
+  s.standardize = v.boolean("standardize", false);
+  s.text_hidden = decoder.hidden_size;
+  f.gemma4_clipped_linears = v.boolean("use_clipped_linears", false);
+  require_activation(v);
+  if (v.boolean("attention_bias", false)) v.fail("attention_bias", "value true is not supported");
+  if (s.heads % s.kv_heads != 0)
+    v.fail("num_key_value_heads", "value " + std::to_string(s.kv_heads) + " does not divide num_attention_heads " +
+                                      std::to_string(s.heads));
+  if (s.head_dim % 4 != 0) v.fail("head_dim", "must be a multiple of 4 (2-D RoPE rotates two halves in pairs)");
+  if (s.hidden > (1 << 15) || s.intermediate > (1 << 17) || s.layers > 256 || s.positions > (1 << 20))
+    v.fail("hidden_size", "the tower's sizes are far past any real checkpoint");
+  s.rope_theta = 100.0;
+  if (v.has("rope_parameters")) {
+    const json& rp = v.raw("rope_parameters");
+    if (!rp.is_object()) v.fail("rope_parameters", "must be an object");
+    ConfigFields r(rp, "");
+    const std::string type = r.string("rope_type", "default");
+    if (type != "default") v.fail("rope_parameters.rope_type", "value '" + type + "' is not supported (default is)");
+    s.rope_theta = r.number("rope_theta", 100.0);
+    if (!(s.rope_theta > 0)) v.fail("rope_parameters.rope_theta", "must be positive");
+  }
+  f.gemma4_patch = s.patch;
+  f.gemma4_pool = s.pool;
+  f.vision = VisionFrontend::Gemma4Encoder;
+}
+
+void parse_unified_vision(const ConfigFields& v, const ModelConfig& decoder, FrontendConfig& f) {
+  UnifiedVisionShape& s = f.unified;
+  f.gemma4_patch = v.integer("patch_size", 16, 1);
+  f.gemma4_pool = v.integer("pooling_kernel_size", 3, 1);
+  s.patch = f.gemma4_patch * f.gemma4_pool;
+  s.embed_dim = v.integer("mm_embed_dim", 3840, 1);
+  s.positions = v.integer("mm_posemb_size", 1120, 1);
+  s.rms_norm_eps = float(v.number("rms_norm_eps", 1e-6));
+  s.text_hidden = decoder.hidden_size;
+  const int out = v.integer("output_proj_dims", decoder.hidden_size, 1);
+  if (out != decoder.hidden_size)
+    v.fail("output_proj_dims", "value " + std::to_string(out) + " differs from the decoder's hidden_size " +
+                                   std::to_string(decoder.hidden_size));
+  if (s.patch > 256 || s.embed_dim > (1 << 15) || s.positions > (1 << 20))
+    v.fail("patch_size", "the embedder's sizes are far past any real checkpoint");
+  f.vision = VisionFrontend::UnifiedPatches;
+}
+
+const json* sub_config(const json& root, const char* key, const std::string& source) {
+  if (!root.contains(key) || root[key].is_null()) return nullptr;
+  if (!root[key].is_object()) throw ConfigError(source + ": field '" + key + "' must be an object");
+  return &root[key];
+}
+
+}  // namespace
+
+FrontendConfig parse_frontend_config(const json& root, const ModelConfig& decoder, const std::string& source) {
+  FrontendConfig f;
+  f.default_image_tokens = is_gemma4_image_budget(decoder.mm_tokens_per_image) ? decoder.mm_tokens_per_image : 280;
+  if (!root.is_object()) return f;
+  const std::string type = decoder.model_type;
+  const json* vision = sub_config(root, "vision_config", source);
+  const json* audio = sub_config(root, "audio_config", source);
+  if (vision) {
+    const ConfigFields v(*vision, source + " (vision_config)");
+    if (type == "gemma3") parse_siglip(v, decoder, f);
+    else if (type == "gemma4") parse_gemma4_vision(v, decoder, f);
+    else if (type == "gemma4_unified") parse_unified_vision(v, decoder, f);
+  }
+  if (audio) {
+    const ConfigFields a(*audio, source + " (audio_config)");
+    if (type == "gemma4_unified") {
+      f.audio_shape.frame = a.integer("audio_embed_dim", 640, 1);
+      if (f.audio_shape.frame > (1 << 16)) a.fail("audio_embed_dim", "is far past any real checkpoint");
+      f.audio_shape.rms_norm_eps = float(a.number("rms_norm_eps", 1e-6));
+      f.audio_shape.text_hidden = decoder.hidden_size;
+      f.audio = AudioFrontend::RawFrames;
+    } else if (type == "gemma4") {
+      f.audio_unsupported = "Gemma-4's conformer audio encoder (audio_config of model_type " +
+                            a.string("model_type", "gemma4_audio") + ") is not supported";
+    }
+  }
+  return f;
+}
+
+FrontendConfig load_frontend_config(const std::string& model_dir, const ModelConfig& decoder) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::path(model_dir) / "config.json";
+  std::ifstream in(path);
+  if (!in) throw InputError(path.string() + ": cannot open");
+  json root = json::parse(in, nullptr, false);
+  if (root.is_discarded()) throw ConfigError(path.string() + ": not valid JSON");
+  FrontendConfig f = parse_frontend_config(root, decoder, path.string());
+  // The processor's own budget, when the folder has its config.
+  for (const char* name : {"preprocessor_config.json", "processor_config.json"}) {
+    std::ifstream p(fs::path(model_dir) / name);
+    if (!p) continue;
+    const json pj = json::parse(p, nullptr, false);
+    if (pj.is_discarded() || !pj.is_object()) continue;
+    const json& ip = pj.contains("image_processor") && pj["image_processor"].is_object() ? pj["image_processor"] : pj;
+    if (ip.contains("max_soft_tokens") && ip["max_soft_tokens"].is_number_integer()) {
+      const int t = ip["max_soft_tokens"].get<int>();
+      if (!is_gemma4_image_budget(t))
+        throw ConfigError((fs::path(model_dir) / name).string() + ": max_soft_tokens " + std::to_string(t) +
+                          " is not one of 70, 140, 280, 560, 1120");
+      f.default_image_tokens = t;
+      break;
+    }
+  }
+  return f;
+}
+
+}  // namespace splitdec

@@ -1,0 +1,95 @@
+#include "media/media_frontend.h"
+
+#include "core/error.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "media/image_patches.h"
+
+namespace splitdec {
+
+std::shared_ptr<const MediaFrontend> MediaFrontend::load(const std::string& model_dir, const ModelConfig& decoder,
+                                                         const TensorStore& store) {
+  FrontendConfig config = load_frontend_config(model_dir, decoder);
+  FrontendWeights weights;
+  size_t bytes = 0;
+  // False for a decoder-only checkpoint of a multimodal model: the
+  // frontends are declared but absent, so media must come as embeddings files.
+  const bool ready = load_frontend_weights(config, store, weights, &bytes);
+  return std::make_shared<const MediaFrontend>(std::move(config), std::move(weights), ready, bytes);
+}
+
+MediaFrontend::MediaFrontend(FrontendConfig config, FrontendWeights weights, bool weights_loaded, size_t bytes)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      vision_ready_(weights_loaded && config_.vision != VisionFrontend::None),
+      audio_ready_(weights_loaded && config_.audio != AudioFrontend::None),
+      bytes_(bytes) {}
+
+std::string MediaFrontend::describe() const {
+  std::string s;
+  if (!vision_ready_ && !audio_ready_) return "no media frontend (media come as embeddings files)";
+  switch (config_.vision) {
+    case VisionFrontend::None: s = "no vision frontend"; break;
+    case VisionFrontend::Siglip: s = "SigLIP vision tower (" + std::to_string(config_.siglip.layers) + " layers)"; break;
+    case VisionFrontend::Gemma4Encoder:
+      s = "Gemma-4 vision encoder (" + std::to_string(config_.gemma4.layers) + " layers)";
+      break;
+    case VisionFrontend::UnifiedPatches: s = "gemma4_unified patch embedder"; break;
+  }
+  if (audio_ready_) s += ", raw-frame audio embedder";
+  if (bytes_ > 0) s += ", " + std::to_string((bytes_ + (1 << 19)) >> 20) + " MiB";
+  return s;
+}
+
+std::string MediaFrontend::why_no_vision() const {
+  if (vision_ready_) return "";
+  return config_.vision == VisionFrontend::None ? "this model has no vision frontend (config.json has no vision_config)"
+                                                : "this model's vision frontend weights are not in the checkpoint";
+}
+
+std::string MediaFrontend::why_no_audio() const {
+  if (audio_ready_) return "";
+  if (!config_.audio_unsupported.empty()) return config_.audio_unsupported;
+  return config_.audio == AudioFrontend::None ? "this model has no audio frontend (config.json has no audio_config)"
+                                              : "this model's audio embedder weights are not in the checkpoint";
+}
+
+namespace {
+
+int image_budget(const FrontendConfig& c, const ImageOptions& o) {
+  const int t = o.image_tokens == 0 ? c.default_image_tokens : o.image_tokens;
+  if (!is_gemma4_image_budget(t))
+    throw InputError("--image-tokens " + std::to_string(t) + " is not a Gemma-4 budget (70, 140, 280, 560, 1120 are)");
+  return t;
+}
+
+}  // namespace
+
+MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOptions& options) const {
+  if (!vision_ready_) throw InputError(why_no_vision() + ": pass images as embeddings files (.npy / .safetensors)");
+  switch (config_.vision) {
+    case VisionFrontend::Siglip:
+      if (options.image_tokens != 0 && options.image_tokens != config_.siglip.tokens())
+        throw InputError("--image-tokens " + std::to_string(options.image_tokens) + ": Gemma-3 images are always " +
+                         std::to_string(config_.siglip.tokens()) + " tokens");
+      return siglip_encode(config_.siglip, weights_.siglip,
+                           siglip_patches(image, config_.siglip.image_size, config_.siglip.patch));
+    case VisionFrontend::Gemma4Encoder:
+      return gemma4_vision_encode(
+          config_.gemma4, weights_.gemma4,
+          gemma4_patches(image, image_budget(config_, options), config_.gemma4_patch, config_.gemma4_pool, false));
+    case VisionFrontend::UnifiedPatches:
+      return unified_image_encode(
+          config_.unified, weights_.unified,
+          gemma4_patches(image, image_budget(config_, options), config_.gemma4_patch, config_.gemma4_pool, true));
+    case VisionFrontend::None: break;
+  }
+  throw InputError("this model has no vision frontend");
+}
+
+MediaEmbeddings MediaFrontend::encode_audio(const AudioClip& clip) const {
+  if (!audio_ready_) throw InputError(why_no_audio() + ": pass audio as an embeddings file (.npy / .safetensors)");
+  return unified_audio_encode(config_.audio_shape, weights_.audio_projection, clip);
+}
+
+}  // namespace splitdec

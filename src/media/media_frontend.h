@@ -1,0 +1,54 @@
+// A model's media frontends, loaded once beside the decoder: images (PNG /
+// JPEG, decoded to RGB) and audio (16 kHz mono) to the post-projector rows
+// the decoder reads in place of a media block's soft tokens. What a model
+// has comes from its config.json and checkpoint (frontend_config.h); a
+// request for what it lacks is an InputError that says so.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/media_embeddings.h"
+#include "media/audio_file.h"
+#include "media/frontend_config.h"
+#include "media/frontend_weights.h"
+#include "media/rgb_image.h"
+
+namespace splitdec {
+
+class TensorStore;
+
+struct ImageOptions {
+  int image_tokens = 0;  // Gemma-4 soft-token budget (70, 140, 280, 560, 1120); 0: the model's default
+};
+
+class MediaFrontend {
+ public:
+  // config.json (+ preprocessor_config.json) of `model_dir` and the tower
+  // weights in `store`. A model without frontends gives an empty one.
+  static std::shared_ptr<const MediaFrontend> load(const std::string& model_dir, const ModelConfig& decoder,
+                                                   const TensorStore& store);
+  MediaFrontend(FrontendConfig config, FrontendWeights weights, bool weights_loaded, size_t bytes);
+
+  bool has_vision() const { return vision_ready_; }
+  bool has_audio() const { return audio_ready_; }
+  const FrontendConfig& config() const { return config_; }
+  size_t bytes() const { return bytes_; }
+  std::string describe() const;  // one line: which frontends, their size
+  // Why an image / audio cannot be encoded (empty when it can).
+  std::string why_no_vision() const;
+  std::string why_no_audio() const;
+
+  // The image's rows: shape [tokens, text_hidden]. Errors name the limit
+  // (budget, position table).
+  MediaEmbeddings encode_image(const RgbImage& image, const ImageOptions& options = {}) const;
+  MediaEmbeddings encode_audio(const AudioClip& clip) const;
+
+ private:
+  FrontendConfig config_;
+  FrontendWeights weights_;
+  bool vision_ready_ = false, audio_ready_ = false;
+  size_t bytes_ = 0;
+};
+
+}  // namespace splitdec

@@ -1,0 +1,108 @@
+#include "media/media_loader.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/model_config.h"
+#include "media/audio_file.h"
+#include "media/image_file.h"
+
+namespace splitdec {
+
+namespace {
+
+bool ends_with(const std::string& s, const char* suffix) {
+  const size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+bool is_embeddings_name(const std::string& path) { return ends_with(path, ".npy") || ends_with(path, ".safetensors"); }
+
+std::string read_head(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot open");
+  std::string head(n, '\0');
+  in.read(head.data(), std::streamsize(n));
+  head.resize(size_t(in.gcount()));
+  return head;
+}
+
+const char* kind_name(Modality kind) { return kind == Modality::Audio ? "audio" : "image"; }
+
+}  // namespace
+
+MediaLoader::MediaLoader(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend, ImageOptions image)
+    : config_(&config), frontend_(std::move(frontend)), image_(image) {}
+
+void MediaLoader::require(bool audio, const std::string& name) const {
+  if (frontend_ && (audio ? frontend_->has_audio() : frontend_->has_vision())) return;
+  if (frontend_)
+    throw InputError(name + ": " + (audio ? frontend_->why_no_audio() : frontend_->why_no_vision()) +
+                     "; pass post-projector embeddings (.npy / .safetensors) instead");
+  throw InputError(name + ": " + (audio ? "an audio" : "an image") +
+                   " file, but no media frontend is loaded; pass post-projector embeddings (.npy / .safetensors)");
+}
+
+MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) const {
+  if (is_embeddings_name(path)) return load_media_embeddings(path, *config_);
+  const std::string head = read_head(path, 16);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(head.data());
+  if (looks_like_image(bytes, head.size())) {
+    if (kind == Modality::Audio) throw InputError(path + ": an image file given as audio");
+    require(false, path);
+    return frontend_->encode_image(read_image_file(path), image_);
+  }
+  if (looks_like_audio(reinterpret_cast<const unsigned char*>(head.data()), head.size())) {
+    if (kind != Modality::Audio) throw InputError(path + ": an audio file given as an " + std::string(kind_name(kind)));
+    require(true, path);
+    return frontend_->encode_audio(read_audio_file(path));
+  }
+  if (head.rfind("\x93NUMPY", 0) == 0) return load_media_embeddings(path, *config_);
+  throw InputError(path + ": not a media file splitdec reads (" + std::string(kind_name(kind)) +
+                   "s: PNG, JPEG" + (kind == Modality::Audio ? ", WAV, FLAC" : "") +
+                   "; or embeddings: .npy, .safetensors)");
+}
+
+MediaEmbeddings MediaLoader::load_bytes(const std::string& bytes, const std::string& name, Modality kind) const {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  if (looks_like_image(data, bytes.size())) {
+    if (kind == Modality::Audio) throw InputError(name + ": an image given as audio");
+    require(false, name);
+    return frontend_->encode_image(decode_image(data, bytes.size(), name), image_);
+  }
+  // Audio and embeddings are read from files: through a private temporary
+  // file, removed before returning.
+  const bool npy = bytes.rfind("\x93NUMPY", 0) == 0;
+  const bool audio = looks_like_audio(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  const char* suffix = npy ? ".npy" : audio ? ".audio" : ".safetensors";
+  std::string path = (std::filesystem::temp_directory_path() / "splitdec-media-XXXXXX").string() + suffix;
+  const int fd = mkstemps(path.data(), int(std::strlen(suffix)));
+  if (fd < 0) throw std::runtime_error("cannot create a temporary file for inline media");
+  struct Remove {
+    std::string p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove{path};
+  size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n <= 0) break;
+    written += size_t(n);
+  }
+  ::close(fd);
+  if (written != bytes.size()) throw std::runtime_error("cannot write inline media to a temporary file");
+  try {
+    return load_file(path, kind);
+  } catch (const Error& e) {
+    // The messages name the temporary file; the caller knows the source by `name`.
+    std::string what = e.what();
+    for (size_t at = what.find(path); at != std::string::npos; at = what.find(path)) what.replace(at, path.size(), name);
+    throw InputError(what);
+  }
+}
+
+}  // namespace splitdec

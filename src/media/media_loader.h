@@ -1,0 +1,43 @@
+// Any media a prompt names, to the rows the decoder reads: an embeddings
+// file (.npy / .safetensors: post-projector rows, as before), an image
+// (PNG / JPEG) through the model's vision frontend, or audio (WAV / FLAC)
+// through its audio frontend. The file's first bytes decide, not its name,
+// except that .npy / .safetensors names always mean embeddings.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io/media_embeddings.h"
+#include "media/media_frontend.h"
+#include "splitdec/modality.h"
+
+namespace splitdec {
+
+struct ModelConfig;
+
+class MediaLoader {
+ public:
+  // Without a frontend only embeddings files load; images and audio files
+  // are then an InputError that says so.
+  explicit MediaLoader(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend = nullptr,
+                       ImageOptions image = {});
+
+  // `kind`: the placeholder that named the file (Image, Video or Audio).
+  MediaEmbeddings load_file(const std::string& path, Modality kind) const;
+  // Bytes in memory (a server's data: URL); `name` is used in messages.
+  MediaEmbeddings load_bytes(const std::string& bytes, const std::string& name, Modality kind) const;
+
+  const ModelConfig& config() const { return *config_; }
+  const MediaFrontend* frontend() const { return frontend_.get(); }
+  const ImageOptions& image_options() const { return image_; }
+
+ private:
+  // Throws, naming `name` and the reason, unless the frontend for it is loaded.
+  void require(bool audio, const std::string& name) const;
+  const ModelConfig* config_;
+  std::shared_ptr<const MediaFrontend> frontend_;
+  ImageOptions image_;
+};
+
+}  // namespace splitdec
