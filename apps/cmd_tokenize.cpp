@@ -5,7 +5,8 @@
 //     (BOS, the chat template, media expanded as HF's processor does).
 //   --strings FILE.json: a JSON array of strings -> a JSON array of id arrays,
 //     each encoded with no special tokens added (HF's add_special_tokens=False).
-// Only config.json and the tokenizer are read, never the weights.
+// Only config.json and the tokenizer are read (and the media files, to count
+// their soft tokens), never the weights.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "cli_common.h"
 #include "io/model_config.h"
 #include "io/tokenizer.h"
+#include "media/media_loader.h"
 #include "prompt/chat_prompt.h"
 #include "prompt/prompt_text.h"
 
@@ -25,6 +27,13 @@ struct TokenizeFlags {
   std::string model, strings;
   PromptFlags prompt;
 };
+
+// Image and audio files count their soft tokens from config.json alone (the
+// block's rows are zeros here: tokenize shows ids, never embeddings).
+MediaLoader media_counter(const std::string& dir, const ModelConfig& config, const MediaOptions& media) {
+  auto frontend = std::make_shared<const MediaFrontend>(load_frontend_config(dir, config), FrontendWeights{}, false, 0);
+  return MediaLoader::counting(config, std::move(frontend), ImageOptions{media.image_tokens});
+}
 
 int run(const TokenizeFlags& f) {
   if (f.prompt.given() == !f.strings.empty() || (!f.prompt.prompt.empty() && !f.prompt.messages.empty()))
@@ -39,7 +48,7 @@ int run(const TokenizeFlags& f) {
     PromptBatch p;
     if (f.prompt.is_chat()) {
       const ChatTemplate chat_template = ChatTemplate::from_model_dir(f.model, config.family == Family::Gemma4 ? "gemma4" : "gemma3");
-      const ChatPrompter prompter(config, *tokenizer, chat_template);
+      const ChatPrompter prompter(config, *tokenizer, chat_template, media_counter(f.model, config, f.prompt.media()));
       p = f.prompt.messages.empty()
               ? prompter.encode(chat_turn_messages(f.prompt.system, f.prompt.images, f.prompt.audio, f.prompt.prompt), true)
               : prompter.encode(parse_chat_messages(f.prompt.messages_text(),
@@ -47,7 +56,8 @@ int run(const TokenizeFlags& f) {
                                                     f.prompt.messages),
                                 true);
     } else {
-      p = prompt_from_text(f.prompt.plain_text(), *tokenizer, config, true);
+      const MediaLoader media = media_counter(f.model, config, f.prompt.media());
+      p = prompt_from_text(f.prompt.plain_text(), *tokenizer, config, true, &media);
     }
     out = {{"tokens", p.tokens}, {"pieces", nlohmann::json::array()}};
     for (int id : p.tokens) out["pieces"].push_back(piece(id));

@@ -87,6 +87,32 @@ MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOp
   throw InputError("this model has no vision frontend");
 }
 
+int64_t MediaFrontend::count_image_tokens(const RgbImage& image, const ImageOptions& options) const {
+  switch (config_.vision) {
+    case VisionFrontend::Siglip:
+      if (options.image_tokens != 0 && options.image_tokens != config_.siglip.tokens())
+        throw InputError("--image-tokens " + std::to_string(options.image_tokens) + ": Gemma-3 images are always " +
+                         std::to_string(config_.siglip.tokens()) + " tokens");
+      return config_.siglip.tokens();
+    case VisionFrontend::Gemma4Encoder:
+    case VisionFrontend::UnifiedPatches: {
+      const int side = config_.gemma4_patch * config_.gemma4_pool;
+      const ImageSize t = gemma4_target_size(image.width, image.height, image_budget(config_, options),
+                                             config_.gemma4_patch, config_.gemma4_pool);
+      return int64_t(t.width / side) * int64_t(t.height / side);
+    }
+    case VisionFrontend::None: break;
+  }
+  throw InputError(why_no_vision());
+}
+
+int64_t MediaFrontend::count_audio_tokens(const AudioClip& clip) const {
+  if (config_.audio == AudioFrontend::None) throw InputError(why_no_audio());
+  if (clip.samples.empty()) throw InputError("the audio clip is empty");
+  const int64_t frame = config_.audio_shape.frame;
+  return (int64_t(clip.samples.size()) + frame - 1) / frame;
+}
+
 MediaEmbeddings MediaFrontend::encode_audio(const AudioClip& clip) const {
   if (!audio_ready_) throw InputError(why_no_audio() + ": pass audio as an embeddings file (.npy / .safetensors)");
   return unified_audio_encode(config_.audio_shape, weights_.audio_projection, clip);

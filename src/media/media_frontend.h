@@ -44,6 +44,11 @@ class MediaFrontend {
   MediaEmbeddings encode_image(const RgbImage& image, const ImageOptions& options = {}) const;
   MediaEmbeddings encode_audio(const AudioClip& clip) const;
 
+  // How many soft tokens an image / a clip becomes, from the config alone
+  // (no weights needed): what `tokenize` shows without loading the towers.
+  int64_t count_image_tokens(const RgbImage& image, const ImageOptions& options = {}) const;
+  int64_t count_audio_tokens(const AudioClip& clip) const;
+
  private:
   FrontendConfig config_;
   FrontendWeights weights_;

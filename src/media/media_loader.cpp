@@ -39,8 +39,31 @@ const char* kind_name(Modality kind) { return kind == Modality::Audio ? "audio" 
 MediaLoader::MediaLoader(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend, ImageOptions image)
     : config_(&config), frontend_(std::move(frontend)), image_(image) {}
 
+MediaLoader MediaLoader::counting(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend,
+                                  ImageOptions image) {
+  MediaLoader m(config, std::move(frontend), image);
+  m.count_only_ = true;
+  return m;
+}
+
+MediaEmbeddings MediaLoader::encode_image(const RgbImage& image) const {
+  if (!count_only_) return frontend_->encode_image(image, image_);
+  const int64_t rows = frontend_->count_image_tokens(image, image_);
+  return MediaEmbeddings{rows, std::vector<float>(size_t(rows) * size_t(config_->hidden_size))};
+}
+
+MediaEmbeddings MediaLoader::encode_audio(const AudioClip& clip) const {
+  if (!count_only_) return frontend_->encode_audio(clip);
+  const int64_t rows = frontend_->count_audio_tokens(clip);
+  return MediaEmbeddings{rows, std::vector<float>(size_t(rows) * size_t(config_->hidden_size))};
+}
+
 void MediaLoader::require(bool audio, const std::string& name) const {
   if (frontend_ && (audio ? frontend_->has_audio() : frontend_->has_vision())) return;
+  // Counting needs only the config's frontend, not its weights.
+  if (frontend_ && count_only_ &&
+      (audio ? frontend_->config().audio != AudioFrontend::None : frontend_->config().vision != VisionFrontend::None))
+    return;
   if (frontend_)
     throw InputError(name + ": " + (audio ? frontend_->why_no_audio() : frontend_->why_no_vision()) +
                      "; pass post-projector embeddings (.npy / .safetensors) instead");
@@ -55,12 +78,12 @@ MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) c
   if (looks_like_image(bytes, head.size())) {
     if (kind == Modality::Audio) throw InputError(path + ": an image file given as audio");
     require(false, path);
-    return frontend_->encode_image(read_image_file(path), image_);
+    return encode_image(read_image_file(path));
   }
   if (looks_like_audio(reinterpret_cast<const unsigned char*>(head.data()), head.size())) {
     if (kind != Modality::Audio) throw InputError(path + ": an audio file given as an " + std::string(kind_name(kind)));
     require(true, path);
-    return frontend_->encode_audio(read_audio_file(path));
+    return encode_audio(read_audio_file(path));
   }
   if (head.rfind("\x93NUMPY", 0) == 0) return load_media_embeddings(path, *config_);
   throw InputError(path + ": not a media file splitdec reads (" + std::string(kind_name(kind)) +
@@ -73,7 +96,7 @@ MediaEmbeddings MediaLoader::load_bytes(const std::string& bytes, const std::str
   if (looks_like_image(data, bytes.size())) {
     if (kind == Modality::Audio) throw InputError(name + ": an image given as audio");
     require(false, name);
-    return frontend_->encode_image(decode_image(data, bytes.size(), name), image_);
+    return encode_image(decode_image(data, bytes.size(), name));
   }
   // Audio and embeddings are read from files: through a private temporary
   // file, removed before returning.

@@ -22,6 +22,10 @@ class MediaLoader {
   // are then an InputError that says so.
   explicit MediaLoader(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend = nullptr,
                        ImageOptions image = {});
+  // A loader that only counts: image and audio files give zero rows of the
+  // right number (from the frontend's config; no weights needed), for
+  // showing a prompt's ids without running the towers.
+  static MediaLoader counting(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend, ImageOptions image = {});
 
   // `kind`: the placeholder that named the file (Image, Video or Audio).
   MediaEmbeddings load_file(const std::string& path, Modality kind) const;
@@ -35,9 +39,12 @@ class MediaLoader {
  private:
   // Throws, naming `name` and the reason, unless the frontend for it is loaded.
   void require(bool audio, const std::string& name) const;
+  MediaEmbeddings encode_image(const RgbImage& image) const;
+  MediaEmbeddings encode_audio(const AudioClip& clip) const;
   const ModelConfig* config_;
   std::shared_ptr<const MediaFrontend> frontend_;
   ImageOptions image_;
+  bool count_only_ = false;
 };
 
 }  // namespace splitdec
