@@ -22,6 +22,7 @@
 #include "mask/chunk_mask.h"
 #include "model/make_model.h"
 #include "pipeline/session.h"
+#include "media_benchmarks.h"
 #include "svg_plot.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -480,6 +481,11 @@ int run_benchmarks(const BenchOptions& opt) {
     r["prefill_layers"] = prefill_layers(opt.quick);
   }
 
+  if (wanted("media")) {
+    r["media"] = media_frontends(probe_gemm_peak_gflops(3), opt.quick);
+    r["media_ttft"] = media_time_to_first_token(work, opt.quick);
+  }
+
   json whole = json::array();
   if (wanted("whole_model")) {
     section("whole model, bf16 weights");
@@ -537,6 +543,11 @@ int run_benchmarks(const BenchOptions& opt) {
   for (const auto& e : r["whole_model"]) report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
   if (r.contains("linear"))
     for (const auto& e : r["linear"]) report(std::string("prefill GEMM fraction of peak, ") + e["dtype"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");
+  if (r.contains("media"))
+    for (const auto& e : r["media"])
+      report("media encoder FLOP rate, fraction of GEMM peak, " + e["frontend"].get<std::string>() +
+                 (e.contains("budget") ? " @" + std::to_string(e["budget"].get<int>()) : ""),
+             e["fraction_of_peak"], 0.6, "");
   r["targets"] = targets;
   r["seconds"] = now_s() - start;
   std::printf("\nbench finished in %.0f s\n", now_s() - start);
