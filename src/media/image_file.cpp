@@ -47,6 +47,14 @@ constexpr size_t kMaxImageFileBytes = size_t(1) << 30;
 // need more than this many bytes per file byte is truncated or corrupt:
 // refused before its pixel buffer is allocated.
 constexpr uint64_t kMaxDeflateRatio = 1100;
+// The most libpng may allocate for one chunk's decompressed text (PIL
+// itself refuses text chunks that inflate past 1 MB).
+constexpr size_t kMaxPngChunkBytes = size_t(8) << 20;
+
+// A progressive JPEG may legally hold thousands of scans, each a pass over
+// every block: a small file that costs minutes. Encoders write about ten;
+// libjpeg-turbo's guidance for untrusted input is a limit like this one.
+constexpr int kMaxJpegScans = 500;
 
 constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 
@@ -210,6 +218,20 @@ void png_read_memory(png_structp png, png_bytep out, size_t n) {
 // data after the image) leave the pixels as PIL reads them.
 void png_ignore_warning(png_structp, png_const_charp) {}
 
+// The bytes up to the first chunk that does not fit in the file. libpng
+// allocates (and clears) a chunk's declared length before reading it, so a
+// 200-byte file whose text chunk claims 2 GB would cost 2 GB; cut there,
+// libpng sees the truncation the file really has, as PIL does.
+size_t png_complete_chunks(const uint8_t* data, size_t size) {
+  size_t pos = 8;
+  while (pos + 12 <= size) {
+    const uint64_t length = read_u32(data + pos, true);
+    if (length > size - pos - 12) return pos;
+    pos += 12 + size_t(length);
+  }
+  return pos;  // a partial chunk header at the end is cut too
+}
+
 struct PngLayout {
   png_uint_32 width, height;
   int bit_depth, color_type;  // after the transforms below
@@ -345,13 +367,14 @@ RgbImage decode_png(const uint8_t* data, size_t size, const std::string& name) {
     throw FormatError(name + ": the PNG header claims " + std::to_string(width) + " x " + std::to_string(height) +
                       " pixels, more than its " + std::to_string(size) + " bytes can hold: truncated or corrupt");
 
-  PngSource source{data, size, 0, {}};
+  PngSource source{data, png_complete_chunks(data, size), 0, {}};
   PngReadStruct reader;
   reader.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &source, png_fail, png_ignore_warning);
   if (reader.png) reader.info = png_create_info_struct(reader.png);
   if (!reader.png || !reader.info) throw FormatError(name + ": cannot start the PNG decoder (out of memory)");
   png_set_read_fn(reader.png, &source, png_read_memory);
   png_set_benign_errors(reader.png, 1);
+  png_set_chunk_malloc_max(reader.png, kMaxPngChunkBytes);
   auto fail = [&]() { return FormatError(name + ": a corrupt or truncated PNG (libpng: " + source.message + ")"); };
 
   PngLayout layout{};
@@ -428,6 +451,7 @@ struct JpegErrors {
   jpeg_error_mgr pub;  // first: libjpeg hands back a pointer to it
   jmp_buf jump;
   char message[JMSG_LENGTH_MAX];
+  bool over_scan_limit;  // the file is well-formed, but costs too much
 };
 
 [[noreturn]] void jpeg_fail(j_common_ptr cinfo) {
@@ -449,12 +473,26 @@ void jpeg_on_message(j_common_ptr cinfo, int level) {
   jpeg_fail(cinfo);
 }
 
+// libjpeg calls this as it reads the input; it ends files with too many scans.
+void jpeg_limit_scans(j_common_ptr cinfo) {
+  const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+  if (d->input_scan_number <= kMaxJpegScans) return;
+  auto* errors = reinterpret_cast<JpegErrors*>(cinfo->err);
+  std::snprintf(errors->message, sizeof errors->message, "more than %d progressive scans, the limit (kMaxJpegScans)",
+                kMaxJpegScans);
+  errors->over_scan_limit = true;
+  std::longjmp(errors->jump, 1);
+}
+
 struct JpegDecompress {
   jpeg_decompress_struct cinfo;
   JpegErrors errors;
+  jpeg_progress_mgr progress;
   JpegDecompress() {
     std::memset(&cinfo, 0, sizeof cinfo);
     std::memset(&errors, 0, sizeof errors);
+    std::memset(&progress, 0, sizeof progress);
+    progress.progress_monitor = jpeg_limit_scans;
     cinfo.err = jpeg_std_error(&errors.pub);
     errors.pub.error_exit = jpeg_fail;
     errors.pub.emit_message = jpeg_on_message;
@@ -467,29 +505,58 @@ struct JpegDecompress {
 bool jpeg_phase_header(JpegDecompress* d, const uint8_t* data, size_t size) {
   if (setjmp(d->errors.jump)) return false;
   jpeg_create_decompress(&d->cinfo);
+  d->cinfo.progress = &d->progress;
   jpeg_mem_src(&d->cinfo, data, static_cast<unsigned long>(size));
   jpeg_save_markers(&d->cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&d->cinfo, TRUE);
   return true;
 }
 
-// Decodes every scanline into `out` (height rows of width * components
-// bytes) with libjpeg's defaults, as PIL does, and reads on to EOI.
-bool jpeg_phase_pixels(JpegDecompress* d, J_COLOR_SPACE space, uint8_t* out, size_t row_bytes) {
+// PIL's cmyk2rgb on samples inverted as "CMYK;I" reads them.
+uint8_t cmyk_channel(uint8_t stored_ink, uint8_t stored_black) {
+  const int ink = 255 - stored_ink, nk = stored_black;  // nk = 255 - (255 - stored_black)
+  const int t = ink * nk + 128;
+  const int v = nk - (((t >> 8) + t) >> 8);
+  return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+// One decoded scanline (`components` bytes a pixel) as RGB, the way PIL
+// converts L and CMYK.
+void to_rgb(const uint8_t* row, size_t width, int components, uint8_t* out) {
+  if (components == 3) {
+    std::memcpy(out, row, width * 3);
+  } else if (components == 1) {
+    for (size_t x = 0; x < width; ++x, out += 3) out[0] = out[1] = out[2] = row[x];
+  } else {
+    for (size_t x = 0; x < width; ++x, out += 3, row += 4)
+      for (int ch = 0; ch < 3; ++ch) out[ch] = cmyk_channel(row[ch], row[3]);
+  }
+}
+
+// Decodes every scanline with libjpeg's defaults, as PIL does, appending
+// each as RGB to `pixels` (reserved by the caller, so appending never
+// reallocates and a truncated file touches only the rows it has), and reads
+// on to EOI.
+bool jpeg_phase_pixels(JpegDecompress* d, J_COLOR_SPACE space, int components, uint8_t* row,
+                       std::vector<uint8_t>* pixels) {
   if (setjmp(d->errors.jump)) return false;
   jpeg_decompress_struct* c = &d->cinfo;
   c->out_color_space = space;
   jpeg_start_decompress(c);
-  if (size_t(c->output_width) * size_t(c->output_components) != row_bytes) {
+  if (c->output_components != components || c->output_width != c->image_width ||
+      c->output_height != c->image_height) {
     std::snprintf(d->errors.message, sizeof d->errors.message, "unexpected output layout");
     return false;
   }
+  const size_t width = c->output_width;
   while (c->output_scanline < c->output_height) {
-    JSAMPROW row = out + size_t(c->output_scanline) * row_bytes;
     if (jpeg_read_scanlines(c, &row, 1) != 1) {
       std::snprintf(d->errors.message, sizeof d->errors.message, "no scanline returned");
       return false;
     }
+    const size_t at = pixels->size();
+    pixels->resize(at + width * 3);
+    to_rgb(row, width, components, pixels->data() + at);
   }
   jpeg_finish_decompress(c);
   return true;
@@ -506,20 +573,13 @@ std::optional<int64_t> jpeg_orientation(const jpeg_decompress_struct& cinfo) {
   return std::nullopt;
 }
 
-// PIL's cmyk2rgb on samples inverted as "CMYK;I" reads them.
-uint8_t cmyk_channel(uint8_t stored_ink, uint8_t stored_black) {
-  const int ink = 255 - stored_ink, nk = stored_black;  // nk = 255 - (255 - stored_black)
-  const int t = ink * nk + 128;
-  const int v = nk - (((t >> 8) + t) >> 8);
-  return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
 RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& name) {
   JpegDecompress d;
   auto fail = [&]() {
-    return FormatError(name + ": a corrupt or truncated JPEG (libjpeg: " + d.errors.message + ")");
+    if (d.errors.over_scan_limit) throw InputError(name + ": the JPEG has " + d.errors.message);
+    throw FormatError(name + ": a corrupt or truncated JPEG (libjpeg: " + d.errors.message + ")");
   };
-  if (!jpeg_phase_header(&d, data, size)) throw fail();
+  if (!jpeg_phase_header(&d, data, size)) fail();
   const jpeg_decompress_struct& c = d.cinfo;
   check_size(name, "JPEG", c.image_width, c.image_height);
   const int components = c.num_components;
@@ -539,23 +599,10 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& name) 
   RgbImage image;
   image.width = int(width);
   image.height = int(height);
-  image.pixels.resize(width * height * 3);
-  if (components == 3) {
-    if (!jpeg_phase_pixels(&d, space, image.pixels.data(), width * 3)) throw fail();
-  } else {
-    std::vector<uint8_t> raw(width * height * size_t(components));
-    if (!jpeg_phase_pixels(&d, space, raw.data(), width * components)) throw fail();
-    uint8_t* out = image.pixels.data();
-    const size_t pixels = width * height;
-    if (components == 1) {
-      for (size_t i = 0; i < pixels; ++i, out += 3) out[0] = out[1] = out[2] = raw[i];
-    } else {
-      for (size_t i = 0; i < pixels; ++i, out += 3) {
-        const uint8_t* p = raw.data() + i * 4;
-        for (int ch = 0; ch < 3; ++ch) out[ch] = cmyk_channel(p[ch], p[3]);
-      }
-    }
-  }
+  image.pixels.reserve(width * height * 3);
+  std::vector<uint8_t> row(width * size_t(components));
+  if (!jpeg_phase_pixels(&d, space, components, row.data(), &image.pixels)) fail();
+  if (image.pixels.size() != width * height * 3) throw FormatError(name + ": the JPEG decoder returned too few rows");
   return apply_orientation(std::move(image), orientation);
 }
 
