@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/gemma_model.h"
+#include "splitdec/splitdec.h"
 #include "test_support.h"
 
 using namespace splitdec;
@@ -208,6 +209,30 @@ TEST(Safetensors, FuzzRandomMutations) {
   RecordProperty("accepted", accepted);
 }
 
+// The media frontends' weights are checked the same way, by name.
+TEST(Weights, ANonFiniteFrontendValueIsRefusedByTensorName) {
+  const std::string src = test::tiny_model_dir("tiny-gemma4-unified");
+  const std::string dir = test::temp_dir("nan-frontend");
+  for (const char* f : {"config.json", "model.safetensors"}) std::filesystem::copy_file(src + "/" + f, dir + "/" + f);
+  std::string bytes = test::read_file(dir + "/model.safetensors");
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
+  const std::string name = "model.vision_embedder.patch_dense.weight";
+  ASSERT_TRUE(header.contains(name));
+  const size_t at = 8 + header_len + header[name]["data_offsets"][0].get<size_t>() + 4 * 7;
+  const float inf = INFINITY;
+  std::memcpy(bytes.data() + at, &inf, 4);
+  test::write_file(dir + "/model.safetensors", bytes);
+  try {
+    Engine::load(dir);
+    FAIL() << "an Inf frontend weight was loaded";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("element 7"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Weights, ANonFiniteValueIsRefusedByTensorName) {
   const std::string src = test::tiny_model_dir("tiny-gemma4");
   const std::string dir = test::temp_dir("nan-weights");
@@ -219,7 +244,7 @@ TEST(Weights, ANonFiniteValueIsRefusedByTensorName) {
   const auto header = nlohmann::json::parse(bytes.substr(8, header_len));
   std::string name;
   for (const auto& [k, v] : header.items())
-    if (k.find("layers.1.mlp.down_proj") != std::string::npos) name = k;
+    if (k.find("language_model.layers.1.mlp.down_proj") != std::string::npos) name = k;
   ASSERT_FALSE(name.empty());
   ASSERT_EQ(header[name]["dtype"], "F32");
   const size_t at = 8 + header_len + header[name]["data_offsets"][0].get<size_t>() + 4 * 5;

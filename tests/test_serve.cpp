@@ -283,7 +283,7 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
         .dump();
   };
   expect_error(post(s, url, image("data:application/octet-stream;base64,@@@not base64@@@")), 400, "not valid base64");
-  expect_error(post(s, url, image("data:image/png;base64,iVBORw0KGgo=")), 400, "not decoded yet");
+  expect_error(post(s, url, image("data:image/png;base64,iVBORw0KGgo=")), 400, "truncated or malformed PNG");
   expect_error(post(s, url, image("https://example.com/cat.png")), 400, "remote URLs");
   expect_error(post(s, url, image("data:application/octet-stream;base64," + test::base64_encode("not an npy file"))), 400,
                "embeddings");
@@ -356,6 +356,14 @@ TEST(Serve, SixteenConcurrentClientsMatchTheirSoloRuns) {
                                                     {{"type", "text"}, {"text", "What is it?"}}}}}}},
                         {"temperature", 0},
                         {"max_tokens", 8}}
+                       .dump());
+  // And a real PNG, decoded and encoded by the server's vision frontend.
+  bodies.push_back(json{{"messages", {{{"role", "user"},
+                                       {"content", {{{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," +
+                                                                                                test::base64_encode(test::read_file(DEMO_PNG))}}}},
+                                                    {{"type", "text"}, {"text", "What is in this picture?"}}}}}}},
+                        {"temperature", 0},
+                        {"max_tokens", 6}}
                        .dump());
   auto reply_text = [](const Answer& a) {
     if (a.status != 200) return "HTTP " + std::to_string(a.status) + ": " + a.raw;

@@ -1,6 +1,8 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,26 @@ namespace splitdec {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
+
+// A 16-bit float is non-finite exactly when its exponent bits are all ones.
+int64_t TensorView::first_non_finite() const {
+  const int64_t n = numel();
+  if (dtype == DType::F32) {
+    for (int64_t k = 0; k < n; ++k) {
+      float x;
+      std::memcpy(&x, data + 4 * k, 4);
+      if (!std::isfinite(x)) return k;
+    }
+    return -1;
+  }
+  const uint16_t mask = dtype == DType::BF16 ? 0x7f80 : 0x7c00;
+  for (int64_t k = 0; k < n; ++k) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * k, 2);
+    if ((h & mask) == mask) return k;
+  }
+  return -1;
+}
 
 int64_t TensorView::numel() const {
   int64_t n = 1;

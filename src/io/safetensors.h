@@ -25,6 +25,8 @@ struct TensorView {
   int64_t numel() const;
   // Converts every element to f32 (the reference path works in f32).
   std::vector<float> to_f32() const;
+  // The index of the first NaN or Inf element, or -1.
+  int64_t first_non_finite() const;
 };
 
 // Parses and validates a safetensors header held in memory. `bytes` must stay

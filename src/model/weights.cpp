@@ -67,30 +67,6 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
   return s;
 }
 
-namespace {
-
-// The index of the first NaN or Inf element, or -1. A 16-bit float is
-// non-finite exactly when its exponent bits are all ones.
-int64_t first_non_finite(const TensorView& v) {
-  const int64_t n = v.numel();
-  if (v.dtype == DType::F32) {
-    for (int64_t k = 0; k < n; ++k) {
-      float x;
-      std::memcpy(&x, v.data + 4 * k, 4);
-      if (!std::isfinite(x)) return k;
-    }
-    return -1;
-  }
-  const uint16_t mask = v.dtype == DType::BF16 ? 0x7f80 : 0x7c00;
-  for (int64_t k = 0; k < n; ++k) {
-    uint16_t h;
-    std::memcpy(&h, v.data + 2 * k, 2);
-    if ((h & mask) == mask) return k;
-  }
-  return -1;
-}
-
-}  // namespace
 
 ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress) {
   const std::string prefix = find_decoder_prefix(store);
@@ -101,7 +77,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
                         shape_str(shape));
     // Weights are read once here, so a NaN or Inf is caught by name now
     // rather than as garbage logits later.
-    if (const int64_t bad = first_non_finite(v); bad >= 0)
+    if (const int64_t bad = v.first_non_finite(); bad >= 0)
       throw FormatError(v.file + ": tensor '" + name + "' holds a non-finite value (NaN or Inf) at element " + std::to_string(bad));
     return v;
   };

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/gemma_model.h"
 #include "onnx_export/decoder_graphs.h"
+#include "onnx_export/media_graphs.h"
 #include "onnx_export/onnx_graph.h"
 
 namespace splitdec {
@@ -40,6 +41,29 @@ void check_onnx_export_options(const OnnxExportOptions& o) {
 }
 
 namespace {
+
+// model.vision / model.speech with only the keys ONNX Runtime GenAI's config
+// parser knows for them (src/config.cpp, see docs/onnx-export.md): filename,
+// inputs, outputs; the key names map to our graph names.
+void add_media_sections(const ExportFrontends& f, json& cfg) {
+  json& model = cfg["model"];
+  json& media = cfg["splitdec"]["media"];
+  if (f.has_vision()) {
+    json inputs = {{"pixel_values", media_names::kPixelValues}};
+    if (vision_graph_takes_positions(f.config)) inputs["pixel_position_ids"] = media_names::kImagePositionIds;
+    model["vision"] = {{"filename", kOnnxVisionFile},
+                       {"inputs", inputs},
+                       {"outputs", {{"image_features", media_names::kImageFeatures}}}};
+    media["vision"] = vision_graph_layout(f.config);
+  }
+  if (f.has_audio()) {
+    model["speech"] = {{"filename", kOnnxSpeechFile},
+                       {"inputs", {{"audio_embeds", media_names::kAudioFrames}}},
+                       {"outputs", {{"audio_features", media_names::kAudioFeatures}}}};
+    media["speech"] = "audio_frames [num_frames, " + std::to_string(f.config.audio_shape.frame) +
+                      "]: 16 kHz mono samples cut into frames, the last zero-padded";
+  }
+}
 
 json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy policy) {
   const ModelConfig& c = model.config();
@@ -114,14 +138,16 @@ json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy pol
 
 }  // namespace
 
-OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& o) {
+OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& o,
+                                const ExportFrontends* frontends) {
   check_onnx_export_options(o);
   const MaskPolicy policy = o.policy.value_or(model.config().default_policy);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw InputError("cannot create " + out_dir + ": " + ec.message());
   // A folder reused for another plan must not keep the other plan's graphs.
-  for (const char* name : {kOnnxEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile, kOnnxSingleFile}) {
+  for (const char* name :
+       {kOnnxEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile, kOnnxSingleFile, kOnnxVisionFile, kOnnxSpeechFile}) {
     fs::remove(fs::path(out_dir) / name, ec);
     if (ec) throw InputError("cannot replace " + (fs::path(out_dir) / name).string() + ": " + ec.message());
   }
@@ -142,12 +168,22 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
   } else {
     write(GraphKind::Single, kOnnxSingleFile);
   }
+  auto write_media = [&](auto build, const char* file) {
+    onnx::ModelProto m;
+    build(*frontends, weights, m);
+    save_model(m, (fs::path(out_dir) / file).string());
+    pkg.files.push_back(file);
+  };
+  if (frontends && frontends->has_vision()) write_media(build_vision_graph, kOnnxVisionFile);
+  if (frontends && frontends->has_audio()) write_media(build_speech_graph, kOnnxSpeechFile);
   weights.close();
   pkg.weight_bytes = weights.bytes();
   pkg.files.push_back(kOnnxWeightsFile);
 
   std::ofstream cfg(fs::path(out_dir) / kGenaiConfigFile);
-  cfg << genai_config(model, o, policy).dump(2) << "\n";
+  json config = genai_config(model, o, policy);
+  if (frontends) add_media_sections(*frontends, config);
+  cfg << config.dump(2) << "\n";
   if (!cfg) throw InputError("cannot write " + (fs::path(out_dir) / kGenaiConfigFile).string());
   pkg.files.push_back(kGenaiConfigFile);
   return pkg;

@@ -6,6 +6,8 @@
 // mask, no bias). The `single` package is today's static export: one graph,
 // Attention with a dense float bias every step, separate past and present.
 // Both share an embedding graph; all graphs read one external weights file.
+// A checkpoint with media frontends adds their graphs (vision.onnx,
+// speech.onnx; see media_graphs.h), which read the same file.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,9 @@
 namespace splitdec {
 
 class Model;
+namespace onnx_export {
+struct ExportFrontends;
+}
 
 // What a package holds: `split` (a prefill graph and a decode graph on
 // shared KV buffers) or `single` (one graph with a dense bias, every step).
@@ -49,6 +54,10 @@ inline constexpr const char* kGenaiConfigFile = "genai_config.json";
 // cannot be expressed with the operators the package uses.
 void check_onnx_export_options(const OnnxExportOptions& options);
 
-OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& options);
+// `frontends` (when given and holding weights) adds the vision / speech
+// graphs and their genai_config.json sections; without it, or for a
+// checkpoint without frontend weights, the package has the text graphs only.
+OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, const OnnxExportOptions& options,
+                                const onnx_export::ExportFrontends* frontends = nullptr);
 
 }  // namespace splitdec
