@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/gemma_model.h"
+#include "onnx_export/media_graphs.h"
 #include "onnx_export/onnx_package.h"
 
 int main(int argc, char** argv) {
@@ -38,7 +39,9 @@ int main(int argc, char** argv) {
     if (!policy.empty()) o.policy = parse_mask_policy(policy);
     check_onnx_export_options(o);  // before loading a model that may be large
     const Model model = Model::load(model_dir);
-    const OnnxPackage pkg = export_onnx_package(model, out, o);
+    // The media frontends' graphs, when the checkpoint has their weights.
+    const onnx_export::ExportFrontends frontends = onnx_export::load_export_frontends(model_dir, model.config());
+    const OnnxPackage pkg = export_onnx_package(model, out, o, &frontends);
     std::printf("wrote %s (plan %s, max_length %lld, weights %.1f MiB):", out.c_str(), package_kind_name(o.plan),
                 static_cast<long long>(o.max_length), double(pkg.weight_bytes) / (1 << 20));
     for (const auto& file : pkg.files) std::printf(" %s", file.c_str());

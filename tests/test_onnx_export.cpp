@@ -6,6 +6,10 @@
 // the decode graph; in-place TensorScatter writes in the prefill graph), and
 // the weights for being stored once.
 //
+// The media graphs (vision.onnx, speech.onnx) run through ONNX Runtime on
+// inputs built here from a test image and clip (tests/onnx/run_media_graph.mjs)
+// and must give the C++ frontends' rows (MediaFrontend).
+//
 // This test links no tokenizer: the ONNX classes need the system protobuf,
 // which libsentencepiece's private copy would clash with (see
 // apps/export_onnx_main.cpp). Models are made with the splitdec binary.
@@ -23,6 +27,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "core/npy.h"
+#include "io/safetensors.h"
+#include "media/image_patches.h"
+#include "media/media_frontend.h"
 #include "model/gemma_model.h"
 #include "pipeline/session.h"
 
@@ -352,7 +360,8 @@ TEST_P(OnnxPackage, DecodeGraphIsGqaOnlyAndPrefillWritesInPlace) {
   // The weights are stored once: shared tensors point at the same bytes.
   std::map<std::string, std::string> where;
   int64_t referenced = 0;
-  for (const char* file : {"embedding.onnx", "decoder_prefill.onnx", "decoder_decode.onnx"}) {
+  for (const char* file : {"embedding.onnx", "decoder_prefill.onnx", "decoder_decode.onnx", "vision.onnx", "speech.onnx"}) {
+    if (!fs::exists(pkg / file)) continue;  // the media graphs, when the model has frontends
     const onnx::ModelProto g = load_graph(pkg / file);
     for (const auto& t : g.graph().initializer()) {
       if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
@@ -451,4 +460,340 @@ TEST(OnnxExportErrors, AReusedFolderKeepsOnlyTheNewPackagesGraphs) {
   EXPECT_TRUE(fs::exists(out / "decoder.onnx"));
   EXPECT_FALSE(fs::exists(out / "decoder_prefill.onnx"));
   EXPECT_FALSE(fs::exists(out / "decoder_decode.onnx"));
+}
+
+// ---------------------------------------------------------------------------
+// The media graphs against the C++ frontends.
+
+namespace {
+
+// ONNX Runtime's LayerNormalization and MatMul sum in f32 and in their own
+// order, splitdec's norms in f64: the rows agree to a few 1e-7 of their
+// largest value; 1e-4 of it is the bound.
+constexpr double kMediaTolerance = 1e-4;
+
+// A picture with structure in every channel (gradients and a product term),
+// so that a wrong patch order or position shows.
+RgbImage test_image(int width, int height, int seed) {
+  RgbImage im;
+  im.width = width, im.height = height;
+  im.pixels.resize(size_t(width) * size_t(height) * 3);
+  for (int y = 0; y < height; ++y)
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = im.pixels.data() + (size_t(y) * size_t(width) + size_t(x)) * 3;
+      p[0] = uint8_t((x * 7 + y * 3 + seed * 11) % 256);
+      p[1] = uint8_t((x * x + y * 5 + seed) % 256);
+      p[2] = uint8_t((x * y + seed * 29) % 256);
+    }
+  return im;
+}
+
+void write_npy_i64(const fs::path& path, const std::vector<int64_t>& shape, const std::vector<int64_t>& data) {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ", ";
+  std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header += std::string((64 - (10 + header.size() + 1) % 64) % 64, ' ') + "\n";
+  std::ofstream out(path, std::ios::binary);
+  const unsigned char magic[] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.write(reinterpret_cast<const char*>(magic), sizeof magic);
+  const uint16_t len = uint16_t(header.size());
+  out.put(char(len & 0xff)), out.put(char(len >> 8));
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size() * sizeof(int64_t)));
+}
+
+// A graph input: float rows, or int64 positions.
+struct GraphInput {
+  std::vector<int64_t> shape;
+  std::vector<float> f32;
+  std::vector<int64_t> i64;
+};
+
+// Runs a media graph through run_media_graph.mjs; the graph's outputs by name.
+std::map<std::string, NpyArray> run_media_graph(const fs::path& graph, const std::map<std::string, GraphInput>& inputs,
+                                                const std::string& tag) {
+  const fs::path dir = temp_root() / ("media-" + tag);
+  fs::create_directories(dir);
+  std::string cmd = "node " + (runner_dir() / "run_media_graph.mjs").string() + " " + graph.string() + " " + (dir / "out").string();
+  for (const auto& [name, in] : inputs) {
+    const fs::path file = dir / (name + ".npy");
+    if (in.i64.empty()) write_npy(file.string(), in.shape, in.f32.data());
+    else write_npy_i64(file, in.shape, in.i64);
+    cmd += " " + name + "=" + file.string();
+  }
+  std::string out;
+  const int rc = run(cmd, &out);
+  if (rc != 0) throw std::runtime_error(graph.string() + ": " + out);
+  const json report = json::parse(out.substr(0, out.find('\n')));
+  std::map<std::string, NpyArray> result;
+  for (const auto& [name, shape] : report["outputs"].items()) result[name] = read_npy((dir / "out" / (name + ".npy")).string());
+  return result;
+}
+
+// The largest |got - want| over the largest |want|.
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size() || want.empty()) return INFINITY;
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = std::abs(double(got[i]) - double(want[i]));
+    diff = d > diff || std::isnan(d) ? (std::isnan(d) ? INFINITY : d) : diff;
+    scale = std::max(scale, std::abs(double(want[i])));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+std::shared_ptr<const MediaFrontend> frontend(const std::string& preset) {
+  static std::map<std::string, std::shared_ptr<const MediaFrontend>> loaded;
+  auto& f = loaded[preset];
+  if (!f) {
+    const TensorStore store = TensorStore::open_dir(model_dir(preset));
+    f = MediaFrontend::load(model_dir(preset), model(preset).config(), store);
+  }
+  return f;
+}
+
+// (x, y) of every patch of a row-major grid, then `padding` patches at
+// (-1, -1) with zero pixels, as HF's processors pad.
+std::map<std::string, GraphInput> patch_inputs(const ImagePatches& p, int padding) {
+  const int64_t n = int64_t(p.rows) * p.cols + padding;
+  GraphInput pixels{{n, p.patch_dim}, p.data, {}}, positions{{n, 2}, {}, {}};
+  pixels.f32.resize(size_t(n) * size_t(p.patch_dim), 0.f);
+  for (int64_t t = 0; t < n; ++t) {
+    const bool pad = t >= int64_t(p.rows) * p.cols;
+    positions.i64.push_back(pad ? -1 : t % p.cols);
+    positions.i64.push_back(pad ? -1 : t / p.cols);
+  }
+  return {{"pixel_values", pixels}, {"image_position_ids", positions}};
+}
+
+void expect_rows_match(const NpyArray& got, const MediaEmbeddings& want, int64_t rows, int width, const std::string& what) {
+  ASSERT_EQ(got.shape.size(), 2u) << what;
+  ASSERT_GE(got.shape[0], rows) << what;
+  ASSERT_EQ(got.shape[1], width) << what;
+  ASSERT_EQ(want.rows, rows) << what;
+  const std::vector<float> head(got.data.begin(), got.data.begin() + rows * width);
+  const double err = relative_error(head, want.data);
+  std::printf("  %-60s max |diff| / max |row| %.2e over %lld x %d\n", what.c_str(), err, static_cast<long long>(rows), width);
+  EXPECT_LE(err, kMediaTolerance) << what;
+}
+
+json package_config(const fs::path& pkg) {
+  std::ifstream in(pkg / "genai_config.json");
+  return json::parse(in);
+}
+
+// Every external weight of `graph` lies in the package's shared weights file.
+void expect_weights_in_shared_file(const fs::path& pkg, const std::string& graph) {
+  const onnx::ModelProto g = load_graph(pkg / graph);
+  int external = 0;
+  for (const auto& t : g.graph().initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    ++external;
+    std::map<std::string, std::string> kv;
+    for (const auto& e : t.external_data()) kv[e.key()] = e.value();
+    EXPECT_EQ(kv["location"], "model.onnx.data") << graph << " " << t.name();
+    EXPECT_LE(std::stoll(kv["offset"]) + std::stoll(kv["length"]), int64_t(fs::file_size(pkg / "model.onnx.data"))) << t.name();
+  }
+  EXPECT_GT(external, 0) << graph << " keeps its weights in model.onnx.data";
+}
+
+}  // namespace
+
+TEST(OnnxMediaGraphs, UnifiedPatchEmbedderAndAudioMatchTheFrontend) {
+  REQUIRE_RUNTIME();
+  const std::string preset = "tiny-gemma4-unified";
+  const fs::path pkg = export_package(preset, "split", mask_policy_name(model(preset).config().default_policy), kMaxLength);
+  const auto f = frontend(preset);
+  ASSERT_TRUE(f->has_vision() && f->has_audio()) << f->describe();
+  const int width = model(preset).config().hidden_size;
+
+  // A 100 x 60 picture at budget 70: 480 x 288 px, 10 x 6 patches of 48 px.
+  const RgbImage image = test_image(100, 60, 1);
+  const FrontendConfig& c = f->config();
+  const ImagePatches patches = gemma4_patches(image, 70, c.gemma4_patch, c.gemma4_pool, true);
+  ASSERT_EQ(patches.rows * patches.cols, 60);
+  const MediaEmbeddings want = f->encode_image(image, {70});
+  // Padding patches (HF pads to the budget) change nothing in the real rows.
+  for (int padding : {0, 10}) {
+    const auto out = run_media_graph(pkg / "vision.onnx", patch_inputs(patches, padding), "unified-" + std::to_string(padding));
+    const NpyArray& got = out.at("image_features");
+    EXPECT_EQ(got.shape[0], 60 + padding);
+    expect_rows_match(got, want, 60, width, "gemma4_unified vision.onnx, " + std::to_string(padding) + " padding patches");
+  }
+
+  // 2000 samples: 4 frames of 640, the last zero-padded.
+  AudioClip clip;
+  for (int i = 0; i < 2000; ++i) clip.samples.push_back(0.6f * std::sin(0.05f * float(i)) + 0.1f * std::cos(0.31f * float(i * i % 97)));
+  const int frame = c.audio_shape.frame;
+  GraphInput frames{{4, frame}, clip.samples, {}};
+  frames.f32.resize(size_t(4 * frame), 0.f);
+  const auto out = run_media_graph(pkg / "speech.onnx", {{"audio_frames", frames}}, "audio");
+  expect_rows_match(out.at("audio_features"), f->encode_audio(clip), 4, width, "gemma4_unified speech.onnx, 4 frames");
+}
+
+TEST(OnnxMediaGraphs, SiglipTowerMatchesTheFrontendOnABatchOfImages) {
+  REQUIRE_RUNTIME();
+  const std::string preset = "tiny-gemma3";
+  const fs::path pkg = export_package(preset, "split", mask_policy_name(model(preset).config().default_policy), kMaxLength);
+  const auto f = frontend(preset);
+  ASSERT_TRUE(f->has_vision()) << f->describe();
+  const SiglipShape& s = f->config().siglip;
+  const int width = model(preset).config().hidden_size, S = s.image_size, P = s.patch, G = s.grid();
+
+  // Two images of different shapes, stretched to S x S by the processor;
+  // pixel_values rebuilt from the (c, ky, kx) patches: [2, 3, S, S].
+  const std::vector<RgbImage> images = {test_image(100, 60, 2), test_image(70, 130, 3)};
+  GraphInput pixels{{int64_t(images.size()), 3, S, S}, std::vector<float>(images.size() * 3 * size_t(S) * S), {}};
+  for (size_t b = 0; b < images.size(); ++b) {
+    const ImagePatches p = siglip_patches(images[b], S, P);
+    for (int t = 0; t < G * G; ++t)
+      for (int ch = 0; ch < 3; ++ch)
+        for (int ky = 0; ky < P; ++ky)
+          for (int kx = 0; kx < P; ++kx) {
+            const int y = (t / G) * P + ky, x = (t % G) * P + kx;
+            pixels.f32[((b * 3 + size_t(ch)) * S + size_t(y)) * S + size_t(x)] =
+                p.data[size_t(t) * p.patch_dim + (size_t(ch) * P + size_t(ky)) * P + size_t(kx)];
+          }
+  }
+  const NpyArray got = run_media_graph(pkg / "vision.onnx", {{"pixel_values", pixels}}, "siglip").at("image_features");
+  ASSERT_EQ(got.shape, (std::vector<int64_t>{2, s.tokens(), width}));
+  for (size_t b = 0; b < images.size(); ++b) {
+    NpyArray one;
+    one.shape = {s.tokens(), width};
+    const size_t n = size_t(s.tokens()) * size_t(width);
+    one.data.assign(got.data.begin() + std::ptrdiff_t(b * n), got.data.begin() + std::ptrdiff_t((b + 1) * n));
+    expect_rows_match(one, f->encode_image(images[b]), s.tokens(), width, "Gemma-3 SigLIP vision.onnx, image " + std::to_string(b));
+  }
+}
+
+TEST(OnnxMediaGraphs, Gemma4EncoderMatchesTheFrontendWithAndWithoutPadding) {
+  REQUIRE_RUNTIME();
+  const std::string preset = "tiny-gemma4";
+  const fs::path pkg = export_package(preset, "split", mask_policy_name(model(preset).config().default_policy), kMaxLength);
+  const auto f = frontend(preset);
+  ASSERT_TRUE(f->has_vision()) << f->describe();
+  const FrontendConfig& c = f->config();
+  const int width = model(preset).config().hidden_size;
+
+  // 100 x 60 at budget 70: 30 x 18 patches of 16 px, 10 x 6 pooled tokens.
+  const RgbImage image = test_image(100, 60, 4);
+  const ImagePatches patches = gemma4_patches(image, 70, c.gemma4_patch, c.gemma4_pool, false);
+  const MediaEmbeddings want = f->encode_image(image, {70});
+  ASSERT_EQ(want.rows, 60);
+  // Padding patches are masked out as keys and pooled into no bin.
+  for (int padding : {0, 27}) {
+    const auto out = run_media_graph(pkg / "vision.onnx", patch_inputs(patches, padding), "gemma4-" + std::to_string(padding));
+    const NpyArray& got = out.at("image_features");
+    EXPECT_EQ(got.shape[0], 60) << "one row per pooled bin of real patches";
+    expect_rows_match(got, want, 60, width, "Gemma-4 encoder vision.onnx, " + std::to_string(padding) + " padding patches");
+  }
+}
+
+TEST(OnnxMediaGraphs, GenaiConfigNamesTheMediaGraphs) {
+  struct Expect {
+    std::string preset;
+    bool speech, positions;
+  };
+  for (const Expect& e : {Expect{"tiny-gemma4-unified", true, true}, Expect{"tiny-gemma3", false, false},
+                          Expect{"tiny-gemma4", false, true}}) {
+    SCOPED_TRACE(e.preset);
+    for (const std::string plan : {"split", "single"}) {
+      const fs::path pkg = export_package(e.preset, plan, mask_policy_name(model(e.preset).config().default_policy), kMaxLength);
+      const json cfg = package_config(pkg);
+      const json& vision = cfg["model"]["vision"];
+      EXPECT_EQ(vision["filename"], "vision.onnx");
+      EXPECT_TRUE(fs::exists(pkg / "vision.onnx"));
+      EXPECT_EQ(vision["inputs"]["pixel_values"], "pixel_values");
+      EXPECT_EQ(vision["inputs"].contains("pixel_position_ids"), e.positions);
+      if (e.positions) {
+        EXPECT_EQ(vision["inputs"]["pixel_position_ids"], "image_position_ids");
+      }
+      EXPECT_EQ(vision["outputs"], (json{{"image_features", "image_features"}}));
+      // Only the keys ONNX Runtime GenAI's parser knows for these sections.
+      for (const auto& [key, value] : vision.items()) EXPECT_TRUE(key == "filename" || key == "inputs" || key == "outputs") << key;
+      expect_weights_in_shared_file(pkg, "vision.onnx");
+      EXPECT_EQ(cfg["model"].contains("speech"), e.speech);
+      EXPECT_EQ(fs::exists(pkg / "speech.onnx"), e.speech);
+      if (e.speech) {
+        const json& speech = cfg["model"]["speech"];
+        EXPECT_EQ(speech, (json{{"filename", "speech.onnx"},
+                                {"inputs", {{"audio_embeds", "audio_frames"}}},
+                                {"outputs", {{"audio_features", "audio_features"}}}}));
+        expect_weights_in_shared_file(pkg, "speech.onnx");
+      }
+    }
+  }
+}
+
+// A model without frontends, and a decoder-only checkpoint of a multimodal
+// model (frontends declared, weights absent), export the text graphs only.
+TEST(OnnxMediaGraphs, ModelsWithoutFrontendWeightsExportTheTextGraphsOnly) {
+  const fs::path src = model_dir("tiny-gemma4-unified");
+  const auto is_frontend = [](const std::string& name) {
+    for (const char* prefix : {"model.vision_embedder.", "model.embed_vision.", "model.embed_audio."})
+      if (name.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  for (const bool keep_config : {false, true}) {
+    const fs::path dir = temp_root() / (keep_config ? "decoder-only-checkpoint" : "no-frontends");
+    fs::create_directories(dir);
+    for (const auto& entry : fs::directory_iterator(src))
+      if (entry.path().extension() != ".safetensors")
+        fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+    if (!keep_config) {
+      json cfg = json::parse(std::ifstream(dir / "config.json"));
+      cfg.erase("vision_config"), cfg.erase("audio_config");
+      std::ofstream(dir / "config.json") << cfg.dump(2);
+    }
+    {
+      const TensorStore store = TensorStore::open_dir(src.string());
+      std::vector<TensorToWrite> kept;
+      int dropped = 0;
+      for (const auto& [name, v] : store.tensors()) {
+        if (is_frontend(name)) {
+          ++dropped;
+          continue;
+        }
+        kept.push_back({name, v.dtype, v.shape, std::vector<uint8_t>(v.data, v.data + v.nbytes)});
+      }
+      ASSERT_GT(dropped, 0) << "the preset has frontend tensors to drop";
+      write_safetensors((dir / "model.safetensors").string(), kept);
+    }
+    const fs::path pkg = temp_root() / (std::string("pkg-") + (keep_config ? "decoder-only" : "no-frontends"));
+    std::string out;
+    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + dir.string() + " --out " + pkg.string() +
+                      " --max-length 32",
+                  &out),
+              0)
+        << out;
+    EXPECT_FALSE(fs::exists(pkg / "vision.onnx")) << out;
+    EXPECT_FALSE(fs::exists(pkg / "speech.onnx")) << out;
+    const json cfg = package_config(pkg);
+    EXPECT_FALSE(cfg["model"].contains("vision"));
+    EXPECT_FALSE(cfg["model"].contains("speech"));
+    EXPECT_TRUE(fs::exists(pkg / "decoder_prefill.onnx"));
+  }
+}
+
+// A position past the table is ONNX Runtime's error, never another row.
+TEST(OnnxMediaGraphs, APositionPastTheTableIsAnError) {
+  REQUIRE_RUNTIME();
+  for (const std::string preset : {"tiny-gemma4-unified", "tiny-gemma4"}) {
+    SCOPED_TRACE(preset);
+    const fs::path pkg = export_package(preset, "split", mask_policy_name(model(preset).config().default_policy), kMaxLength);
+    const FrontendConfig& c = frontend(preset)->config();
+    const bool unified = c.vision == VisionFrontend::UnifiedPatches;
+    const int positions = unified ? c.unified.positions : c.gemma4.positions;
+    const int patch_dim = unified ? c.unified.patch_dim() : c.gemma4.patch_dim();
+    for (const std::vector<int64_t>& xy : {std::vector<int64_t>{positions, 0}, std::vector<int64_t>{0, positions}}) {
+      const std::map<std::string, GraphInput> in = {{"pixel_values", {{1, patch_dim}, std::vector<float>(size_t(patch_dim), 0.5f), {}}},
+                                                    {"image_position_ids", {{1, 2}, {}, xy}}};
+      try {
+        run_media_graph(pkg / "vision.onnx", in, "past-table");
+        ADD_FAILURE() << "position (" << xy[0] << ", " << xy[1] << ") ran";
+      } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("out of data bounds"), std::string::npos) << e.what();
+      }
+    }
+  }
 }

@@ -194,10 +194,16 @@ class Gemma4EncoderWriter {
     // 2 (x - 0.5) -> input_proj, + table[0][x] + table[1][y] (zero for padding).
     const std::string pixels = g_.op("Mul", {g_.op("Sub", {media_names::kPixelValues, g_.scalar_f32(0.5f)}), g_.scalar_f32(2.f)});
     std::string h = m_.linear(pixels, w_.input_proj, "patch_embedder.input_proj");
-    const std::string table = g_.weight("vision.position_embedding_table", {2 * int64_t(s_.positions), H},
-                                        [this] { return w_.position_table; });
-    const std::string iy = g_.op("Add", {y_, g_.scalar_i64(s_.positions)});
-    std::string pos = g_.op("Add", {g_.op("Gather", {table, x_}), g_.op("Gather", {table, iy})});
+    // One table per axis, so that a position past the table is an error of
+    // ONNX Runtime's Gather rather than a row of the other axis.
+    auto axis_table = [&](int axis) {
+      return g_.weight("vision.position_embedding_table." + std::string(axis == 0 ? "x" : "y"), {int64_t(s_.positions), H},
+                       [this, axis] {
+                         const auto begin = w_.position_table.begin() + std::ptrdiff_t(axis) * s_.positions * s_.hidden;
+                         return std::vector<float>(begin, begin + std::ptrdiff_t(s_.positions) * s_.hidden);
+                       });
+    };
+    std::string pos = g_.op("Add", {g_.op("Gather", {axis_table(0), x_}), g_.op("Gather", {axis_table(1), y_})});
     valid_f_ = g_.op("Unsqueeze", {g_.op("Cast", {valid_}, {{"to", int64_t(kFloat)}}), g_.const_i64(-1)});  // [N, 1]
     h = g_.op("Add", {h, g_.op("Mul", {pos, valid_f_})});
 
@@ -291,9 +297,10 @@ class Gemma4EncoderWriter {
   std::string pool_and_project(const std::string& h) {
     const int64_t k = s_.pool;
     const std::string kk = g_.scalar_i64(k), one = g_.scalar_i64(1);
-    auto extent = [&](const std::string& p) {  // max position + 1, over the real patches
+    auto extent = [&](const std::string& p) {  // max position + 1 over the real patches; 0 for none
       const std::string masked = g_.op("Where", {valid_, p, g_.scalar_i64(-1)});
-      return g_.op("Add", {g_.op("ReduceMax", {masked}, {{"keepdims", int64_t(0)}}), one});
+      const std::string with_floor = g_.op("Concat", {masked, g_.const_i64(-1)}, {{"axis", int64_t(0)}});
+      return g_.op("Add", {g_.op("ReduceMax", {with_floor}, {{"keepdims", int64_t(0)}}), one});
     };
     const std::string bin_cols = g_.op("Div", {extent(x_), kk}), bin_rows = g_.op("Div", {extent(y_), kk});
     std::string bin = g_.op("Add", {g_.op("Div", {x_, kk}), g_.op("Mul", {bin_cols, g_.op("Div", {y_, kk})})});
