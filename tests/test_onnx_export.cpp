@@ -29,6 +29,7 @@
 
 #include "core/npy.h"
 #include "io/safetensors.h"
+#include "media/image_file.h"
 #include "media/image_patches.h"
 #include "media/media_frontend.h"
 #include "model/gemma_model.h"
@@ -796,4 +797,51 @@ TEST(OnnxMediaGraphs, APositionPastTheTableIsAnError) {
       }
     }
   }
+}
+
+// The seed's 4-model package end to end: an image file -> vision.onnx ->
+// embedding -> prefill -> decode in ONNX Runtime gives the tokens splitdec
+// gives for the same PNG through its own frontend.
+TEST(OnnxMediaGraphs, ImageFileThroughTheFourGraphPackageMatchesSplitdec) {
+  REQUIRE_RUNTIME();
+  const std::string preset = "tiny-gemma4-unified";
+  const ModelConfig& c = model(preset).config();
+  const fs::path dir = model_dir(preset);
+  const fs::path pkg = export_package(preset, "split", mask_policy_name(c.default_policy), kMaxLength);
+  const FrontendConfig& fc = frontend(preset)->config();
+  const ImagePatches patches = gemma4_patches(read_image_file(DEMO_PNG), 70, fc.gemma4_patch, fc.gemma4_pool, true);
+  const int64_t n = int64_t(patches.rows) * patches.cols;
+  const NpyArray ort_rows = run_media_graph(pkg / "vision.onnx", patch_inputs(patches, 0), "four-graph").at("image_features");
+  ASSERT_EQ(ort_rows.shape, (std::vector<int64_t>{n, c.hidden_size}));
+  const fs::path work = temp_root() / "four-graph";
+  fs::create_directories(work);
+  write_npy((work / "ort_rows.npy").string(), ort_rows.shape, ort_rows.data.data());
+  std::string out;
+  ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG +
+                    " --image-tokens 70 --out " + (work / "splitdec_rows.npy").string(),
+                &out),
+            0)
+      << out;
+
+  std::vector<int> tokens = {c.bos_token_id, 40, 41, c.boi_token_id};
+  std::vector<std::string> modality(tokens.size(), "text");
+  for (int64_t k = 0; k < n; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
+  for (int t : {c.eoi_token_id, 50, 51, 52}) tokens.push_back(t), modality.push_back("text");
+  auto input = [&](const std::string& rows) {
+    const fs::path p = work / (rows + ".json");
+    std::ofstream(p) << json{{"tokens", {tokens}}, {"modality", {modality}}, {"media_embeddings", rows + ".npy"}}.dump();
+    return p.string();
+  };
+  ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " + input("splitdec_rows") +
+                    " --max-new-tokens 10 --json",
+                &out),
+            0)
+      << out;
+  const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
+  ASSERT_EQ(run("node " + (runner_dir() / "generate.mjs").string() + " " + pkg.string() + " " + input("ort_rows") +
+                    " --max-new-tokens 10",
+                &out),
+            0)
+      << out;
+  EXPECT_EQ(json::parse(out)["tokens"], want["tokens"]) << out;
 }
