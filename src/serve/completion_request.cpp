@@ -147,7 +147,6 @@ MessagePart media_part(const json& part, const std::string& param, const Request
     const json* path = field(part, "path");
     if (!path || !path->is_string()) throw bad_field(param, param + ".path: expected a string");
     out.kind = type == "image" ? Modality::Image : Modality::Audio;
-    out.kind = type == "image" ? Modality::Image : Modality::Audio;
     out.media = media_from_path(path->get<std::string>(), ctx.media_dir, ctx.media, out.kind, param + ".path");
   } else {
     throw bad_field(param, param + ": unknown content part type '" + type + "' (text, image_url, input_audio, image, audio)");
