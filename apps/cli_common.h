@@ -45,8 +45,9 @@ struct PromptFlags {
   std::vector<std::string> images, audio;
   bool chat = false;
   int image_tokens = 0;  // Gemma-4 soft tokens per image (0: the model's default)
+  bool pan_and_scan = false;  // Gemma-3: HF's do_pan_and_scan
   void add_to(CLI::App& app);
-  MediaOptions media() const { return MediaOptions{image_tokens}; }
+  MediaOptions media() const { return MediaOptions{image_tokens, pan_and_scan}; }
   bool given() const { return !prompt.empty() || !messages.empty(); }
   bool is_chat() const { return chat || !messages.empty(); }
   // Throws an InputError naming the flags that do not go together.

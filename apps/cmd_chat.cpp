@@ -21,6 +21,7 @@ struct ChatFlags {
   std::string model, system;
   int max_new_tokens = 128;
   int image_tokens = 0;
+  bool pan_and_scan = false;
   SessionFlags session;
   SamplingFlags sampling;
 };
@@ -30,6 +31,7 @@ int run(const ChatFlags& f) {
   const GenerateOptions go = f.sampling.options(f.max_new_tokens);
   ConversationOptions co = f.session.options(4096);
   co.media.image_tokens = f.image_tokens;
+  co.media.pan_and_scan = f.pan_and_scan;
   co.keep_trace = f.session.trace;  // a long chat keeps no entry per token unless asked
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
@@ -86,6 +88,8 @@ void add_chat(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--system", f->system, "the system turn");
   cmd->add_option("--image-tokens", f->image_tokens,
                   "Gemma-4 soft tokens per /image file: 70, 140, 280, 560, 1120 (default: the model's)");
+  cmd->add_flag("--pan-and-scan", f->pan_and_scan,
+                "Gemma-3: also encode 2-4 crops of a wide or tall /image file (HF's do_pan_and_scan)");
   f->session.add_to(*cmd);
   f->sampling.add_to(*cmd);
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });

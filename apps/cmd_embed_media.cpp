@@ -13,6 +13,7 @@ namespace {
 struct EmbedFlags {
   std::string model, image, audio, out;
   int image_tokens = 0;
+  bool pan_and_scan = false;
 };
 
 int run(const EmbedFlags& f) {
@@ -21,9 +22,10 @@ int run(const EmbedFlags& f) {
   if (!std::filesystem::is_regular_file(path))
     throw InputError((f.image.empty() ? "--audio " : "--image ") + path + ": no such file");
   if (!f.audio.empty() && f.image_tokens != 0) throw InputError("--image-tokens applies to --image");
+  if (!f.audio.empty() && f.pan_and_scan) throw InputError("--pan-and-scan applies to --image");
   const auto engine = load_engine(f.model);
-  const MediaRows rows =
-      engine->embed_media(path, f.image.empty() ? Modality::Audio : Modality::Image, MediaOptions{f.image_tokens});
+  const MediaRows rows = engine->embed_media(path, f.image.empty() ? Modality::Audio : Modality::Image,
+                                             MediaOptions{f.image_tokens, f.pan_and_scan});
   write_npy(f.out, {rows.rows, rows.hidden}, rows.data.data());
   std::fprintf(stderr, "%s: %lld rows of %d (%s)\n", f.out.c_str(), static_cast<long long>(rows.rows), rows.hidden,
                engine->describe_media().c_str());
@@ -39,6 +41,8 @@ void add_embed_media(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--image", f->image, "an image file (PNG, JPEG)");
   cmd->add_option("--audio", f->audio, "an audio file (WAV, FLAC; 16 kHz)");
   cmd->add_option("--image-tokens", f->image_tokens, "Gemma-4 soft tokens: 70, 140, 280, 560, 1120 (default: the model's)");
+  cmd->add_flag("--pan-and-scan", f->pan_and_scan,
+                "Gemma-3: the original's rows, then each pan-and-scan crop's (HF's do_pan_and_scan)");
   cmd->add_option("--out", f->out, "the .npy file to write (float32 [n, hidden])")->required();
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });
 }

@@ -32,7 +32,7 @@ struct TokenizeFlags {
 // block's rows are zeros here: tokenize shows ids, never embeddings).
 MediaLoader media_counter(const std::string& dir, const ModelConfig& config, const MediaOptions& media) {
   auto frontend = std::make_shared<const MediaFrontend>(load_frontend_config(dir, config), FrontendWeights{}, false, 0);
-  return MediaLoader::counting(config, std::move(frontend), ImageOptions{media.image_tokens});
+  return MediaLoader::counting(config, std::move(frontend), ImageOptions{media.image_tokens, media.pan_and_scan});
 }
 
 int run(const TokenizeFlags& f) {

@@ -40,6 +40,9 @@ struct MediaOptions {
   // Gemma-4 soft tokens per image: 70, 140, 280, 560 or 1120 (0: the
   // model's default, from preprocessor_config.json or config.json).
   int image_tokens = 0;
+  // Gemma-3 only: HF's do_pan_and_scan (off by default, as in HF). A wide or
+  // tall image also gives 2-4 crops, each 256 more soft tokens.
+  bool pan_and_scan = false;
 };
 
 // A media file's post-projector rows, as the decoder receives them.

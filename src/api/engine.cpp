@@ -73,7 +73,7 @@ ChatPrompter prompter(const Engine& e, const char* what, const MediaOptions& med
 }
 
 MediaLoader media_loader(const Engine& e, const MediaOptions& media) {
-  return MediaLoader(e.impl().model.config(), e.impl().frontend, ImageOptions{media.image_tokens});
+  return MediaLoader(e.impl().model.config(), e.impl().frontend, ImageOptions{media.image_tokens, media.pan_and_scan});
 }
 
 std::vector<ChatMessage> turn_messages(const ChatTurn& turn) {

@@ -12,6 +12,9 @@ struct ModelConfig;
 struct MediaEmbeddings {
   int64_t rows = 0;
   std::vector<float> data;  // [rows, hidden]
+  // Gemma-3 pan-and-scan crops after the whole image: the rows are 1 + crops
+  // equal blocks (the original, then each crop), each its own image in the prompt.
+  int64_t crops = 0;
 };
 
 // .npy: float32 [n, hidden]. .safetensors: the file's one tensor (or the one

@@ -1,8 +1,10 @@
 #include "media/image_patches.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -137,6 +139,42 @@ ImagePatches gemma4_patches(const RgbImage& image, int budget, int patch, int po
         for (int i = 0; i < p * 3; ++i) *dst++ = value[src[i]];
       }
   return out;
+}
+
+std::vector<CropBox> pan_and_scan_boxes(int width, int height, const PanAndScanOptions& o) {
+  if (width < 1 || height < 1 || o.min_crop_size < 1 || o.max_num_crops < 2) return {};
+  // The long side is cut; the short one is kept whole.
+  const bool landscape = width >= height;
+  const int64_t along = landscape ? width : height, across = landscape ? height : width;
+  // Python's float division, as HF compares it (600 / 500 == 1.2 activates).
+  const double ratio = double(along) / double(across);
+  if (ratio < o.min_ratio_to_activate) return {};
+  int64_t n = int64_t(std::floor(ratio + 0.5));
+  n = std::min(along / o.min_crop_size, n);
+  n = std::min<int64_t>(o.max_num_crops, std::max<int64_t>(2, n));
+  const int64_t crop = (along + n - 1) / n;  // ceil(along / n)
+  if (std::min(crop, across) < o.min_crop_size) return {};
+  std::vector<CropBox> boxes;
+  for (int64_t i = 0; i < n; ++i) {
+    const int at = int(i * crop), size = int(std::min(crop, along - i * crop));
+    boxes.push_back(landscape ? CropBox{at, 0, size, height} : CropBox{0, at, width, size});
+  }
+  return boxes;
+}
+
+std::vector<RgbImage> pan_and_scan_crops(const RgbImage& image, const PanAndScanOptions& options) {
+  check_image(image, "pan-and-scan image");
+  std::vector<RgbImage> crops;
+  for (const CropBox& b : pan_and_scan_boxes(image.width, image.height, options)) {
+    RgbImage c;
+    c.width = b.width;
+    c.height = b.height;
+    c.pixels.resize(size_t(b.width) * size_t(b.height) * 3);
+    for (int y = 0; y < b.height; ++y)
+      std::memcpy(c.pixels.data() + size_t(y) * size_t(b.width) * 3, image.at(b.x, b.y + y), size_t(b.width) * 3);
+    crops.push_back(std::move(c));
+  }
+  return crops;
 }
 
 }  // namespace splitdec

@@ -37,4 +37,23 @@ ImageSize gemma4_target_size(int width, int height, int budget, int patch, int p
 // pool group of patches as one vector, the same as cutting at patch * pool).
 ImagePatches gemma4_patches(const RgbImage& image, int budget, int patch, int pool, bool merged);
 
+// Gemma-3 pan-and-scan (HF image_processing_gemma3.py, pan_and_scan), with
+// the processor's defaults. Crops come from the original-resolution image
+// and are then prepared like the whole image (siglip_patches).
+struct PanAndScanOptions {
+  int min_crop_size = 256;
+  int max_num_crops = 4;
+  double min_ratio_to_activate = 1.2;
+};
+struct CropBox {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+// Landscape (width >= height; portrait is the same on the other side): none
+// when width / height < min_ratio; n = floor(width / height + 0.5), at most
+// floor(width / min_crop_size), clamped to [2, max_num_crops]; crops of
+// ceil(width / n) x height at x = i * that (the last may be narrower); none
+// when a crop side is under min_crop_size.
+std::vector<CropBox> pan_and_scan_boxes(int width, int height, const PanAndScanOptions& options = {});
+std::vector<RgbImage> pan_and_scan_crops(const RgbImage& image, const PanAndScanOptions& options = {});
+
 }  // namespace splitdec

@@ -63,17 +63,43 @@ int image_budget(const FrontendConfig& c, const ImageOptions& o) {
   return t;
 }
 
+// Gemma-3's image size is fixed: a budget other than its own is a mistake.
+void check_siglip_tokens(const FrontendConfig& c, const ImageOptions& o) {
+  if (o.image_tokens != 0 && o.image_tokens != c.siglip.tokens())
+    throw InputError("--image-tokens " + std::to_string(o.image_tokens) + ": Gemma-3 images are always " +
+                     std::to_string(c.siglip.tokens()) + " tokens");
+}
+
+// Pan-and-scan is a Gemma-3 (SigLIP) processor option; Gemma-4 sizes images by budget instead.
+void check_pan_and_scan(const FrontendConfig& c, const ImageOptions& o) {
+  if (o.pan_and_scan && c.vision != VisionFrontend::Siglip)
+    throw InputError(std::string("--pan-and-scan is a Gemma-3 (SigLIP) option; this model's vision frontend ") +
+                     (c.vision == VisionFrontend::None ? "is absent" : "sizes images by --image-tokens instead"));
+}
+
 }  // namespace
 
 MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOptions& options) const {
   if (!vision_ready_) throw InputError(why_no_vision() + ": pass images as embeddings files (.npy / .safetensors)");
+  check_pan_and_scan(config_, options);
   switch (config_.vision) {
-    case VisionFrontend::Siglip:
-      if (options.image_tokens != 0 && options.image_tokens != config_.siglip.tokens())
-        throw InputError("--image-tokens " + std::to_string(options.image_tokens) + ": Gemma-3 images are always " +
-                         std::to_string(config_.siglip.tokens()) + " tokens");
-      return siglip_encode(config_.siglip, weights_.siglip,
-                           siglip_patches(image, config_.siglip.image_size, config_.siglip.patch));
+    case VisionFrontend::Siglip: {
+      check_siglip_tokens(config_, options);
+      auto encode = [&](const RgbImage& img) {
+        return siglip_encode(config_.siglip, weights_.siglip,
+                             siglip_patches(img, config_.siglip.image_size, config_.siglip.patch));
+      };
+      MediaEmbeddings out = encode(image);
+      if (!options.pan_and_scan) return out;
+      // HF's order: the whole image, then each crop, each resized alone.
+      for (const RgbImage& crop : pan_and_scan_crops(image)) {
+        const MediaEmbeddings c = encode(crop);
+        out.data.insert(out.data.end(), c.data.begin(), c.data.end());
+        out.rows += c.rows;
+        ++out.crops;
+      }
+      return out;
+    }
     case VisionFrontend::Gemma4Encoder:
       return gemma4_vision_encode(
           config_.gemma4, weights_.gemma4,
@@ -88,12 +114,11 @@ MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOp
 }
 
 int64_t MediaFrontend::count_image_tokens(const RgbImage& image, const ImageOptions& options) const {
+  check_pan_and_scan(config_, options);
   switch (config_.vision) {
     case VisionFrontend::Siglip:
-      if (options.image_tokens != 0 && options.image_tokens != config_.siglip.tokens())
-        throw InputError("--image-tokens " + std::to_string(options.image_tokens) + ": Gemma-3 images are always " +
-                         std::to_string(config_.siglip.tokens()) + " tokens");
-      return config_.siglip.tokens();
+      check_siglip_tokens(config_, options);
+      return (1 + count_image_crops(image, options)) * config_.siglip.tokens();
     case VisionFrontend::Gemma4Encoder:
     case VisionFrontend::UnifiedPatches: {
       const int side = config_.gemma4_patch * config_.gemma4_pool;
@@ -104,6 +129,12 @@ int64_t MediaFrontend::count_image_tokens(const RgbImage& image, const ImageOpti
     case VisionFrontend::None: break;
   }
   throw InputError(why_no_vision());
+}
+
+int64_t MediaFrontend::count_image_crops(const RgbImage& image, const ImageOptions& options) const {
+  check_pan_and_scan(config_, options);
+  if (!options.pan_and_scan) return 0;
+  return int64_t(pan_and_scan_boxes(image.width, image.height).size());
 }
 
 int64_t MediaFrontend::count_audio_tokens(const AudioClip& clip) const {

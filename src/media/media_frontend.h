@@ -20,6 +20,7 @@ class TensorStore;
 
 struct ImageOptions {
   int image_tokens = 0;  // Gemma-4 soft-token budget (70, 140, 280, 560, 1120); 0: the model's default
+  bool pan_and_scan = false;  // Gemma-3 (SigLIP) only: the original image, then its pan-and-scan crops
 };
 
 class MediaFrontend {
@@ -39,14 +40,17 @@ class MediaFrontend {
   std::string why_no_vision() const;
   std::string why_no_audio() const;
 
-  // The image's rows: shape [tokens, text_hidden]. Errors name the limit
-  // (budget, position table).
+  // The image's rows: shape [tokens, text_hidden]; with pan_and_scan the
+  // original's rows, then each crop's (`crops` says how many). Errors name
+  // the limit (budget, position table).
   MediaEmbeddings encode_image(const RgbImage& image, const ImageOptions& options = {}) const;
   MediaEmbeddings encode_audio(const AudioClip& clip) const;
 
   // How many soft tokens an image / a clip becomes, from the config alone
   // (no weights needed): what `tokenize` shows without loading the towers.
   int64_t count_image_tokens(const RgbImage& image, const ImageOptions& options = {}) const;
+  // How many pan-and-scan crops the image gives (0 unless options.pan_and_scan).
+  int64_t count_image_crops(const RgbImage& image, const ImageOptions& options = {}) const;
   int64_t count_audio_tokens(const AudioClip& clip) const;
 
  private:

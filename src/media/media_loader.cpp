@@ -37,7 +37,13 @@ const char* kind_name(Modality kind) { return kind == Modality::Audio ? "audio" 
 }  // namespace
 
 MediaLoader::MediaLoader(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend, ImageOptions image)
-    : config_(&config), frontend_(std::move(frontend)), image_(image) {}
+    : config_(&config), frontend_(std::move(frontend)), image_(image) {
+  // Refused up front, before any file is read (encode_image would too).
+  if (image_.pan_and_scan && frontend_ && frontend_->config().vision != VisionFrontend::Siglip &&
+      frontend_->config().vision != VisionFrontend::None)
+    throw InputError("--pan-and-scan is a Gemma-3 (SigLIP) option; this model's vision frontend sizes images by "
+                     "--image-tokens instead");
+}
 
 MediaLoader MediaLoader::counting(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend,
                                   ImageOptions image) {
@@ -49,7 +55,8 @@ MediaLoader MediaLoader::counting(const ModelConfig& config, std::shared_ptr<con
 MediaEmbeddings MediaLoader::encode_image(const RgbImage& image) const {
   if (!count_only_) return frontend_->encode_image(image, image_);
   const int64_t rows = frontend_->count_image_tokens(image, image_);
-  return MediaEmbeddings{rows, std::vector<float>(size_t(rows) * size_t(config_->hidden_size))};
+  return MediaEmbeddings{rows, std::vector<float>(size_t(rows) * size_t(config_->hidden_size)),
+                         frontend_->count_image_crops(image, image_)};
 }
 
 MediaEmbeddings MediaLoader::encode_audio(const AudioClip& clip) const {

@@ -197,10 +197,18 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
     expanded += text.substr(at, hit - at);
     const bool image = hit == i;
     Media& m = next_of(image ? ChatPart::Kind::Image : ChatPart::Kind::Audio, image ? next_image : next_audio);
-    const int64_t n = m.rows.rows;
-    if (image && gemma3 && n != config_.mm_tokens_per_image)
+    // Gemma-3 pan-and-scan: the rows are the original's block, then each crop's.
+    const int64_t crops = m.rows.crops;
+    if (crops < 0 || (crops > 0 && !(image && gemma3)))
+      throw InputError("pan-and-scan crops are a Gemma-3 image option, not for this " + config_.model_type + " " +
+                       (image ? "image" : "audio"));
+    const int64_t blocks = 1 + crops;
+    const int64_t n = m.rows.rows / blocks;
+    if (image && gemma3 && m.rows.rows != blocks * config_.mm_tokens_per_image)
       throw InputError("an image for " + config_.model_type + " must have mm_tokens_per_image = " +
-                       std::to_string(config_.mm_tokens_per_image) + " embedding rows, got " + std::to_string(n));
+                       std::to_string(config_.mm_tokens_per_image) + " embedding rows" +
+                       (crops > 0 ? " per image (1 + " + std::to_string(crops) + " crops)" : std::string()) + ", got " +
+                       std::to_string(m.rows.rows));
     std::string soft, begin, end;
     if (image) {
       soft = piece_or_throw(tokenizer_, config_.image_token_id, "image soft");
@@ -215,7 +223,14 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
     block.reserve(begin.size() + size_t(n) * soft.size() + end.size() + 4);
     for (int64_t k = 0; k < n; ++k) block += soft;
     block += end;
-    expanded += image && gemma3 ? "\n\n" + block + "\n\n" : block;
+    if (image && gemma3) block = "\n\n" + block + "\n\n";
+    if (crops == 0) {
+      expanded += block;
+    } else {
+      // HF's processor writes this text around the placeholders, then expands each one.
+      expanded += "Here is the original image " + block + " and here are some crops to help you see better ";
+      for (int64_t k = 0; k < crops; ++k) expanded += (k == 0 ? "" : " ") + block;
+    }
     rows.insert(rows.end(), m.rows.data.begin(), m.rows.data.end());
     at = hit + (image ? image_mark.size() : audio_mark.size());
   }

@@ -3,7 +3,10 @@
 // expand each media placeholder the template wrote into the family's block
 // (Gemma-3: "\n\n<boi>" + N soft tokens + "<eoi>\n\n" with N =
 // mm_tokens_per_image; Gemma-4: <|image> + N x <|image|> + <image|> with N
-// from the media, audio likewise), then tokenize the whole text. Special ids
+// from the media, audio likewise), then tokenize the whole text. Gemma-3
+// pan-and-scan rows (MediaEmbeddings::crops) become HF's "Here is the
+// original image <block> and here are some crops to help you see better
+// <block> <block>...". Special ids
 // and marker strings come from config.json and the tokenizer.
 #pragma once
 

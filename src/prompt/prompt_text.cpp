@@ -91,16 +91,40 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
       push(id, m);
     }
   };
+  auto push_block = [&](const PromptBatch& block) {
+    p.tokens.insert(p.tokens.end(), block.tokens.begin(), block.tokens.end());
+    p.modality.insert(p.modality.end(), block.modality.begin(), block.modality.end());
+    p.media.insert(p.media.end(), block.media.begin(), block.media.end());
+  };
   if (add_bos) push(SpecialTokens::require(sp.bos, "BOS"), Modality::Text);
   size_t last = 0;
   for (auto ph = next_media_placeholder(text, 0); ph; ph = next_media_placeholder(text, ph->end)) {
     push_text(text.substr(last, ph->begin - last));
     const Modality kind = ph->image ? Modality::Image : Modality::Audio;
     MediaEmbeddings media = media_loader ? media_loader->load_file(ph->path, kind) : load_media_embeddings(ph->path, c);
-    const PromptBatch block = media_prompt(sp, std::move(media.data), media.rows, ph->image ? Modality::Image : Modality::Audio);
-    p.tokens.insert(p.tokens.end(), block.tokens.begin(), block.tokens.end());
-    p.modality.insert(p.modality.end(), block.modality.begin(), block.modality.end());
-    p.media.insert(p.media.end(), block.media.begin(), block.media.end());
+    if (media.crops == 0) {
+      push_block(media_prompt(sp, std::move(media.data), media.rows, kind));
+    } else {
+      // Gemma-3 pan-and-scan: HF's text around the original's block and each crop's.
+      const int64_t blocks = 1 + media.crops;
+      if (media.crops < 0 || !ph->image || media.rows % blocks != 0 ||
+          media.data.size() != size_t(media.rows) * size_t(c.hidden_size))
+        throw InputError(ph->path + ": " + std::to_string(media.rows) + " rows do not split into 1 + " +
+                         std::to_string(media.crops) + " pan-and-scan image blocks");
+      const int64_t per = media.rows / blocks;
+      const size_t stride = size_t(per) * size_t(c.hidden_size);
+      auto block = [&](int64_t k) {
+        const auto from = media.data.begin() + std::ptrdiff_t(size_t(k) * stride);
+        return media_prompt(sp, std::vector<float>(from, from + std::ptrdiff_t(stride)), per, kind);
+      };
+      push_text("Here is the original image ");
+      push_block(block(0));
+      push_text(" and here are some crops to help you see better ");
+      for (int64_t k = 1; k < blocks; ++k) {
+        if (k > 1) push_text(" ");
+        push_block(block(k));
+      }
+    }
     last = ph->end;
   }
   push_text(text.substr(last));
