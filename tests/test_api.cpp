@@ -316,7 +316,7 @@ TEST(Api, ConversationChatTurnsGoThroughTheTemplate) {
     c.append_image(dir + "/img.npy");
     c.append_user_turn("What is it?");
     c.generate(greedy(6));
-    const TokenInputs in = engine->encode_chat(ChatTurn{.system = "Be brief.", .images = {dir + "/img.npy"}, .audio = {}, .text = "What is it?"});
+    const TokenInputs in = engine->encode_chat(ChatTurn{.system = "Be brief.", .images = {dir + "/img.npy"}, .audio = {}, .text = "What is it?", .media = {}});
     Batch b(engine, 1);
     b.run_turn(in, greedy(6));
     EXPECT_EQ(c.last_reply().tokens, b.result().tokens[0]) << preset;

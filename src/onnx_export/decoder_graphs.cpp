@@ -95,13 +95,6 @@ class DecoderWriter {
     return g_.op("Add", {g_.op("Mul", {x, cos}), g_.op("Mul", {rotated, sin})});
   }
 
-  std::string gelu_tanh(const std::string& x) {
-    const std::string x3 = g_.op("Mul", {g_.op("Mul", {x, x}), x});
-    const std::string inner = g_.op("Mul", {g_.op("Add", {x, g_.op("Mul", {x3, g_.scalar_f32(0.044715f)})}),
-                                            g_.scalar_f32(0.7978845608028654f)});
-    const std::string t = g_.op("Add", {g_.op("Tanh", {inner}), g_.scalar_f32(1.f)});
-    return g_.op("Mul", {g_.op("Mul", {x, t}), g_.scalar_f32(0.5f)});
-  }
 
   // The body of Model::run_layer, as graph nodes.
   std::string layer(int l, const std::string& hidden, AttentionGraph& attention) {
@@ -130,7 +123,7 @@ class DecoderWriter {
                              p + ".post_attention_layernorm.weight");
     const std::string h1 = g_.op("Add", {hidden, o});
     const std::string x2 = rms_norm(h1, &w.pre_feedforward_norm, p + ".pre_feedforward_layernorm.weight");
-    const std::string act = g_.op("Mul", {gelu_tanh(linear(x2, w.gate_proj, p + ".gate_proj")), linear(x2, w.up_proj, p + ".up_proj")});
+    const std::string act = g_.op("Mul", {g_.gelu_tanh(linear(x2, w.gate_proj, p + ".gate_proj")), linear(x2, w.up_proj, p + ".up_proj")});
     const std::string down = rms_norm(linear(act, w.down_proj, p + ".down_proj"), &w.post_feedforward_norm,
                                       p + ".post_feedforward_layernorm.weight");
     std::string out = g_.op("Add", {h1, down});

@@ -59,14 +59,6 @@ class MediaWriter {
     return weight == nullptr ? y : g_.op("Mul", {y, values(name, *weight)});
   }
 
-  // HF gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-  std::string gelu_tanh(const std::string& x) {
-    const std::string x3 = g_.op("Mul", {g_.op("Mul", {x, x}), x});
-    const std::string inner = g_.op("Mul", {g_.op("Add", {x, g_.op("Mul", {x3, g_.scalar_f32(0.044715f)})}),
-                                            g_.scalar_f32(0.7978845608028654f)});
-    const std::string t = g_.op("Add", {g_.op("Tanh", {inner}), g_.scalar_f32(1.f)});
-    return g_.op("Mul", {g_.op("Mul", {x, t}), g_.scalar_f32(0.5f)});
-  }
 
   // Columns 0 and 1 of image_position_ids [N, 2]: x and y, [N] each.
   std::pair<std::string, std::string> positions() {
@@ -157,7 +149,7 @@ void build_siglip(const SiglipShape& s, const SiglipWeights& w, GraphBuilder& g)
     h = g.op("Add", {h, m.linear(y, l.out_proj, l.out_bias, p + ".out_proj")});
     // x += fc2(gelu_tanh(fc1(LN2(x))))
     const std::string b = m.layer_norm(h, l.ln2_weight, l.ln2_bias, eps, p + ".layer_norm2");
-    h = g.op("Add", {h, m.linear(m.gelu_tanh(m.linear(b, l.fc1, l.fc1_bias, p + ".fc1")), l.fc2, l.fc2_bias, p + ".fc2")});
+    h = g.op("Add", {h, m.linear(g.gelu_tanh(m.linear(b, l.fc1, l.fc1_bias, p + ".fc1")), l.fc2, l.fc2_bias, p + ".fc2")});
   }
   g.set_scope("vision/projector");
   h = m.layer_norm(h, w.post_ln_weight, w.post_ln_bias, eps, "post_layernorm");
@@ -284,7 +276,7 @@ class Gemma4EncoderWriter {
     const std::string h1 = g_.op("Add", {h, o});
     // x += post_feedforward_norm(down(gelu_tanh(gate(y)) * up(y))), y = pre_feedforward_norm(x)
     const std::string b = m_.rms_norm(h1, eps, &l.pre_feedforward_norm, p + ".pre_feedforward_layernorm.weight");
-    const std::string act = g_.op("Mul", {m_.gelu_tanh(clipped(b, l.gate_proj, p + ".gate_proj")), clipped(b, l.up_proj, p + ".up_proj")});
+    const std::string act = g_.op("Mul", {g_.gelu_tanh(clipped(b, l.gate_proj, p + ".gate_proj")), clipped(b, l.up_proj, p + ".up_proj")});
     const std::string down = m_.rms_norm(clipped(act, l.down_proj, p + ".down_proj"), eps, &l.post_feedforward_norm,
                                          p + ".post_feedforward_layernorm.weight");
     return g_.op("Add", {h1, down});

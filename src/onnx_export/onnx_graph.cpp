@@ -125,6 +125,14 @@ std::string GraphBuilder::scalar_f32(float v) { return const_f32({v}, {}); }
 
 std::string GraphBuilder::scalar_i64(int64_t v) { return const_i64({v}, {}); }
 
+std::string GraphBuilder::gelu_tanh(const std::string& x) {
+  const std::string x3 = op("Mul", {op("Mul", {x, x}), x});
+  const std::string inner =
+      op("Mul", {op("Add", {x, op("Mul", {x3, scalar_f32(0.044715f)})}), scalar_f32(0.7978845608028654f)});
+  const std::string t = op("Add", {op("Tanh", {inner}), scalar_f32(1.f)});
+  return op("Mul", {op("Mul", {x, t}), scalar_f32(0.5f)});
+}
+
 std::string GraphBuilder::weight(const std::string& name, const std::vector<int64_t>& dims, const TensorData& data) {
   if (!weights_added_.insert(name).second) return name;
   const WeightFile::Span span = weights_.add(name, data);

@@ -79,6 +79,8 @@ class GraphBuilder {
   std::string scalar_f32(float v);  // shape [] float
   std::string const_f32(const std::vector<float>& values, const std::vector<int64_t>& dims);
   std::string scalar_i64(int64_t v);  // shape [] int64
+  // HF gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), shared by the decoder and the towers.
+  std::string gelu_tanh(const std::string& x);
   // A float tensor in the weights file.
   std::string weight(const std::string& name, const std::vector<int64_t>& dims, const TensorData& data);
 
