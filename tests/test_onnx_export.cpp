@@ -18,6 +18,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -186,10 +187,9 @@ json make_case(const Model& m, MaskPolicy policy, const std::vector<std::vector<
       for (int b = 0; b < B; ++b) next[size_t(b)] = argmax(l.data() + int64_t(b) * V, V);
     }
     pending = next;
-    json ids = json::array(), blocks = json::array();
-    for (int b = 0; b < B; ++b) ids.push_back(rows[size_t(b)].tokens), blocks.push_back(batch.sequence_block_ids(b));
+    json ids = json::array();
+    for (int b = 0; b < B; ++b) ids.push_back(rows[size_t(b)].tokens);
     out.push_back({{"input_ids", ids},
-                   {"block_ids", blocks},
                    {"media", batch.media},
                    {"prompt_logits", prompt_logits},
                    {"decode_tokens", fed},
@@ -337,9 +337,14 @@ TEST_P(OnnxPackage, DecodeGraphIsGqaOnlyAndPrefillWritesInPlace) {
       EXPECT_EQ(node.domain(), "com.microsoft");
       EXPECT_LE(node.input_size(), 7) << "no attention_bias or other mask input";
     }
-  for (const auto& in : decode.graph().input()) EXPECT_NE(in.name(), "block_ids");
+  for (const auto& in : decode.graph().input()) EXPECT_NE(in.name(), "input_ids") << "the decode graph builds no mask";
 
   const onnx::ModelProto prefill = load_graph(pkg / "decoder_prefill.onnx");
+  // Media blocks come from the token ids inside the graph: no block_ids input.
+  std::set<std::string> prefill_inputs;
+  for (const auto& in : prefill.graph().input()) prefill_inputs.insert(in.name());
+  EXPECT_TRUE(prefill_inputs.count("input_ids"));
+  EXPECT_FALSE(prefill_inputs.count("block_ids"));
   EXPECT_EQ(count_ops(prefill, "Attention"), c.num_layers);
   EXPECT_EQ(count_ops(prefill, "GroupQueryAttention"), 0);
   EXPECT_EQ(count_ops(prefill, "TensorScatter"), 2 * owners);
@@ -411,6 +416,138 @@ TEST_P(OnnxPackage, GreedyGenerationMatchesSplitdecGenerate) {
         << out;
     const json got = json::parse(out);
     EXPECT_EQ(got["tokens"], want["tokens"]) << plan << ": " << out;
+  }
+}
+
+// genai_config.json holds only keys that ONNX Runtime GenAI's config parser
+// accepts, in the places it accepts them (the list, taken from its
+// src/config.cpp, is tests/data/onnxruntime_genai/config_keys.json), and a
+// model type it runs as a decoder pipeline. splitdec's own metadata is in
+// splitdec.json.
+TEST_P(OnnxPackage, GenaiConfigHasOnlyKeysOnnxRuntimeGenaiParses) {
+  const json schema = json::parse(std::ifstream(ORT_GENAI_CONFIG_KEYS));
+  const json& elements = schema["elements"];
+  std::vector<std::string> problems;
+  // Walks `value` as the parser's element `element` would.
+  std::function<void(const json&, const std::string&, const std::string&)> walk =
+      [&](const json& value, const std::string& element, const std::string& where) {
+        if (element == "numbers" || element == "strings") {
+          for (const json& item : value)
+            if (element == "numbers" ? !item.is_number() : !item.is_string()) problems.push_back(where + ": " + item.dump());
+          return;
+        }
+        const json& spec = elements.at(element);
+        if (spec.contains("array_of")) {
+          for (const json& item : value) walk(item, spec["array_of"], where + "[]");
+          return;
+        }
+        if (!value.is_object()) return problems.push_back(where + " must be an object");
+        for (const auto& [key, v] : value.items()) {
+          const std::string at = where + ":" + key;
+          if (spec.contains("any_object")) {
+            walk(v, spec["any_object"], at);
+            continue;
+          }
+          const char* kind = v.is_object() ? "objects" : v.is_array() ? "arrays" : "values";
+          if (!spec.contains(kind)) {
+            problems.push_back(at + ": no " + kind + " allowed here");
+          } else if (std::string(kind) == "values") {
+            const json& known = spec["values"];
+            if (std::find(known.begin(), known.end(), key) == known.end()) problems.push_back(at + ": unknown value");
+          } else if (!spec[kind].contains(key)) {
+            problems.push_back(at + ": unknown " + std::string(kind).substr(0, std::string(kind).size() - 1));
+          } else if (!spec[kind][key].is_null()) {
+            walk(v, spec[kind][key], at);
+          }
+        }
+      };
+  const std::string preset = GetParam();
+  const ModelConfig& c = model(preset).config();
+  for (const std::string plan : {"split", "single"}) {
+    SCOPED_TRACE(plan);
+    const fs::path pkg = export_package(preset, plan, mask_policy_name(c.default_policy), kMaxLength);
+    const json cfg = json::parse(std::ifstream(pkg / "genai_config.json"));
+    problems.clear();
+    walk(cfg, "root", "");
+    EXPECT_TRUE(problems.empty()) << json(problems).dump(1);
+    EXPECT_TRUE(schema["model_types"].contains(cfg["model"]["type"].get<std::string>())) << cfg["model"]["type"];
+    EXPECT_EQ(cfg["search"]["past_present_share_buffer"], plan == "split");
+    const json ours = json::parse(std::ifstream(pkg / "splitdec.json"));
+    EXPECT_EQ(ours["plan"], plan);
+    EXPECT_EQ(ours["max_length"], kMaxLength);
+    EXPECT_EQ(int(ours["layers"].size()), c.num_layers);
+  }
+  // The walk finds what the parser refused in the first packages.
+  json bad = json::parse(std::ifstream(fs::path(export_package(preset, "split", mask_policy_name(c.default_policy), kMaxLength)) /
+                                       std::string("genai_config.json")));
+  bad["splitdec"] = json::object();
+  bad["model"]["embedding"] = {{"filename", "embedding.onnx"}, {"outputs", {{"embeddings", "inputs_embeds"}}}};
+  bad["model"]["decoder"]["inputs"]["block_ids"] = "block_ids";
+  problems.clear();
+  walk(bad, "root", "");
+  EXPECT_EQ(problems, (std::vector<std::string>{":model:decoder:inputs:block_ids: unknown value",
+                                                 ":model:embedding:outputs:embeddings: unknown value",
+                                                 ":splitdec: unknown object"}));
+}
+
+// Every pipeline stage lists exactly its graph's inputs and outputs, and each
+// input is one ONNX Runtime GenAI can bind: managed (input_ids,
+// attention_mask, position_ids, KV), an earlier stage's output, or the one
+// extra input a caller binds (media_embeds). The embedding graph is stage 0
+// of both plans and runs on every run; the mask-building stages take
+// input_ids.
+TEST_P(OnnxPackage, PipelineStagesBindAsOnnxRuntimeGenaiBindsThem) {
+  const json schema = json::parse(std::ifstream(ORT_GENAI_CONFIG_KEYS));
+  std::set<std::string> managed;
+  for (const json& n : schema["managed_inputs"]["names"]) managed.insert(n.get<std::string>());
+  const std::string preset = GetParam();
+  const ModelConfig& c = model(preset).config();
+  for (const std::string plan : {"split", "single"}) {
+    SCOPED_TRACE(plan);
+    const fs::path pkg = export_package(preset, plan, mask_policy_name(c.default_policy), kMaxLength);
+    const json cfg = json::parse(std::ifstream(pkg / "genai_config.json"));
+    const json& pipeline = cfg["model"]["decoder"]["pipeline"];
+    ASSERT_EQ(pipeline.size(), plan == "split" ? 3u : 2u);
+    std::set<std::string> produced;
+    std::vector<std::string> names;
+    bool prompt_logits = false, token_logits = false;
+    for (const json& entry : pipeline) {
+      ASSERT_EQ(entry.size(), 1u);
+      const std::string name = entry.begin().key();
+      const json& stage = entry.begin().value();
+      names.push_back(name);
+      const onnx::ModelProto g = load_graph(pkg / stage["filename"].get<std::string>());
+      std::set<std::string> graph_in, graph_out, listed_in, listed_out;
+      for (const auto& in : g.graph().input()) graph_in.insert(in.name());
+      for (const auto& out : g.graph().output()) graph_out.insert(out.name());
+      for (const json& n : stage["inputs"]) listed_in.insert(n.get<std::string>());
+      for (const json& n : stage["outputs"]) listed_out.insert(n.get<std::string>());
+      EXPECT_EQ(listed_in, graph_in) << name;
+      EXPECT_EQ(listed_out, graph_out) << name;
+      for (const std::string& n : listed_in) {
+        const bool kv = n.rfind("past_key_values.", 0) == 0;
+        EXPECT_TRUE(managed.count(n) || kv || produced.count(n) || n == "media_embeds") << name << " input " << n;
+      }
+      for (const std::string& n : listed_out)
+        if (n != "logits" && n.rfind("present.", 0) != 0) produced.insert(n);
+      if (listed_out.count("logits")) {
+        prompt_logits |= stage["run_on_prompt"].get<bool>();
+        token_logits |= stage["run_on_token_gen"].get<bool>();
+      }
+      const bool builds_mask = name == "prefill" || (plan == "single" && name == "decoder");
+      if (name != "embedding") {
+        EXPECT_EQ(listed_in.count("input_ids"), builds_mask ? 1u : 0u) << name;
+      }
+    }
+    EXPECT_EQ(names[0], "embedding");
+    EXPECT_TRUE(pipeline[0]["embedding"]["run_on_prompt"].get<bool>() && pipeline[0]["embedding"]["run_on_token_gen"].get<bool>());
+    EXPECT_TRUE(prompt_logits && token_logits) << "some stage gives logits on prompt runs and on generation runs";
+    if (plan == "split") {
+      EXPECT_EQ(pipeline[1]["prefill"]["filename"], "decoder_prefill.onnx");
+      EXPECT_FALSE(pipeline[1]["prefill"]["run_on_token_gen"].get<bool>());
+      EXPECT_EQ(pipeline[2]["decode"]["filename"], "decoder_decode.onnx");
+      EXPECT_FALSE(pipeline[2]["decode"]["run_on_prompt"].get<bool>());
+    }
   }
 }
 

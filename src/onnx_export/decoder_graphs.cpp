@@ -308,13 +308,15 @@ void build_embedding(const Model& model, GraphBuilder& g) {
   for (int id : {c.image_token_id, c.video_token_id, c.audio_token_id})
     if (id >= 0) is_media = g.op("Or", {is_media, g.op("Equal", {names::kInputIds, g.const_i64(id)})});
   const std::string flat = g.op("Reshape", {is_media, g.const_i64(-1)});
-  const std::string nth = g.op("Sub", {g.op("CumSum", {g.op("Cast", {flat}, {{"to", int64_t(kInt64)}}), g.scalar_i64(0)}),
-                                       g.const_i64(1)});
-  // Row M is a zero row for the text positions, so that M = 0 still gathers.
-  const std::string rows = g.op("Concat", {names::kMediaEmbeds, g.const_f32(std::vector<float>(size_t(H), 0.f), {1, H})},
+  // Row 0 is a zero row that the text positions gather (so an empty
+  // media_embeds [0, H] works); the k-th media position (from 1) gathers row
+  // k. Fewer rows than media positions is Gather's out-of-bounds error, never
+  // a silent zero row; rows past the last media position are not read (a
+  // caller may bind one buffer of fixed capacity for every turn).
+  const std::string nth = g.op("CumSum", {g.op("Cast", {flat}, {{"to", int64_t(kInt64)}}), g.scalar_i64(0)});
+  const std::string rows = g.op("Concat", {g.const_f32(std::vector<float>(size_t(H), 0.f), {1, H}), names::kMediaEmbeds},
                                 {{"axis", int64_t(0)}});
-  const std::string m = g.op("Shape", {names::kMediaEmbeds}, {{"end", int64_t(1)}});
-  const std::string picked = g.op("Gather", {rows, g.op("Where", {flat, nth, m})});
+  const std::string picked = g.op("Gather", {rows, g.op("Where", {flat, nth, g.const_i64(0)})});
   const std::string shape = g.op("Concat", {g.op("Shape", {names::kInputIds}), g.const_i64(H)}, {{"axis", int64_t(0)}});
   const std::string media = g.op("Reshape", {picked, shape});
   g.node_named("Where", {g.op("Unsqueeze", {is_media, g.const_i64(-1)}), media, text}, {names::kInputsEmbeds});
@@ -322,11 +324,13 @@ void build_embedding(const Model& model, GraphBuilder& g) {
 
 void build_decoder(const Model& model, GraphKind kind, const GraphSettings& settings, GraphBuilder& g) {
   const ModelConfig& c = model.config();
+  // The graphs that build a mask take the token ids too: media blocks are
+  // runs of vision token ids (MaskGraph), so a caller binds no block ids.
   const bool prefill_inputs = kind != GraphKind::SplitDecode;
+  if (prefill_inputs) g.input(names::kInputIds, kInt64, {std::string("batch"), std::string("sequence_length")});
   g.input(names::kInputsEmbeds, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(c.hidden_size)});
   g.input(names::kAttentionMask, kInt64, {std::string("batch"), std::string("total_sequence_length")});
   g.input(names::kPositionIds, kInt64, {std::string("batch"), std::string("sequence_length")});
-  if (prefill_inputs) g.input(names::kBlockIds, kInt64, {std::string("batch"), std::string("sequence_length")});
   const bool single = kind == GraphKind::Single;
   for (int l = 0; l < c.num_layers; ++l) {
     if (c.is_kv_shared(l)) continue;
@@ -346,7 +350,9 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
 
   std::unique_ptr<MaskGraph> masks;
   std::unique_ptr<AttentionGraph> attention;
-  if (prefill_inputs) masks = std::make_unique<MaskGraph>(g, settings.policy, s.batch, s.total, s.past_len);
+  if (prefill_inputs)
+    masks = std::make_unique<MaskGraph>(g, settings.policy, std::vector<int>{c.image_token_id, c.video_token_id}, s.batch,
+                                        s.total, s.past_len);
   switch (kind) {
     case GraphKind::SplitPrefill: attention = std::make_unique<PrefillAttention>(c, g, s, *masks); break;
     case GraphKind::SplitDecode: attention = std::make_unique<DecodeAttention>(c, g, s); break;

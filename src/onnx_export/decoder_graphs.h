@@ -40,7 +40,6 @@ inline constexpr const char* kMediaEmbeds = "media_embeds";
 inline constexpr const char* kInputsEmbeds = "inputs_embeds";
 inline constexpr const char* kAttentionMask = "attention_mask";
 inline constexpr const char* kPositionIds = "position_ids";
-inline constexpr const char* kBlockIds = "block_ids";
 inline constexpr const char* kLogits = "logits";
 std::string past(int layer, bool key);     // past_key_values.N.key / .value
 std::string present(int layer, bool key);  // present.N.key / .value

@@ -42,12 +42,13 @@ void check_onnx_export_options(const OnnxExportOptions& o) {
 
 namespace {
 
-// model.vision / model.speech with only the keys ONNX Runtime GenAI's config
-// parser knows for them (src/config.cpp, see docs/onnx-export.md): filename,
-// inputs, outputs; the key names map to our graph names.
-void add_media_sections(const ExportFrontends& f, json& cfg) {
+// model.vision / model.speech with only the keys that ONNX Runtime GenAI's
+// config parser knows for them (src/config.cpp, see docs/onnx-export.md):
+// filename, inputs, outputs; the key names map to our graph names. Their
+// input layouts in words go to splitdec.json.
+void add_media_sections(const ExportFrontends& f, json& cfg, json& ours) {
   json& model = cfg["model"];
-  json& media = cfg["splitdec"]["media"];
+  json& media = ours["media"];
   if (f.has_vision()) {
     json inputs = {{"pixel_values", media_names::kPixelValues}};
     if (vision_graph_takes_positions(f.config)) inputs["pixel_position_ids"] = media_names::kImagePositionIds;
@@ -65,9 +66,79 @@ void add_media_sections(const ExportFrontends& f, json& cfg) {
   }
 }
 
-json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy policy) {
+// One stage of ONNX Runtime GenAI's decoder pipeline. The runtime hands a
+// stage the managed inputs it lists (input_ids, attention_mask,
+// position_ids, the KV buffers), the outputs of earlier stages it lists
+// (inputs_embeds) and the extra inputs the caller bound (media_embeds);
+// prompt runs (more than one token) take the run_on_prompt stages, single
+// tokens the run_on_token_gen ones (src/models/decoder_only_pipeline.cpp).
+json pipeline_stage(const char* file, const json& inputs, const json& outputs, bool on_prompt, bool on_token) {
+  return {{"filename", file}, {"inputs", inputs}, {"outputs", outputs}, {"run_on_prompt", on_prompt},
+          {"run_on_token_gen", on_token}};
+}
+
+// genai_config.json: only keys and values that ONNX Runtime GenAI's parser
+// accepts (tests/data/onnxruntime_genai/config_keys.json lists them, from
+// its src/config.cpp). Both plans are `decoder-pipeline` models whose first
+// stage is the embedding graph, so input_ids is consumed and inputs_embeds
+// produced inside the pipeline.
+json genai_config(const Model& model, const OnnxExportOptions& o) {
   const ModelConfig& c = model.config();
   const bool split = o.plan == OnnxPackageKind::Split;
+  const json decoder_inputs = {{"input_ids", names::kInputIds},
+                               {"inputs_embeds", names::kInputsEmbeds},
+                               {"attention_mask", names::kAttentionMask},
+                               {"position_ids", names::kPositionIds},
+                               {"past_key_names", "past_key_values.%d.key"},
+                               {"past_value_names", "past_key_values.%d.value"}};
+  const json decoder_outputs = {
+      {"logits", names::kLogits}, {"present_key_names", "present.%d.key"}, {"present_value_names", "present.%d.value"}};
+  // A decoder stage: the token ids where it builds a mask (blocks are runs of
+  // vision token ids), the embeddings, positions, mask and every owned KV buffer.
+  auto decoder_stage = [&](const char* file, bool takes_ids, bool on_prompt, bool on_token) {
+    json in = json::array();
+    if (takes_ids) in.push_back(names::kInputIds);
+    for (const char* n : {names::kInputsEmbeds, names::kAttentionMask, names::kPositionIds}) in.push_back(n);
+    json out = {names::kLogits};
+    for (int l = 0; l < c.num_layers; ++l)
+      if (!c.is_kv_shared(l))
+        for (bool key : {true, false}) in.push_back(names::past(l, key)), out.push_back(names::present(l, key));
+    return pipeline_stage(file, in, out, on_prompt, on_token);
+  };
+  json pipeline = json::array();
+  pipeline.push_back({{"embedding", pipeline_stage(kOnnxEmbeddingFile, {names::kInputIds, names::kMediaEmbeds},
+                                                   {names::kInputsEmbeds}, true, true)}});
+  if (split) {
+    pipeline.push_back({{"prefill", decoder_stage(kOnnxPrefillFile, true, true, false)}});
+    pipeline.push_back({{"decode", decoder_stage(kOnnxDecodeFile, false, false, true)}});
+  } else {
+    pipeline.push_back({{"decoder", decoder_stage(kOnnxSingleFile, true, true, true)}});
+  }
+  const json decoder = {{"head_size", c.layers[0].head_dim},
+                        {"hidden_size", c.hidden_size},
+                        {"num_attention_heads", c.num_heads},
+                        {"num_key_value_heads", c.layers[0].num_kv_heads},
+                        {"num_hidden_layers", c.num_layers},
+                        {"inputs", decoder_inputs},
+                        {"outputs", decoder_outputs},
+                        {"pipeline", pipeline}};
+  json m = {{"type", "decoder-pipeline"},
+            {"bos_token_id", c.bos_token_id},
+            {"eos_token_id", json(c.eos_token_ids)},
+            {"pad_token_id", c.pad_token_id},
+            {"vocab_size", c.vocab_size},
+            {"context_length", o.max_length},
+            {"decoder", decoder}};
+  for (auto [key, id] : {std::pair{"image_token_id", c.image_token_id}, {"video_token_id", c.video_token_id},
+                         {"audio_token_id", c.audio_token_id}})
+    if (id >= 0) m[key] = id;
+  return {{"model", m}, {"search", {{"max_length", o.max_length}, {"past_present_share_buffer", split}}}};
+}
+
+// splitdec.json: what ONNX Runtime GenAI has no keys for (its parser refuses
+// unknown keys, so this lives beside genai_config.json).
+json splitdec_config(const Model& model, const OnnxExportOptions& o, MaskPolicy policy) {
+  const ModelConfig& c = model.config();
   json kv_layers = json::array();
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerSpec& s = c.layers[size_t(l)];
@@ -78,62 +149,17 @@ json genai_config(const Model& model, const OnnxExportOptions& o, MaskPolicy pol
                          {"head_dim", s.head_dim},
                          {"window", s.window}});
   }
-  const json decoder_inputs = {{"inputs_embeds", names::kInputsEmbeds},
-                               {"attention_mask", names::kAttentionMask},
-                               {"position_ids", names::kPositionIds},
-                               {"past_key_names", "past_key_values.%d.key"},
-                               {"past_value_names", "past_key_values.%d.value"}};
-  const json decoder_outputs = {
-      {"logits", names::kLogits}, {"present_key_names", "present.%d.key"}, {"present_value_names", "present.%d.value"}};
-  json decoder = {{"head_size", c.layers[0].head_dim},
-                  {"hidden_size", c.hidden_size},
-                  {"num_attention_heads", c.num_heads},
-                  {"num_key_value_heads", c.layers[0].num_kv_heads},
-                  {"num_hidden_layers", c.num_layers},
-                  {"inputs", decoder_inputs},
-                  {"outputs", decoder_outputs}};
-  if (split) {
-    json kv_names = json::array();
-    for (int l = 0; l < c.num_layers; ++l)
-      if (!c.is_kv_shared(l))
-        for (bool key : {true, false}) kv_names.push_back(names::past(l, key)), kv_names.push_back(names::present(l, key));
-    auto stage = [&](const char* file, bool prompt, bool prefill) {
-      json in = {names::kInputsEmbeds, names::kAttentionMask, names::kPositionIds};
-      if (prefill) in.push_back(names::kBlockIds);
-      json out = {names::kLogits};
-      for (int l = 0; l < c.num_layers; ++l)
-        if (!c.is_kv_shared(l))
-          for (bool key : {true, false}) in.push_back(names::past(l, key)), out.push_back(names::present(l, key));
-      return json{{"filename", file}, {"inputs", in}, {"outputs", out}, {"run_on_prompt", prompt}, {"run_on_token_gen", !prompt}};
-    };
-    decoder["pipeline"] = json::array({{{"prefill", stage(kOnnxPrefillFile, true, true)}},
-                                       {{"decode", stage(kOnnxDecodeFile, false, false)}}});
-  } else {
-    decoder["filename"] = kOnnxSingleFile;
-    decoder["inputs"]["block_ids"] = names::kBlockIds;
-  }
-  json eos = c.eos_token_ids;
-  return {{"model",
-           {{"type", split ? "decoder-pipeline" : c.family == Family::Gemma4 ? "gemma4" : "gemma3"},
-            {"bos_token_id", c.bos_token_id},
-            {"eos_token_id", eos},
-            {"pad_token_id", c.pad_token_id},
-            {"vocab_size", c.vocab_size},
-            {"context_length", o.max_length},
-            {"embedding",
-             {{"filename", kOnnxEmbeddingFile},
-              {"inputs", {{"input_ids", names::kInputIds}, {"image_features", names::kMediaEmbeds}}},
-              {"outputs", {{"embeddings", names::kInputsEmbeds}}}}},
-            {"decoder", decoder}}},
-          {"search", {{"max_length", o.max_length}, {"past_present_share_buffer", split}}},
-          {"splitdec",
-           {{"plan", package_kind_name(o.plan)},
-            {"mask_policy", mask_policy_name(policy)},
-            {"max_length", o.max_length},
-            {"block_ids",
-             "per token: -1 for text and audio, otherwise the media block's id; a block lies whole in one prefill call"},
-            {"media_token_ids", {{"image", c.image_token_id}, {"video", c.video_token_id}, {"audio", c.audio_token_id}}},
-            {"layers", kv_layers}}}};
+  return {{"plan", package_kind_name(o.plan)},
+          {"mask_policy", mask_policy_name(policy)},
+          {"max_length", o.max_length},
+          {"media_blocks",
+           "each maximal run of image/video token ids in one prefill call is one bidirectional block; a block "
+           "lies whole in one prefill call"},
+          {"media_embeds",
+           "bind always: [rows, hidden] float, the media rows of this run's image/video/audio tokens in order "
+           "(unscaled), [0, hidden] for text; rows past the last media token are not read"},
+          {"media_token_ids", {{"image", c.image_token_id}, {"video", c.video_token_id}, {"audio", c.audio_token_id}}},
+          {"layers", kv_layers}};
 }
 
 }  // namespace
@@ -180,12 +206,14 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
   pkg.weight_bytes = weights.bytes();
   pkg.files.push_back(kOnnxWeightsFile);
 
-  std::ofstream cfg(fs::path(out_dir) / kGenaiConfigFile);
-  json config = genai_config(model, o, policy);
-  if (frontends) add_media_sections(*frontends, config);
-  cfg << config.dump(2) << "\n";
-  if (!cfg) throw InputError("cannot write " + (fs::path(out_dir) / kGenaiConfigFile).string());
-  pkg.files.push_back(kGenaiConfigFile);
+  json config = genai_config(model, o), ours = splitdec_config(model, o, policy);
+  if (frontends) add_media_sections(*frontends, config, ours);
+  for (const auto& [file, content] : {std::pair{kGenaiConfigFile, &config}, {kSplitdecConfigFile, &ours}}) {
+    std::ofstream out(fs::path(out_dir) / file);
+    out << content->dump(2) << "\n";
+    if (!out) throw InputError("cannot write " + (fs::path(out_dir) / file).string());
+    pkg.files.push_back(file);
+  }
   return pkg;
 }
 

@@ -48,7 +48,8 @@ inline constexpr const char* kOnnxEmbeddingFile = "embedding.onnx";
 inline constexpr const char* kOnnxPrefillFile = "decoder_prefill.onnx";
 inline constexpr const char* kOnnxDecodeFile = "decoder_decode.onnx";
 inline constexpr const char* kOnnxSingleFile = "decoder.onnx";
-inline constexpr const char* kGenaiConfigFile = "genai_config.json";
+inline constexpr const char* kGenaiConfigFile = "genai_config.json";  // ONNX Runtime GenAI's keys only
+inline constexpr const char* kSplitdecConfigFile = "splitdec.json";    // plan, policy, KV layout, media rules
 
 // Throws InputError naming the feature and the reason when the options
 // cannot be expressed with the operators the package uses.

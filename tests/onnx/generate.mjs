@@ -6,12 +6,14 @@
 // INPUT.json: {"tokens": [[ids...]], "modality": [["text"|"image"|...]],
 // "media_embeddings": "rows.npy"} (float32 [n, hidden], relative to the JSON
 // file). Prints {"tokens": [generated ids], "stop_reason": ...} on stdout.
-// The embedding graph finds media positions by token id, so every non-text
-// position must hold the model's image, video or audio token id.
+// The graphs find media positions and blocks by token id, so every non-text
+// position must hold the model's image, video or audio token id. The package
+// runs as ONNX Runtime GenAI runs it (genai_pipeline.mjs): the caller binds
+// media_embeds and nothing else.
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { openPackage, runDecoderStage } from './decoder_stage.mjs';
+import { GenaiPipeline, readPackage } from './genai_pipeline.mjs';
 
 function fail(msg) {
   process.stderr.write(`generate.mjs: error: ${msg}\n`);
@@ -35,19 +37,6 @@ function readNpy(file, hidden) {
   return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length));
 }
 
-// Each maximal run of vision tokens (image and video together, as HF's
-// is_vision) is a block; text and audio get -1 (as block_ids_from_modality
-// in mask_contract.h).
-function blockIds(modality) {
-  const ids = [];
-  let next = 0;
-  modality.forEach((m, k) => {
-    if (m !== 'image' && m !== 'video') return ids.push(-1);
-    ids.push(k > 0 && ids[k - 1] >= 0 ? ids[k - 1] : next++);
-  });
-  return ids;
-}
-
 async function main() {
   const args = process.argv.slice(2);
   let maxNew = 16;
@@ -58,8 +47,7 @@ async function main() {
   }
   if (pos.length !== 2 || !(maxNew >= 1)) fail('usage: generate.mjs PKG INPUT.json [--max-new-tokens N]');
   const [dir, inputFile] = pos;
-  const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
-  const sd = cfg.splitdec, split = sd.plan === 'split';
+  const { cfg, ours: sd } = readPackage(dir);
   const hidden = cfg.model.decoder.hidden_size, vocab = cfg.model.vocab_size;
   const input = JSON.parse(fs.readFileSync(inputFile, 'utf8'));
   if (!Array.isArray(input.tokens) || input.tokens.length !== 1) fail('input: exactly one sequence in "tokens"');
@@ -79,17 +67,8 @@ async function main() {
   if (media.length !== nMedia * hidden) fail(`input: ${nMedia} media positions but ${media.length / hidden} media rows`);
 
   const opts = { executionProviders: ['cpu'], logSeverityLevel: 3 };
-  const { embedding, prefill, decode } = await openPackage(dir, cfg, opts);
-  const kv = new Map();
-  for (const l of sd.layers.filter((l) => l.kv_source === l.layer)) {
-    const dims = [1, l.kv_heads, split ? sd.max_length : 0, l.head_dim];
-    const make = () => new ort.Tensor('float32', new Float32Array(dims.reduce((a, b) => a * b, 1)), dims);
-    kv.set(l.layer, { key: make(), value: make() });
-  }
-  const embed = async (ids, rows) => (await embedding.run({
-    input_ids: new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]),
-    media_embeds: new ort.Tensor('float32', rows, [rows.length / hidden, hidden]),
-  })).inputs_embeds;
+  const pipe = await GenaiPipeline.open(dir, opts);
+  pipe.bindExtraInput('media_embeds', new ort.Tensor('float32', media, [nMedia, hidden]));
   const argmaxLast = (logits, rows) => {
     let best = 0;
     const off = (rows - 1) * vocab;
@@ -98,16 +77,15 @@ async function main() {
   };
 
   const eos = new Set([].concat(cfg.model.eos_token_id));
-  let out = await runDecoderStage(prefill, kv, split, await embed(tokens, media), 0, tokens.length, blockIds(modality));
-  let length = tokens.length, next = argmaxLast(out.logits.data, tokens.length);
+  let out = await pipe.run([tokens]);
+  let next = argmaxLast(out.logits.data, tokens.length);
   const generated = [];
   let stop = 'max_new_tokens';
   for (;;) {
     generated.push(next);
     if (eos.has(next)) { stop = 'eos'; break; }
     if (generated.length >= maxNew) break;
-    out = await runDecoderStage(decode, kv, split, await embed([next], new Float32Array(0)), length, 1);
-    length += 1;
+    out = await pipe.run([[next]]);
     next = argmaxLast(out.logits.data, 1);
   }
   process.stdout.write(JSON.stringify({ tokens: generated, stop_reason: stop }) + '\n');

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { runDecoderStage } from './decoder_stage.mjs';
+import { readPackage } from './genai_pipeline.mjs';
 
 function parseArgs(argv) {
   const a = { contexts: [1024, 4096, 16384], steps: 8, warmup: 2, threads: 1, pkgs: [] };
@@ -42,11 +42,11 @@ function fillRandom(data) {
 const median = (xs) => { const s = [...xs].sort((x, y) => x - y); return s[Math.floor(s.length / 2)]; };
 
 async function profile(pkgDir, context, args) {
-  const cfg = JSON.parse(fs.readFileSync(path.join(pkgDir, 'genai_config.json'), 'utf8'));
-  const sd = cfg.splitdec, split = sd.plan === 'split';
-  const file = split
-    ? cfg.model.decoder.pipeline.map((s) => Object.values(s)[0]).find((s) => s.run_on_token_gen).filename
-    : cfg.model.decoder.filename;
+  const { cfg, ours: sd, stages } = readPackage(pkgDir);
+  const split = sd.plan === 'split';
+  // The decoder stage a generated token runs (the embedding stage is not measured).
+  const stage = stages.find((s) => s.run_on_token_gen && s.name !== 'embedding');
+  const file = stage.filename;
   if (split && context + args.warmup + args.steps > sd.max_length)
     throw new Error(`${pkgDir}: max_length ${sd.max_length} < context ${context} + steps`);
   const prefix = path.join(os.tmpdir(), `splitdec-profile-${process.pid}-${sd.plan}-${context}`);
@@ -68,7 +68,24 @@ async function profile(pkgDir, context, args) {
   const embeds = new ort.Tensor('float32', new Float32Array(hidden).map(() => Math.random()), [1, 1, hidden]);
   let length = context;
   for (let step = 0; step < args.warmup + args.steps; ++step) {
-    let out = await runDecoderStage(session, kv, split, embeds, length, 1);
+    const total = length + 1;
+    const feeds = {
+      input_ids: new ort.Tensor('int64', BigInt64Array.from([0n]), [1, 1]),
+      inputs_embeds: embeds,
+      attention_mask: new ort.Tensor('int64', new BigInt64Array(total).fill(1n), [1, total]),
+      position_ids: new ort.Tensor('int64', BigInt64Array.from([BigInt(length)]), [1, 1]),
+    };
+    const fetches = { logits: null };
+    for (const [layer, b] of kv) {
+      feeds[`past_key_values.${layer}.key`] = b.key;
+      feeds[`past_key_values.${layer}.value`] = b.value;
+      fetches[`present.${layer}.key`] = split ? b.key : null;
+      fetches[`present.${layer}.value`] = split ? b.value : null;
+    }
+    for (const n of Object.keys(feeds)) if (!stage.inputs.includes(n)) delete feeds[n];
+    let out = await session.run(feeds, fetches);
+    if (!split)
+      for (const [layer, b] of kv) (b.key = out[`present.${layer}.key`]), (b.value = out[`present.${layer}.value`]);
     length += 1;
     // onnxruntime-node returns every output as a fresh copy (gigabytes at
     // long contexts); collect it now so that freeing it does not overlap the

@@ -1,16 +1,20 @@
-// Drives an exported splitdec package through ONNX Runtime exactly as a
-// decoder-pipeline runtime would, and compares its logits with splitdec's.
+// Drives an exported splitdec package through ONNX Runtime as ONNX Runtime
+// GenAI's decoder-pipeline runtime would (genai_pipeline.mjs), and compares
+// its logits with splitdec's.
 //
 //   node run_package.mjs CASE.json
 //
 // CASE.json (written by tests/test_onnx_export.cpp): {package, tolerance,
-// turns: [{input_ids, block_ids, media, prompt_logits, decode_tokens,
-// step_logits}]}: input_ids and block_ids hold one row per sequence (rows of
-// equal length), media the rows of every sequence in order, prompt_logits
-// [batch, seq, vocab], decode_tokens one list of batch tokens per step and
-// step_logits [steps, batch, vocab]. Each turn runs the prompt stage once over its prompt
-// (with everything before it as past), then one token-generation step per
-// decode token. Prints one JSON report on stdout.
+// turns: [{input_ids, media, prompt_logits, decode_tokens, step_logits}]}:
+// input_ids holds one row per sequence (rows of equal length), media the
+// rows of every sequence in order, prompt_logits [batch, seq, vocab],
+// decode_tokens one list of batch tokens per step and step_logits [steps,
+// batch, vocab]. Each turn is one prompt run over its prompt (with
+// everything before it as past), then one generation run per decode token.
+// Media blocks come from the token ids inside the graphs; the only input a
+// caller binds is media_embeds, and it is bound once: one buffer with room
+// for the largest turn's rows, rewritten before each turn. Prints one JSON
+// report on stdout.
 //
 // ONNX Runtime warnings go to stderr: TensorScatter warns there when it has
 // to copy instead of writing in place (the C++ test checks for it).
@@ -22,9 +26,8 @@
 // written, and that the sentinel beyond the current length survived.
 // single: past and present are separate tensors; present becomes the next past.
 import fs from 'node:fs';
-import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { openPackage, runDecoderStage } from './decoder_stage.mjs';
+import { GenaiPipeline } from './genai_pipeline.mjs';
 
 const SENTINEL = -7777.25;
 
@@ -44,35 +47,24 @@ function maxDiff(got, want) {
   return worst;
 }
 
-const i64 = (values) => BigInt64Array.from(values.map((v) => BigInt(v)));
-
 async function main() {
   const spec = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
-  const dir = spec.package;
-  const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
-  const sd = cfg.splitdec;
-  const split = sd.plan === 'split';
-  const maxLength = sd.max_length;
-  const hidden = cfg.model.decoder.hidden_size;
-  const vocab = cfg.model.vocab_size;
   const opts = { executionProviders: ['cpu'], intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 2 };
-  const { embedding, prefill, decode } = await openPackage(dir, cfg, opts);
-
   const batch = spec.turns[0].input_ids.length;
-  const owners = sd.layers.filter((l) => l.kv_source === l.layer);
-  // split: one buffer pair per owning layer, for the whole run.
-  const kv = new Map();
-  for (const l of owners) {
-    const dims = [batch, l.kv_heads, split ? maxLength : 0, l.head_dim];
-    const make = () => {
-      const data = new Float32Array(dims.reduce((a, b) => a * b, 1));
-      data.fill(SENTINEL);
-      return new ort.Tensor('float32', data, dims);
-    };
-    kv.set(l.layer, { key: make(), value: make(), layer: l });
-  }
+  const pipe = await GenaiPipeline.open(spec.package, opts, batch);
+  const split = pipe.ours.plan === 'split';
+  const maxLength = pipe.maxLength;
+  const hidden = pipe.cfg.model.decoder.hidden_size;
+  const vocab = pipe.cfg.model.vocab_size;
+  if (split !== pipe.shared) throw new Error('splitdec.json plan and search.past_present_share_buffer disagree');
+  pipe.fillKv(SENTINEL);
+  const kv = pipe.kv;
+  // media_embeds, bound once with room for the largest turn.
+  const capacity = Math.max(0, ...spec.turns.map((t) => t.media.length / hidden));
+  const media = new ort.Tensor('float32', new Float32Array(capacity * hidden), [capacity, hidden]);
+  pipe.bindExtraInput('media_embeds', media);
 
-  const report = { plan: sd.plan, ort_version: ort.env.versions?.common ?? 'unknown', turns: [], max_diff: 0,
+  const report = { plan: pipe.ours.plan, ort_version: ort.env.versions?.common ?? 'unknown', turns: [], max_diff: 0,
                    argmax_match: true, same_buffers: split ? true : null, written_in_place: split ? true : null,
                    sentinel_survived: split ? true : null, problems: [] };
   let length = 0;
@@ -108,30 +100,32 @@ async function main() {
     }
   }
 
-  // rows: one list of token ids per sequence.
-  async function run(session, rows, media, blockRows, stage) {
+  // rows: one list of token ids per sequence; expect: the stages that must run.
+  async function run(rows, expect, stage) {
     const S = rows[0].length;
-    const emb = await embedding.run({
-      input_ids: new ort.Tensor('int64', i64(rows.flat()), [batch, S]),
-      media_embeds: new ort.Tensor('float32', Float32Array.from(media), [media.length / hidden, hidden]),
-    });
-    const out = await runDecoderStage(session, kv, split, emb.inputs_embeds, length, S, blockRows.flat());
+    const out = await pipe.run(rows);
+    if (pipe.stagesRun.join(',') !== expect.join(','))
+      report.problems.push(`${stage}: ran stages ${pipe.stagesRun} instead of ${expect}`);
     if (split) checkBuffers(out, length, length + S, `${stage} at length ${length}`);
     length += S;
     return out.logits.data;
   }
+  const promptStages = split ? ['embedding', 'prefill'] : ['embedding', 'decoder'];
+  const tokenStages = split ? ['embedding', 'decode'] : ['embedding', 'decoder'];
 
   for (const [t, turn] of spec.turns.entries()) {
     const S = turn.input_ids[0].length;
     const r = { prompt_tokens: S, prompt_max_diff: 0, step_max_diff: [] };
-    const logits = await run(prefill, turn.input_ids, turn.media, turn.block_ids, `turn ${t} prompt`);
+    media.data.fill(NaN);  // rows this turn does not own must not be read
+    media.data.set(turn.media);
+    const logits = await run(turn.input_ids, promptStages, `turn ${t} prompt`);
     r.prompt_max_diff = maxDiff(logits, turn.prompt_logits);
     for (let b = 0; b < batch; ++b) {
       const last = (b * S + S - 1) * vocab;
       if (argmax(logits, last, vocab) !== argmax(turn.prompt_logits, last, vocab)) report.argmax_match = false;
     }
     for (const [k, toks] of turn.decode_tokens.entries()) {
-      const step = await run(decode, toks.map((tok) => [tok]), [], toks.map(() => [-1]), `turn ${t} step ${k}`);
+      const step = await run(toks.map((tok) => [tok]), tokenStages, `turn ${t} step ${k}`);
       const want = turn.step_logits.slice(k * batch * vocab, (k + 1) * batch * vocab);
       r.step_max_diff.push(maxDiff(step, want));
       for (let b = 0; b < batch; ++b)
