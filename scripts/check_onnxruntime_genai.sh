@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Runs exported splitdec packages in ONNX Runtime GenAI itself and compares
+# its greedy tokens with `splitdec generate` on the same exact inputs.
+#
+#   scripts/check_onnxruntime_genai.sh ORT_GENAI_DIR [BUILD_DIR]
+#
+# ORT_GENAI_DIR: an ONNX Runtime GenAI build or release package with
+# include/ort_genai_c.h and lib/libonnxruntime-genai.so. GenAI loads ONNX
+# Runtime (libonnxruntime.so) at run time, from LD_LIBRARY_PATH or its own
+# lib/ folder; set ORT_LIB_DIR to a folder holding it if neither has it.
+# BUILD_DIR: splitdec's build (default build/). Not part of CI (CI cannot
+# fetch ONNX Runtime GenAI); see docs/onnx-export.md.
+#
+# For tiny-gemma3, tiny-gemma4 and tiny-gemma4-unified, both packages
+# (split, single), four cases: text, one image, two turns with a new image
+# in turn 2, three turns (text, image, text). The driver
+# (scripts/onnxruntime_genai_driver.cpp) binds media_embeds only, once, and
+# feeds the last generated token before each later turn.
+set -euo pipefail
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 ORT_GENAI_DIR [BUILD_DIR]" >&2
+  exit 2
+fi
+genai=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${2:-$root/build}" && pwd)
+splitdec=$build/splitdec
+for f in "$genai/include/ort_genai_c.h" "$genai/lib/libonnxruntime-genai.so" "$splitdec"; do
+  [[ -e $f ]] || { echo "$0: missing $f" >&2; exit 2; }
+done
+export LD_LIBRARY_PATH="$genai/lib${ORT_LIB_DIR:+:$ORT_LIB_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+work=$(mktemp -d /tmp/splitdec-genai-check.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+g++ -std=c++20 -O1 -Wall -Wextra "$root/scripts/onnxruntime_genai_driver.cpp" -I"$genai/include" \
+  -L"$genai/lib" -lonnxruntime-genai -Wl,-rpath,"$genai/lib" -o "$work/driver"
+
+failures=0
+for preset in tiny-gemma3 tiny-gemma4 tiny-gemma4-unified; do
+  m=$work/$preset
+  "$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
+  "$splitdec" embed-media --model "$m" --image "$root/data/demo.png" --out "$m/demo_png.npy" > /dev/null 2>&1
+  # Inputs: token ids from the model's config.json, one image run as long as
+  # its rows (the demo PNG through the model's frontend, and make-model's
+  # demo_image.npy for the other image).
+  python3 - "$m" <<'EOF'
+import json, sys, os
+m = sys.argv[1]
+c = json.load(open(os.path.join(m, 'config.json')))
+key = lambda name: c.get(name + '_id', c.get(name + '_index'))  # Gemma-3 configs say *_index
+img, boi, eoi = key('image_token'), key('boi_token'), key('eoi_token')
+def rows(npy):
+    head = open(os.path.join(m, npy), 'rb').read(256).decode('latin1')
+    return int(head[head.index("'shape': (") + 10:].split(',')[0])
+def image(npy): return [boi] + [img] * rows(npy) + [eoi]
+def turn(ids, media=None, n=8):
+    t = {'tokens': [ids], 'modality': [['image' if x == img else 'text' for x in ids]], 'max_new_tokens': n}
+    if media: t['media_embeddings'] = media
+    return t
+bos = c['bos_token_id']
+cases = {
+  'text': {'turns': [turn([bos, 40, 41, 42, 43, 44])]},
+  'image': {'turns': [turn([bos, 40, 41] + image('demo_png.npy') + [50, 51, 52], 'demo_png.npy')]},
+  'two_turns_new_image': {'turns': [turn([bos, 40, 41] + image('demo_image.npy') + [50, 51], 'demo_image.npy', 6),
+                                    turn([60, 61] + image('demo_png.npy') + [62, 63], 'demo_png.npy')]},
+  'three_turns': {'turns': [turn([bos, 40, 41, 42], None, 5), turn([60, 61] + image('demo_png.npy') + [62], 'demo_png.npy'),
+                            turn([70, 71, 72], None, 4)]},
+}
+for name, case in cases.items():
+    json.dump(case, open(os.path.join(m, name + '.json'), 'w'))
+EOF
+  for plan in split single; do
+    pkg=$m/pkg-$plan
+    "$splitdec" export-onnx --model "$m" --out "$pkg" --plan "$plan" --max-length 512 > /dev/null
+    for case in text image two_turns_new_image three_turns; do
+      want=$("$splitdec" generate --model "$m" --input "$m/$case.json" --plan split --json | grep '^{' | head -1)
+      if got=$("$work/driver" "$pkg" "$m/$case.json" 2> "$work/err"); then :; else got="error: $(tail -1 "$work/err")"; fi
+      verdict=$(python3 -c '
+import json, sys
+want = json.loads(sys.argv[1])["tokens"]
+try:
+    got = [t for turn in json.loads(sys.argv[2])["turns"] for t in turn["tokens"]]
+except Exception:
+    print("FAIL  " + sys.argv[2]); sys.exit()
+print(("same  " if got == want else "FAIL  ") + "%d tokens: %s%s" % (len(want), got, "" if got == want else "  splitdec: %s" % want))
+' "$want" "$got")
+      printf '%-20s %-7s %-20s %s\n' "$preset" "$plan" "$case" "$verdict"
+      [[ $verdict == same* ]] || failures=$((failures + 1))
+    done
+  done
+done
+if ((failures)); then
+  echo "$failures case(s) differ from splitdec" >&2
+  exit 1
+fi
+echo "ONNX Runtime GenAI gives splitdec's tokens in every case"
