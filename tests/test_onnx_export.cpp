@@ -551,6 +551,21 @@ TEST_P(OnnxPackage, PipelineStagesBindAsOnnxRuntimeGenaiBindsThem) {
   }
 }
 
+// Fewer media rows than media tokens is an error of the embedding graph
+// (ONNX Runtime's Gather bounds check), not a silent zero row.
+TEST_P(OnnxPackage, TooFewMediaRowsIsAnError) {
+  REQUIRE_RUNTIME();
+  const std::string preset = GetParam();
+  const Model& m = model(preset);
+  const std::string pkg = export_package(preset, "split", mask_policy_name(m.config().default_policy), kMaxLength);
+  json turns = make_case(m, m.config().default_policy, cases(m.config())[1].turns, kMaxLength);  // one image
+  json& media = turns[0]["media"];
+  for (int k = 0; k < m.config().hidden_size; ++k) media.erase(media.size() - 1);  // one row short
+  const json r = run_package(pkg, turns, "short-media");
+  ASSERT_TRUE(r.contains("error")) << r.dump();
+  EXPECT_NE(r["error"].get<std::string>().find("out of"), std::string::npos) << r["error"];
+}
+
 INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4"),
                          [](const auto& info) {
                            std::string n = info.param;
