@@ -1,6 +1,7 @@
 #include "benchmarks.h"
 
 #include <cblas.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -416,19 +417,63 @@ json prefill_layers(bool quick) {
 
 // ---- whole model -------------------------------------------------------------------
 
-json whole_model(const std::string& dir, const std::string& label, const json& m, int prompt_len) {
+// Peak RSS of this process since the last reset_peak_rss(): Linux resets the
+// high-water mark when "5" is written to /proc/self/clear_refs, so each row
+// reports its own peak rather than the largest one so far.
+// Freed heap goes back to the system first (malloc_trim), so that what an
+// earlier row or make_model allocated is not counted again.
+void reset_peak_rss() {
+  malloc_trim(0);
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+double peak_rss_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;  // kB
+  return 0;
+}
+
+// Multiply-adds x 2 of a prompt of S tokens through the decoder: every
+// linear layer once per token, attention over the visible pairs of each
+// layer (causal, or the sliding window), the LM head on the last row only
+// (what a prompt computes unless all logits are asked for).
+double prefill_flops(const Model& model, int S) {
+  const ModelConfig& c = model.config();
+  double f = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = model.weights().layers[size_t(l)];
+    double params = 0;
+    for (const WeightMatrix* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.gate_proj, &w.up_proj, &w.down_proj})
+      params += double(m->in) * double(m->out);
+    f += 2 * params * S;
+    const LayerSpec& spec = c.layers[size_t(l)];
+    std::vector<KeyInterval> visible(static_cast<size_t>(S));
+    for (int i = 0; i < S; ++i) visible[size_t(i)] = {spec.window > 0 ? std::max(0, i - spec.window + 1) : 0, i + 1};
+    f += attention_flops(visible, c.num_heads, spec.head_dim);
+  }
+  const WeightMatrix& head = model.weights().output_matrix();
+  return f + 2 * double(head.in) * double(head.out);
+}
+
+// A whole model: a prompt of prompt_len text tokens in one call (prefill
+// tokens/s and its FLOP rate against the GEMM peak probed just before), then
+// decode steps against the weight-bandwidth floor; peak RSS of the row.
+json whole_model(const std::string& dir, const std::string& label, int prompt_len) {
   std::printf("loading %s ...\n", label.c_str());
   std::fflush(stdout);
+  reset_peak_rss();
   const Model model = Model::load(dir);
-  (void)m;
   SessionOptions o;
   o.capacity = prompt_len + 64;
-  o.chunk = 256;
+  o.chunk = std::max(256, prompt_len);
   Session session(model, 1, o);
   const PromptBatch p = synthetic_prompt(model.config(), prompt_len, false);
+  const double peak = probe_gemm_peak_gflops(3);
   const double t0 = now_s();
   session.append(p);
   const double prefill_s = now_s() - t0;
+  const double flops = prefill_flops(model, prompt_len);
   session.decode({39});  // warm-up
   std::vector<double> times;
   for (int k = 0; k < 8; ++k) {
@@ -441,11 +486,15 @@ json whole_model(const std::string& dir, const std::string& label, const json& m
   const double bw = probe_bandwidth_gbs();
   const double weight_bytes = double(model.weights().bytes());
   const double floor_s = weight_bytes / (bw * 1e9);
-  std::printf("%-28s prefill %7.1f tokens/s; decode %6.2f tokens/s (floor %6.2f: %.0f%% of it); weights %.2f GB\n", label.c_str(),
-              prompt_len / prefill_s, 1 / decode_s, 1 / floor_s, 100 * floor_s / decode_s, weight_bytes / 1e9);
+  const double gflops = flops / prefill_s / 1e9, rss = peak_rss_mib();
+  std::printf("%-34s prefill %7.1f tokens/s, %6.1f GFLOP/s (%3.0f%% of GEMM peak %.0f); decode %6.2f tokens/s (floor %6.2f: %.0f%%); "
+              "weights %.2f GB; peak RSS %.0f MiB\n",
+              label.c_str(), prompt_len / prefill_s, gflops, 100 * gflops / peak, peak, 1 / decode_s, 1 / floor_s,
+              100 * floor_s / decode_s, weight_bytes / 1e9, rss);
   return {{"model", label}, {"prompt_tokens", prompt_len}, {"prefill_tokens_per_s", prompt_len / prefill_s},
+          {"prefill_gflops", gflops}, {"gemm_peak_gflops", peak}, {"prefill_fraction_of_peak", gflops / peak},
           {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
-          {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}};
+          {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
 }
 
 }  // namespace
@@ -488,17 +537,22 @@ int run_benchmarks(const BenchOptions& opt) {
 
   json whole = json::array();
   if (wanted("whole_model")) {
-    section("whole model, bf16 weights");
-    MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b", 1, DType::BF16, {}};
-    if (opt.quick) o.layers = 4;
-    make_model(o);
-    whole.push_back(whole_model(o.out_dir, opt.quick ? "gemma3-1b (4 layers)" : "gemma3-1b", r["machine"], opt.quick ? 128 : 256));
-    fs::remove_all(o.out_dir);
+    section("whole model: a 512-token prompt, then decode");
+    // gemma3-1b in f32 and bf16 (quick: 4 of its 26 layers).
+    for (DType dt : {DType::BF16, DType::F32}) {
+      MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b", 1, dt, {}};
+      if (opt.quick) o.layers = 4;
+      make_model(o);
+      const std::string label = std::string(opt.quick ? "gemma3-1b (4 layers) " : "gemma3-1b ") + (dt == DType::BF16 ? "bf16" : "f32");
+      whole.push_back(whole_model(o.out_dir, label, 512));
+      whole.back()["dtype"] = dt == DType::BF16 ? "bf16" : "f32";
+      fs::remove_all(o.out_dir);
+    }
   }
   if (!opt.quick && wanted("whole_model")) {
     MakeModelOptions o{"gemma4-12b", work + "/gemma4-12b", 1, DType::BF16, 6};
     make_model(o);
-    whole.push_back(whole_model(o.out_dir, "gemma4-12b (6 of 48 layers)", r["machine"], 256));
+    whole.push_back(whole_model(o.out_dir, "gemma4-12b (6 of 48 layers) bf16", 512));
     fs::remove_all(o.out_dir);
   }
   if (wanted("whole_model")) r["whole_model"] = whole;
@@ -540,7 +594,11 @@ int run_benchmarks(const BenchOptions& opt) {
       if (S == 32768 && !e["rowwise_ms"].is_null())
         report("masked prefill attention at S=32K, rowwise / flash", e["masked_speedup_vs_rowwise"].get<double>(), 10, "x");
     }
-  for (const auto& e : r["whole_model"]) report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
+  for (const auto& e : r["whole_model"]) {
+    report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
+    if (e.contains("dtype"))
+      report("whole-model prefill, fraction of GEMM peak, " + e["model"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");
+  }
   if (r.contains("linear"))
     for (const auto& e : r["linear"]) report(std::string("prefill GEMM fraction of peak, ") + e["dtype"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");
   if (r.contains("media"))

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -31,6 +32,16 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     data_ = static_cast<const uint8_t*>(p);
   }
   ::close(fd);
+}
+
+bool MappedFile::release(const uint8_t* p, size_t n) const {
+  if (!data_ || p < data_ || n > size_ || size_t(p - data_) > size_ - n) return false;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(p) + page - 1) / page * page, end = (uintptr_t(p) + n) / page * page;
+  // A private, read-only file mapping that was never written: MADV_DONTNEED
+  // only drops the pages; the file still backs them.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  return true;
 }
 
 MappedFile::~MappedFile() {

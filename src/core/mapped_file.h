@@ -16,6 +16,11 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   const uint8_t* data() const { return data_; }
+  // Drops the whole pages inside [p, p + n) from this process's memory (they
+  // are read again from the file if touched): a loader that copies a tensor
+  // out calls it so that the file's pages and the copy are not both
+  // resident. False when the range is not inside this mapping.
+  bool release(const uint8_t* p, size_t n) const;
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

@@ -207,6 +207,22 @@ TensorStore TensorStore::open_dir(const std::string& dir) {
   return s;
 }
 
+void TensorStore::release(const TensorView& v) const {
+  for (const auto& f : files_)
+    if (f->release(v.data, v.nbytes)) return;
+}
+
+void TensorStore::copy_out(const TensorView& v, uint8_t* dst) const {
+  constexpr size_t kPiece = size_t(8) << 20;
+  for (size_t off = 0; off < v.nbytes; off += kPiece) {
+    TensorView piece = v;
+    piece.data = v.data + off;
+    piece.nbytes = std::min(kPiece, v.nbytes - off);
+    std::memcpy(dst + off, piece.data, piece.nbytes);
+    release(piece);
+  }
+}
+
 const TensorView* TensorStore::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;

@@ -51,6 +51,12 @@ class TensorStore {
   const TensorView& get(const std::string& name) const;
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   std::string describe() const;  // the file(s) it came from
+  // A loader that has copied `v` out: its file pages leave this process's
+  // memory (MappedFile::release), so peak RSS is the copy, not copy + file.
+  void release(const TensorView& v) const;
+  // Copies v's bytes to dst (v.nbytes of room) a few MiB at a time, releasing
+  // each piece's file pages once copied: loading a tensor never holds it twice.
+  void copy_out(const TensorView& v, uint8_t* dst) const;
 
  private:
   TensorStore();

@@ -198,6 +198,7 @@ bool load_frontend_weights(const FrontendConfig& config, const TensorStore& stor
     } else {
       *t.scalar = v->to_f32()[0];
     }
+    store.release(*v);  // copied out: the file's pages need not stay resident
   }
   return true;
 }

@@ -75,16 +75,36 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     if (v.shape != shape)
       throw FormatError(v.file + ": tensor '" + name + "' has shape " + shape_str(v.shape) + ", expected " +
                         shape_str(shape));
-    // Weights are read once here, so a NaN or Inf is caught by name now
-    // rather than as garbage logits later.
-    if (const int64_t bad = v.first_non_finite(); bad >= 0)
-      throw FormatError(v.file + ": tensor '" + name + "' holds a non-finite value (NaN or Inf) at element " + std::to_string(bad));
     return v;
   };
-  auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) { return view(name, shape).to_f32(); };
+  // Weights are read once here, so a NaN or Inf is caught by name now rather
+  // than as garbage logits later. `values` holds v's elements (v itself, or
+  // its copy).
+  auto check_finite = [&](const TensorView& v, const uint8_t* values) {
+    TensorView at = v;
+    at.data = values;
+    if (const int64_t bad = at.first_non_finite(); bad >= 0)
+      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " + std::to_string(bad));
+  };
+  // Each tensor is copied out piece by piece, dropping the file's pages as
+  // it goes (TensorStore::copy_out): peak memory is the weights, not the
+  // weights plus the largest tensor (the 262144-row embedding) twice.
+  auto fetch = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& v = view(name, shape);
+    check_finite(v, v.data);
+    std::vector<float> values = v.to_f32();
+    store.release(v);
+    return values;
+  };
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView& v = view(name, shape);
-    return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(shape[0]), int(shape[1]), v.data);
+    WeightMatrix m;
+    m.out = int(shape[0]), m.in = int(shape[1]), m.format = weight_format_of(v.dtype);
+    m.data.resize(size_t(m.out) * m.row_bytes());
+    if (m.data.size() != v.nbytes) throw FormatError(v.file + ": tensor '" + name + "' has the wrong byte size");
+    store.copy_out(v, m.data.data());
+    check_finite(v, m.data.data());
+    return m;
   };
   // Weights are copied out of the mapped files into memory: a checkpoint
   // larger than the machine is refused before any copy.
