@@ -60,10 +60,17 @@ void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* 
   }
 }
 
+// Prefill: one BLAS sgemm per panel of outputs, panels spread over the pool.
+// Panels are wide (up to 256 outputs) so that OpenBLAS packs the input rows
+// once per panel (at 64 outputs, sgemm_oncopy took a fifth of an encoder
+// layer's time), yet a matrix has at least ~8 of them so that the threads
+// share the work. Their edges depend on the matrix only, not on the thread
+// count, so neither do the results (OpenBLAS sums a column at a panel's edge
+// in another order). 16-bit rows are expanded to f32 one panel at a time.
 void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });  // our pool owns the cores
-  constexpr int kPanel = 64;
+  const int kPanel = std::clamp((w.out + 8 * 16 - 1) / (8 * 16) * 16, 64, 256);
   const simd::KernelTable& t = simd::best();
   const RowKernels& k = row_kernels(w.format);
   const int64_t panels = (w.out + kPanel - 1) / kPanel;

@@ -1,7 +1,12 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/gelu.h"
 
 namespace splitdec::ops {
 
@@ -45,11 +50,22 @@ void rope(float* x, int heads, int head_dim, const float* inv_freq, int64_t posi
 }
 
 void gelu_tanh_gate(float* gate, const float* up, size_t n) {
-  const double kSqrt2OverPi = 0.7978845608028654;
-  for (size_t i = 0; i < n; ++i) {
-    const double xd = gate[i];
-    gate[i] = float(0.5 * xd * (1.0 + std::tanh(kSqrt2OverPi * (xd + 0.044715 * xd * xd * xd)))) * up[i];
-  }
+  // Ranges of >= 32K values over the pool (a prefill chunk's MLP is
+  // millions); each value is computed the same way wherever it falls, so
+  // results do not depend on the thread count or on the batch a row is in.
+  ThreadPool::global()->parallel_for(
+      int64_t(n),
+      [&](int64_t b, int64_t e) {
+        float t[kGeluBlock];
+        int64_t i = b;
+        for (; i + kGeluBlock <= e; i += kGeluBlock) {
+          std::copy_n(gate + i, kGeluBlock, t);
+          for (int j = 0; j < kGeluBlock; ++j) t[j] = gelu_tanh(t[j]);
+          for (int j = 0; j < kGeluBlock; ++j) gate[i + j] = t[j] * up[i + j];
+        }
+        for (; i < e; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
+      },
+      int64_t(1) << 15);
 }
 
 void residual_add(float* h, const float* x, size_t n, float scale) {

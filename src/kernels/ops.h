@@ -21,7 +21,9 @@ void rms_norm(const float* x, const float* w, int rows, int n, float eps, bool a
 // the pair alone.
 void rope(float* x, int heads, int head_dim, const float* inv_freq, int64_t position);
 
-// gate[i] = gelu_tanh(gate[i]) * up[i] (HF "gelu_pytorch_tanh").
+// gate[i] = gelu_tanh(gate[i]) * up[i] (HF "gelu_pytorch_tanh"), in f32
+// through kernels/gelu.h (within a few ulp of the float64 formula), on the
+// thread pool.
 void gelu_tanh_gate(float* gate, const float* up, size_t n);
 
 // h[i] = (h[i] + x[i]) * scale (Gemma-4's layer_scalar; 1 elsewhere, exact).

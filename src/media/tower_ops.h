@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/gelu.h"
 #include "kernels/ops.h"
 #include "kernels/weight_matrix.h"
 
@@ -80,47 +81,6 @@ inline void add_residual_rows(float* h, const float* y, const float* bias, int64
   });
 }
 
-// e^x in f32, within ~1 ulp, branch-free so that fixed-size blocks of it
-// vectorize: 2^k * e^r with k = round(x / ln 2), |r| <= ln2 / 2, and e^r by
-// its degree-7 Taylor polynomial (truncation below 6e-9 relative). x is
-// first clamped to [-87, 88], where 2^k stays a normal float; the clamp works
-// on the bit pattern with unsigned compares (a float compare would keep GCC
-// from vectorizing under the default -ftrapping-math). NaN comes out finite:
-// gelu_tanh keeps it through its factor x.
-inline float exp_f32(float x) {
-  constexpr uint32_t kSign = 0x80000000u, kHi = 0x42b00000u, kLo = 0xc2ae0000u;  // 88.f, -87.f
-  uint32_t b = std::bit_cast<uint32_t>(x);
-  uint32_t ordered = b ^ kSign;  // non-negative floats: the signed order as unsigned
-  ordered = ordered > (kHi ^ kSign) ? (kHi ^ kSign) : ordered;
-  b = ordered ^ kSign;
-  b = b > kLo ? kLo : b;  // negative floats: larger bits are larger magnitudes
-  x = std::bit_cast<float>(b);
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
-  const float k = (x * 1.44269504f + kRound) - kRound;
-  const float r = (x - k * 0.693145751953125f) - k * 1.4286068203094172e-6f;  // ln 2 in two parts
-  float p = 1.f / 5040.f;
-  p = p * r + 1.f / 720.f;
-  p = p * r + 1.f / 120.f;
-  p = p * r + 1.f / 24.f;
-  p = p * r + 1.f / 6.f;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  return p * std::bit_cast<float>(uint32_t(int32_t(k) + 127) << 23);
-}
-
-// HF "gelu_pytorch_tanh", 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x +
-// 0.044715 x^3), written as the identical x / (1 + e^(-2u)): no cancellation
-// for negative x, and no libm call.
-inline float gelu_tanh(float x) {
-  const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
-  return x / (1.f + exp_f32(-2.f * u));
-}
-
-// Blocks of 16 go through a local array: the compiler then sees no aliasing
-// and a fixed trip count, and vectorizes gelu_tanh without runtime checks.
-constexpr int kGeluBlock = 16;
-
 // x[i] = gelu_tanh(x[i] + bias[i]) over rows of n (SigLIP's fc1 output).
 inline void gelu_tanh_bias_rows(float* x, const float* bias, int64_t rows, int n) {
   for_rows(rows, n, [&](int64_t r0, int64_t r1) {
@@ -140,19 +100,7 @@ inline void gelu_tanh_bias_rows(float* x, const float* bias, int64_t rows, int n
 
 // gate[i] = gelu_tanh(gate[i]) * up[i] over rows of n (Gemma-4's MLP).
 inline void gelu_tanh_gate_rows(float* gate, const float* up, int64_t rows, int n) {
-  for_rows(rows, n, [&](int64_t r0, int64_t r1) {
-    float t[kGeluBlock];
-    float* g = gate + r0 * n;
-    const float* u = up + r0 * n;
-    const int64_t total = (r1 - r0) * n;
-    int64_t i = 0;
-    for (; i + kGeluBlock <= total; i += kGeluBlock) {
-      std::copy_n(g + i, kGeluBlock, t);
-      for (int j = 0; j < kGeluBlock; ++j) t[j] = gelu_tanh(t[j]);
-      for (int j = 0; j < kGeluBlock; ++j) g[i + j] = t[j] * u[i + j];
-    }
-    for (; i < total; ++i) g[i] = gelu_tanh(g[i]) * u[i];
-  });
+  ops::gelu_tanh_gate(gate, up, size_t(rows) * size_t(n));
 }
 
 // x: [tokens, heads, hd] (+ bias [heads * hd] when given) -> out: [heads,
