@@ -17,6 +17,7 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_flag("-v,--verbose", verbose, "report the KV cache size per layer type");
   app.add_option("--threads", threads, "worker threads (default: all cores)");
   app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16");
+  app.add_option("--weights", weights, "weights as stored (checkpoint, default) or q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes");
 }
 
 namespace {
@@ -111,12 +112,14 @@ GenerateOptions SamplingFlags::options(int max_new_tokens) const {
   return o;
 }
 
-std::shared_ptr<const Engine> load_engine(const std::string& dir) {
-  if (!::isatty(2)) return Engine::load(dir);
-  auto engine = Engine::load(dir, [](size_t done, size_t total) {
+std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights) {
+  LoadOptions o{.weights = weights, .progress = {}};
+  if (!::isatty(2)) return Engine::load(dir, o);
+  o.progress = [](size_t done, size_t total) {
     std::fprintf(stderr, "\rloading weights %zu/%zu", done + 1, total);
     std::fflush(stderr);
-  });
+  };
+  auto engine = Engine::load(dir, o);
   std::fprintf(stderr, "\r\033[K");
   return engine;
 }

@@ -19,6 +19,7 @@ struct SessionFlags {
   bool trace = false, verbose = false;
   int threads = 0;
   std::string kv_dtype = "f32";
+  std::string weights;  // LoadOptions::weights
   void add_to(CLI::App& app);
   ConversationOptions options(int64_t default_capacity) const;
   // --threads, for every engine of the process.
@@ -60,7 +61,8 @@ struct PromptFlags {
 };
 
 // Loads a model, with a progress line on stderr when it is a terminal.
-std::shared_ptr<const Engine> load_engine(const std::string& dir);
+// weights: LoadOptions::weights ("" keeps the checkpoint's formats).
+std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights = "");
 
 void print_trace(const std::vector<TraceStep>& trace, size_t from);
 

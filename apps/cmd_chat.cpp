@@ -35,7 +35,7 @@ int run(const ChatFlags& f) {
   co.keep_trace = f.session.trace;  // a long chat keeps no entry per token unless asked
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
-  const auto engine = load_engine(f.model);
+  const auto engine = load_engine(f.model, f.session.weights);
   if (!engine->has_tokenizer()) throw InputError(f.model + ": chat needs a tokenizer.json or tokenizer.model in the model directory");
   Conversation chat(engine, co);
   if (!f.system.empty()) chat.set_system(f.system);

@@ -43,7 +43,7 @@ int run(const GenerateFlags& f) {
   go.keep_step_logits = !f.step_logits_path.empty();
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
-  const auto engine = load_engine(f.model);
+  const auto engine = load_engine(f.model, f.session.weights);
   std::vector<TokenInputs> turns;
   if (!f.input.empty()) {
     if (f.prompt.chat || !f.prompt.images.empty() || !f.prompt.audio.empty())

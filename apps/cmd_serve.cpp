@@ -30,7 +30,7 @@ struct ServeFlags {
   int port = 8080;
   int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
   int64_t max_length = 4096, max_body_mb = 64;
-  std::string plan = "split", policy, kv_dtype = "f32";
+  std::string plan = "split", policy, kv_dtype = "f32", weights;
 };
 
 int run(const ServeFlags& f) {
@@ -69,7 +69,7 @@ int run(const ServeFlags& f) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 
-  const auto engine = load_engine(f.model);
+  const auto engine = load_engine(f.model, f.weights);
   serve::HttpServer server(engine, o, so);
   const int port = server.bind();
   std::printf("splitdec serve: %s on http://%s:%d (%d sequences of %lld positions, plan %s)\n", o.model_name.c_str(),
@@ -94,6 +94,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server (chat/completions, completions) with continuous batching");
   auto f = std::make_shared<ServeFlags>();
   cmd->add_option("--model", f->model, "model directory")->required();
+  cmd->add_option("--weights", f->weights, "weights as stored (checkpoint, default) or q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", f->port, "port (default 8080; 0: any free port, printed at start)");
   cmd->add_option("--max-sequences", f->max_sequences, "KV slots: requests decoded together (default 16)");

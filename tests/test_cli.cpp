@@ -178,6 +178,7 @@ TEST(Cli, SessionErrors) {
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"chunk size", "0"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --plan fast", {"fast", "split-copy"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --kv-dtype f8", {"--kv-dtype f8"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --weights q4", {"weights format 'q4'", "q8"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --threads -1", {"--threads"});
   const auto bf16 = test::run_splitdec("generate --model " + dir + " --prompt 'hello there' --kv-dtype bf16 --threads 1 -v");
   EXPECT_EQ(bf16.exit_code, 0) << bf16.output;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <atomic>
 #include <random>
 #include <stdexcept>
@@ -127,17 +129,20 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
 
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
   std::mt19937 rng(5);
-  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16})
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::Q8_0})
     for (int rows : {1, 2, 3, 4, 5, 9, 16, 21})
-      for (auto [out, in] : {std::pair{1, 1}, {7, 13}, {33, 64}, {70, 129}}) {
+      for (auto [out, in] : {std::pair{1, 1}, {7, 13}, {33, 64}, {70, 129}, {300, 96}}) {
         SCOPED_TRACE(weight_format_name(format));
+        if (!weight_format_fits(format, in)) continue;
         auto wf = random_vec(rng, size_t(out) * size_t(in));
         const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
-        ASSERT_EQ(w.bytes(), wf.size() * (format == WeightFormat::F32 ? 4 : 2));
+        ASSERT_EQ(w.bytes(), size_t(out) * weight_row_bytes(format, in));
         for (size_t k = 0; k < wf.size(); ++k)  // the exact values the kernel sees
           wf[k] = format == WeightFormat::BF16  ? bf16_to_f32(f32_to_bf16(wf[k]))
                   : format == WeightFormat::F16 ? f16_to_f32(f32_to_f16(wf[k]))
                                                 : wf[k];
+        if (format == WeightFormat::Q8_0)
+          for (int o = 0; o < out; ++o) simd::generic_table().expand_q8(w.row(o), in, wf.data() + size_t(o) * size_t(in));
         std::vector<float> row(static_cast<size_t>(in));
         for (int o = 0; o < out; ++o) {
           w.row_f32(o, row.data());
@@ -154,6 +159,70 @@ TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
         linear(x.data(), rows, w, got.data());  // BLAS panels from kGemmRows rows
         for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << "linear rows " << rows;
       }
+}
+
+// Q8_0: the quantizer gives llama.cpp's quantize_row_q8_0 bytes (a block's
+// d = max |x| / 127 stored as f16, q = round(x / d) with the unrounded d),
+// every value within d / 2 of its block's d * q, an all-zero block d = 0.
+TEST(Q8_0, QuantizesAsLlamaCppAndWithinHalfAStep) {
+  std::mt19937 rng(11);
+  std::vector<float> x = random_vec(rng, 96);
+  for (int j = 0; j < 32; ++j) x[size_t(32 + j)] = 0.f;             // block 1: all zero
+  for (int j = 0; j < 32; ++j) x[size_t(64 + j)] = float(j - 16) * 4;  // block 2: amax 64, d = 64/127
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q8_0, 1, 96, x.data());
+  ASSERT_EQ(w.bytes(), 3u * 34u);
+  for (int b = 0; b < 3; ++b) {
+    const uint8_t* block = w.row(0) + b * 34;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[size_t(b * 32 + j)]));
+    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    EXPECT_EQ(h, f32_to_f16(d)) << "block " << b;
+    for (int j = 0; j < 32; ++j) {
+      const float v = x[size_t(b * 32 + j)];
+      EXPECT_EQ(int8_t(block[2 + j]), int8_t(std::lround(v * id))) << b << "," << j;
+      EXPECT_LE(std::abs(f16_to_f32(h) * float(int8_t(block[2 + j])) - v), 0.5f * d + 1e-3f * amax) << b << "," << j;
+    }
+  }
+  EXPECT_EQ(w.row(0)[34], 0);  // the zero block's scale
+  // A row that is not whole blocks is refused, naming the format.
+  try {
+    (void)WeightMatrix::from_f32(WeightFormat::Q8_0, 1, 40, x.data());
+    ADD_FAILURE() << "a row of 40 values was stored as q8_0";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+  }
+}
+
+// Every table's Q8_0 kernels against a float64 sum over the dequantized
+// weights; dot4 gives each row exactly dot's bits (batched decode = solo).
+TEST(Q8_0, EveryTableMatchesTheDequantizedDotAndDot4EqualsDot) {
+  std::mt19937 rng(12);
+  for (int n : {32, 64, 96, 256, 1152, 4128}) {
+    const auto wf = random_vec(rng, size_t(n));
+    const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q8_0, 1, n, wf.data());
+    std::vector<float> deq(static_cast<size_t>(n));
+    simd::generic_table().expand_q8(w.row(0), n, deq.data());
+    std::vector<std::vector<float>> xs;
+    for (int r = 0; r < 4; ++r) xs.push_back(random_vec(rng, size_t(n)));
+    const float* xp[4] = {xs[0].data(), xs[1].data(), xs[2].data(), xs[3].data()};
+    for (const simd::KernelTable* t : simd::available()) {
+      SCOPED_TRACE(std::string(t->name) + " n " + std::to_string(n));
+      std::vector<float> e(static_cast<size_t>(n));
+      t->expand_q8(w.row(0), n, e.data());
+      EXPECT_EQ(e, deq) << "expansion is d * q exactly";
+      float four[4];
+      t->dot4_q8(xp, w.row(0), n, four);
+      for (int r = 0; r < 4; ++r) {
+        double want = 0;
+        for (int k = 0; k < n; ++k) want += double(xs[size_t(r)][size_t(k)]) * deq[size_t(k)];
+        const float one = t->dot_q8(xs[size_t(r)].data(), w.row(0), n);
+        EXPECT_NEAR(one, want, 2e-6 * n);
+        EXPECT_EQ(four[r], one) << "row " << r;
+      }
+    }
+  }
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {

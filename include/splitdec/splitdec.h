@@ -63,12 +63,25 @@ struct ChatTurn {
   MediaOptions media;
 };
 
+// How Engine::load stores the weights.
+struct LoadOptions {
+  // "" or "checkpoint": as the checkpoint has them (f32, bf16, f16); "q8":
+  // the decoder's matrices (linear layers and the embedding / LM head)
+  // quantized to 8-bit blocks as they load (Q8_0: 32 weights and one f16
+  // scale per block, llama.cpp's layout), about half of bf16's bytes.
+  std::string weights;
+  // progress(done, total) is called as weight tensors are read.
+  std::function<void(size_t, size_t)> progress;
+};
+
 // A loaded model: config.json, weights and tokenizer of a directory.
 class Engine {
  public:
   // progress(done, total) is called as weight tensors are read.
   static std::shared_ptr<const Engine> load(const std::string& model_dir,
                                             const std::function<void(size_t, size_t)>& progress = {});
+  // InputError for an unknown `weights` value.
+  static std::shared_ptr<const Engine> load(const std::string& model_dir, const LoadOptions& options);
   ~Engine();
 
   int vocab_size() const;

@@ -13,7 +13,15 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
-  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, progress), Tokenizer::open_dir(dir), nullptr, nullptr});
+  return load(dir, LoadOptions{.weights = "", .progress = progress});
+}
+
+std::shared_ptr<const Engine> Engine::load(const std::string& dir, const LoadOptions& options) {
+  WeightLoading loading;
+  if (options.weights == "q8") loading.format = WeightFormat::Q8_0;
+  else if (!options.weights.empty() && options.weights != "checkpoint")
+    throw InputError("unknown weights format '" + options.weights + "': use checkpoint (as stored) or q8 (8-bit blocks)");
+  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, options.progress, loading), Tokenizer::open_dir(dir), nullptr, nullptr});
   const ModelConfig& c = impl->model.config();
   impl->chat_template = std::make_unique<ChatTemplate>(
       ChatTemplate::from_model_dir(dir, c.family == Family::Gemma4 ? "gemma4" : "gemma3"));

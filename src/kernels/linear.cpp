@@ -33,7 +33,12 @@ const RowKernels& row_kernels(WeightFormat format) {
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f16(x, as<uint16_t>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f16(x, as<uint16_t>(w), n, out); },
       [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false};
+  static const RowKernels q8_0{
+      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_q8(x, w, n); },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_q8(x, w, n, out); },
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_q8(w, n, dst); }, false};
   switch (format) {
+    case WeightFormat::Q8_0: return q8_0;
     case WeightFormat::F32: return f32;
     case WeightFormat::BF16: return bf16;
     case WeightFormat::F16: return f16;

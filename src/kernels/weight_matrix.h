@@ -14,13 +14,18 @@
 
 namespace splitdec {
 
-enum class WeightFormat : uint8_t { F32, BF16, F16 };
+// Q8_0: each row is in / 32 blocks of 34 bytes, {f16 scale d, int8 q[32]},
+// w = d * q; byte for byte llama.cpp's block_q8_0, so its Q8_0 tensors map
+// onto it without requantizing. Only rows whose length is a multiple of 32.
+enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0 };
 
 const char* weight_format_name(WeightFormat f);
 // The format that holds a checkpoint dtype as it is.
 WeightFormat weight_format_of(DType t);
-// Bytes of one row of `in` elements (a block format will round up to whole blocks).
+// Bytes of one row of `in` elements (Q8_0: in / 32 blocks of 34 bytes).
 size_t weight_row_bytes(WeightFormat f, int in);
+// Whether rows of `in` elements can be stored as `f` (Q8_0: in % 32 == 0).
+bool weight_format_fits(WeightFormat f, int in);
 
 // [out, in] in the nn.Linear layout, rows stored one after another.
 struct WeightMatrix {
@@ -30,8 +35,16 @@ struct WeightMatrix {
 
   // `out` rows already in `format` (a checkpoint tensor's bytes).
   static WeightMatrix from_bytes(WeightFormat format, int out, int in, const void* bytes);
-  // f32 values rounded to `format` (round to nearest even).
+  // f32 values rounded to `format` (round to nearest even; Q8_0 as
+  // llama.cpp's quantize_row_q8_0: d = max |x| / 127 of the block, q =
+  // round(x / d), d stored as f16). InputError if the rows do not fit.
   static WeightMatrix from_f32(WeightFormat format, int out, int in, const float* values);
+
+  // `out` zero rows, to be filled with set_rows_f32 (a loader that converts
+  // a checkpoint a few rows at a time).
+  static WeightMatrix zeros(WeightFormat format, int out, int in);
+  // Rows [r0, r0 + rows) from f32 values, rounded as from_f32 does.
+  void set_rows_f32(int r0, int rows, const float* values);
 
   bool empty() const { return out == 0; }
   size_t bytes() const { return data.size(); }

@@ -8,10 +8,10 @@
 
 namespace splitdec {
 
-Model Model::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
+Model Model::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress, const WeightLoading& loading) {
   ModelConfig config = load_model_config(dir);
   TensorStore store = TensorStore::open_dir(dir);
-  ModelWeights weights = load_weights(config, store, progress);
+  ModelWeights weights = load_weights(config, store, progress, loading);
   return Model(std::move(config), std::move(weights));
 }
 

@@ -29,7 +29,8 @@ class AttentionStage {
 class Model {
  public:
   // progress(done, total) is called as weight tensors are read.
-  static Model load(const std::string& dir, const std::function<void(size_t, size_t)>& progress = {});
+  static Model load(const std::string& dir, const std::function<void(size_t, size_t)>& progress = {},
+                    const WeightLoading& loading = {});
   Model(ModelConfig config, ModelWeights weights);
 
   const ModelConfig& config() const { return config_; }

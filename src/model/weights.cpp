@@ -68,7 +68,8 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
 }
 
 
-ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress) {
+ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress,
+                          const WeightLoading& loading) {
   const std::string prefix = find_decoder_prefix(store);
   auto view = [&](const std::string& name, const std::vector<int64_t>& shape) -> const TensorView& {
     const TensorView& v = store.get(name);
@@ -98,6 +99,27 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   };
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView& v = view(name, shape);
+    const int out = int(shape[0]), in = int(shape[1]);
+    if (loading.format && *loading.format != weight_format_of(v.dtype) && weight_format_fits(*loading.format, in)) {
+      // Converted 4096 rows at a time (checked, converted, file pages
+      // dropped): the f32 scratch and the resident file stay small.
+      WeightMatrix m = WeightMatrix::zeros(*loading.format, out, in);
+      const size_t elem = v.nbytes / (size_t(out) * size_t(in));
+      std::vector<float> rows;
+      for (int r0 = 0; r0 < out; r0 += 4096) {
+        TensorView piece = v;
+        piece.shape = {std::min(4096, out - r0), in};
+        piece.data = v.data + size_t(r0) * size_t(in) * elem;
+        piece.nbytes = size_t(piece.shape[0]) * size_t(in) * elem;
+        if (const int64_t bad = piece.first_non_finite(); bad >= 0)
+          throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
+                            std::to_string(int64_t(r0) * in + bad));
+        rows = piece.to_f32();
+        m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
+        store.release(piece);
+      }
+      return m;
+    }
     WeightMatrix m;
     m.out = int(shape[0]), m.in = int(shape[1]), m.format = weight_format_of(v.dtype);
     m.data.resize(size_t(m.out) * m.row_bytes());

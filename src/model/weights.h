@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -55,7 +56,17 @@ struct WeightSpec {
 };
 std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& config);
 
+// How the loader stores the matrices of the linear layers and the
+// embedding: as the checkpoint has them, or converted as they are read
+// (`--weights q8`: Q8_0, a few thousand rows at a time, so converting costs
+// no more memory than the result). Norms stay f32. A matrix whose rows do
+// not fit the format (Q8_0: a length that is not a multiple of 32) keeps the
+// checkpoint's format.
+struct WeightLoading {
+  std::optional<WeightFormat> format;
+};
+
 ModelWeights load_weights(const ModelConfig& config, const TensorStore& store,
-                          const std::function<void(size_t, size_t)>& progress = {});
+                          const std::function<void(size_t, size_t)>& progress = {}, const WeightLoading& loading = {});
 
 }  // namespace splitdec

@@ -24,6 +24,12 @@ struct KernelTable {
   // dst[i] = w[i] expanded exactly to f32 (weight rows for the GEMM panels)
   void (*expand_bf16)(const uint16_t* w, int n, float* dst);
   void (*expand_f16)(const uint16_t* w, int n, float* dst);
+  // Q8_0 weights (weight_matrix.h): n / 32 blocks of {f16 scale d, int8
+  // q[32]}, w = d * q. Each block's sum_j x[j] q[j] is taken first, then
+  // scaled by d and added in block order; dot4 sums each row exactly as dot.
+  float (*dot_q8)(const float* x, const uint8_t* w, int n);
+  void (*dot4_q8)(const float* const x[4], const uint8_t* w, int n, float out[4]);
+  void (*expand_q8)(const uint8_t* w, int n, float* dst);
   // y[i] = y[i] * s + a * x[i]
   void (*scale_axpy)(float* y, float s, float a, const float* x, int n);
   // sum of a large buffer (memory bandwidth probe)

@@ -47,6 +47,34 @@ void expand_bf16(const uint16_t* w, int n, float* dst) {
 void expand_f16(const uint16_t* w, int n, float* dst) {
   for (int i = 0; i < n; ++i) dst[i] = f16_to_f32(w[i]);
 }
+// Q8_0: per block sum_j x[j] q[j], scaled by d, added in block order.
+float q8_scale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return f16_to_f32(h);
+}
+float dot_q8(const float* x, const uint8_t* w, int n) {
+  float s = 0;
+  for (int b = 0; b * 32 < n; ++b) {
+    const uint8_t* block = w + int64_t(b) * 34;
+    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+    float t = 0;
+    for (int j = 0; j < 32; ++j) t += x[b * 32 + j] * float(q[j]);
+    s += q8_scale(block) * t;
+  }
+  return s;
+}
+void dot4_q8(const float* const x[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q8(x[r], w, n);
+}
+void expand_q8(const uint8_t* w, int n, float* dst) {
+  for (int b = 0; b * 32 < n; ++b) {
+    const uint8_t* block = w + int64_t(b) * 34;
+    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+    const float d = q8_scale(block);
+    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * float(q[j]);
+  }
+}
 void scale_axpy(float* y, float s, float a, const float* x, int n) {
   for (int i = 0; i < n; ++i) y[i] = y[i] * s + a * x[i];
 }
@@ -143,7 +171,8 @@ void flash_softmax(float* s, int64_t ld, int n, int m, int32_t key0, const int32
 
 const KernelTable& generic_table() {
   static const KernelTable t{"generic",   dot_f32,     dot4_f32, dot4_bf16,   dot_bf16,         dot4_f16,
-                             dot_f16,     expand_bf16, expand_f16, scale_axpy, sum_f32,          attend_keys,
+                             dot_f16,     expand_bf16, expand_f16, dot_q8,     dot4_q8,          expand_q8,
+                             scale_axpy,  sum_f32,     attend_keys,
                              attend_keys_bf16, attend_keys_f16, gemm_f32,   flash_softmax};
   return t;
 }
