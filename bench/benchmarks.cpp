@@ -497,6 +497,89 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
           {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
 }
 
+// --weights q8 against the checkpoint's bf16 on one model: the logits'
+// relative RMS error, mean KL divergence and top-1 agreement, teacher-forced
+// over a prompt of `positions` tokens (random weights: a numeric check of the
+// format, not a quality claim); and a decode step at a 4K-token context
+// (synthetic past), each against its own weight-bandwidth floor.
+json quantized_weights(const std::string& dir, const std::string& label, int positions) {
+  std::printf("loading %s (bf16 and q8) ...\n", label.c_str());
+  std::fflush(stdout);
+  json out = {{"model", label}, {"positions", positions}};
+  const PromptBatch p = [&] {
+    const Model m = Model::load(dir);
+    return synthetic_prompt(m.config(), positions, false);
+  }();
+  std::vector<float> base;
+  for (const char* format : {"bf16", "q8"}) {
+    reset_peak_rss();
+    WeightLoading loading;
+    if (std::string(format) == "q8") loading.format = WeightFormat::Q8_0;
+    const Model model = Model::load(dir, {}, loading);
+    const int V = model.config().vocab_size;
+    std::vector<float> logits;
+    {
+      SessionOptions o;
+      o.capacity = positions + 8;
+      Session s(model, 1, o);
+      logits = s.append(p, true);
+    }
+    constexpr int kContext = 4096;
+    SessionOptions o;
+    o.capacity = kContext + 16;
+    Session s(model, 1, o);
+    s.fill_synthetic(0, kContext);
+    s.decode({39});  // warm-up
+    std::vector<double> times;
+    for (int k = 0; k < 8; ++k) {
+      const double t1 = now_s();
+      s.decode({40 + k});
+      times.push_back(now_s() - t1);
+    }
+    std::sort(times.begin(), times.end());
+    const double step = times[times.size() / 2], bw = probe_bandwidth_gbs();
+    const double bytes = double(model.weights().bytes()), floor_s = bytes / (bw * 1e9);
+    json row = {{"weight_bytes", bytes}, {"decode_tokens_per_s_at_4k", 1 / step}, {"floor_tokens_per_s", 1 / floor_s},
+                {"fraction_of_floor", floor_s / step}, {"peak_rss_mib", peak_rss_mib()}};
+    if (base.empty()) {
+      base = std::move(logits);
+    } else {
+      double err = 0, scale = 0, kl = 0;
+      int agree = 0;
+      for (int r = 0; r < positions; ++r) {
+        const float* a = base.data() + int64_t(r) * V;
+        const float* b = logits.data() + int64_t(r) * V;
+        const double ma = *std::max_element(a, a + V), mb = *std::max_element(b, b + V);
+        double za = 0, zb = 0;
+        for (int v = 0; v < V; ++v) za += std::exp(a[v] - ma), zb += std::exp(b[v] - mb);
+        for (int v = 0; v < V; ++v) {
+          err += double(a[v] - b[v]) * (a[v] - b[v]), scale += double(a[v]) * a[v];
+          const double pa = std::exp(a[v] - ma) / za;
+          kl += pa * ((a[v] - ma - std::log(za)) - (b[v] - mb - std::log(zb)));
+        }
+        agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+      }
+      row["logits_relative_rms_error"] = std::sqrt(err / scale);
+      row["mean_kl_divergence"] = kl / positions;
+      row["top1_agreement"] = double(agree) / positions;
+    }
+    out[format] = row;
+  }
+  const json& b = out["bf16"];
+  const json& q = out["q8"];
+  out["decode_speedup_at_4k"] = q["decode_tokens_per_s_at_4k"].get<double>() / b["decode_tokens_per_s_at_4k"].get<double>();
+  std::printf("%-34s decode at 4K: bf16 %6.2f tokens/s (%.0f%% of floor), q8 %6.2f tokens/s (%.0f%% of floor): %.2fx; "
+              "weights %.2f -> %.2f GB; peak RSS %.0f -> %.0f MiB\n",
+              label.c_str(), b["decode_tokens_per_s_at_4k"].get<double>(), 100 * b["fraction_of_floor"].get<double>(),
+              q["decode_tokens_per_s_at_4k"].get<double>(), 100 * q["fraction_of_floor"].get<double>(),
+              out["decode_speedup_at_4k"].get<double>(), b["weight_bytes"].get<double>() / 1e9, q["weight_bytes"].get<double>() / 1e9,
+              b["peak_rss_mib"].get<double>(), q["peak_rss_mib"].get<double>());
+  std::printf("%-34s q8 logits vs bf16 over %d positions: relative RMS %.4f, mean KL %.2e, top-1 agreement %.3f\n", "",
+              positions, q["logits_relative_rms_error"].get<double>(), q["mean_kl_divergence"].get<double>(),
+              q["top1_agreement"].get<double>());
+  return out;
+}
+
 }  // namespace
 
 int run_benchmarks(const BenchOptions& opt) {
@@ -549,6 +632,16 @@ int run_benchmarks(const BenchOptions& opt) {
       fs::remove_all(o.out_dir);
     }
   }
+  json quantized = json::array();
+  if (wanted("quantized")) {
+    section("8-bit weights (--weights q8) against bf16");
+    MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b-q", 1, DType::BF16, {}};
+    if (opt.quick) o.layers = 4;
+    make_model(o);
+    quantized.push_back(quantized_weights(o.out_dir, opt.quick ? "gemma3-1b (4 layers)" : "gemma3-1b", opt.quick ? 64 : 256));
+    fs::remove_all(o.out_dir);
+    r["quantized"] = quantized;
+  }
   if (!opt.quick && wanted("whole_model")) {
     MakeModelOptions o{"gemma4-12b", work + "/gemma4-12b", 1, DType::BF16, 6};
     make_model(o);
@@ -598,6 +691,16 @@ int run_benchmarks(const BenchOptions& opt) {
     report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
     if (e.contains("dtype"))
       report("whole-model prefill, fraction of GEMM peak, " + e["model"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");
+  }
+  for (const auto& e : quantized) {
+    const std::string m = e["model"].get<std::string>();
+    report("q8 / bf16 decode tokens/s at 4K, " + m, e["decode_speedup_at_4k"], 1.8, "x");
+    report("q8 decode fraction of its floor at 4K, " + m, e["q8"]["fraction_of_floor"], 0.8, "");
+    targets["q8 logits relative RMS error, " + m] = {{"value", e["q8"]["logits_relative_rms_error"]}, {"goal", 0.01},
+                                                      {"met", e["q8"]["logits_relative_rms_error"].get<double>() <= 0.01}};
+    std::printf("%-62s %8.4f (goal <= 0.0100) %s\n", ("q8 logits relative RMS error, " + m).c_str(),
+                e["q8"]["logits_relative_rms_error"].get<double>(),
+                e["q8"]["logits_relative_rms_error"].get<double>() <= 0.01 ? "met" : "NOT met");
   }
   if (r.contains("linear"))
     for (const auto& e : r["linear"]) report(std::string("prefill GEMM fraction of peak, ") + e["dtype"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");

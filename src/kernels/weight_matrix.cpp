@@ -46,7 +46,11 @@ void quantize_row_q8_0(const float* x, int n, uint8_t* out) {
     const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
     const uint16_t h = f32_to_f16(d);
     std::memcpy(out, &h, 2);
-    for (int j = 0; j < 32; ++j) out[2 + j] = uint8_t(int8_t(std::lround(x[b * 32 + j] * id)));
+    // roundf (half away from zero), in double so that x * id + 0.5 is exact.
+    for (int j = 0; j < 32; ++j) {
+      const double v = double(x[b * 32 + j] * id);
+      out[2 + j] = uint8_t(int8_t(int(std::trunc(v + std::copysign(0.5, v)))));
+    }
   }
 }
 
