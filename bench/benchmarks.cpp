@@ -58,9 +58,9 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
-WeightMatrix random_matrix(int out, int in, DType dt, uint32_t seed) {
+WeightMatrix random_matrix(int out, int in, WeightFormat format, uint32_t seed) {
   const auto f = random_floats(size_t(out) * size_t(in), seed);
-  return WeightMatrix::from_f32(weight_format_of(dt), out, in, f.data());
+  return WeightMatrix::from_f32(format, out, in, f.data());
 }
 
 // Fastest of `reps` runs: the machine's capability, for the bandwidth probe.
@@ -153,20 +153,21 @@ json linear_layers(const json& m, bool quick) {
   const double peak = m["peak_f32_gemm_gflops"];
   json out = json::array();
   const int rows_prefill = quick ? 256 : 512;
-  for (DType dt : {DType::F32, DType::BF16}) {
-    const WeightMatrix w = random_matrix(4096, 4096, dt, 7);
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::Q8_0}) {
+    const char* name = weight_format_name(format);
+    const WeightMatrix w = random_matrix(4096, 4096, format, 7);
     std::vector<float> x = random_floats(size_t(rows_prefill) * 4096, 8), y(size_t(rows_prefill) * 4096);
     const double tp = median_time([&] { linear(x.data(), rows_prefill, w, y.data()); }, 2, 0.5);
     // Decode reads a matrix four times larger than the last-level cache.
-    const WeightMatrix big = random_matrix(16384, 4096, dt, 9);
+    const WeightMatrix big = random_matrix(16384, 4096, format, 9);
     std::vector<float> ybig(16384);
     const double bw = probe_bandwidth_gbs();
     const double td = median_time([&] { linear(x.data(), 1, big, ybig.data()); }, 5, 0.3);
     const double gflops = 2.0 * rows_prefill * 4096.0 * 4096.0 / tp / 1e9;
     const double gbs = double(big.bytes()) / td / 1e9;
     std::printf("%-4s weights: prefill %d rows %.1f GFLOP/s (%.0f%% of peak); decode matvec %.2f ms, %.1f GB/s (%.0f%% of bandwidth)\n",
-                dtype_name(dt), rows_prefill, gflops, 100 * gflops / peak, td * 1e3, gbs, 100 * gbs / bw);
-    out.push_back({{"dtype", dtype_name(dt)}, {"prefill_rows", rows_prefill}, {"prefill_gflops", gflops},
+                name, rows_prefill, gflops, 100 * gflops / peak, td * 1e3, gbs, 100 * gbs / bw);
+    out.push_back({{"dtype", name}, {"prefill_rows", rows_prefill}, {"prefill_gflops", gflops},
                    {"prefill_fraction_of_peak", gflops / peak}, {"decode_ms", td * 1e3}, {"decode_gbs", gbs},
                    {"decode_fraction_of_bandwidth", gbs / bw}, {"bandwidth_gbs", bw}});
   }
