@@ -14,7 +14,7 @@ void add_bench(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--plot", o->plot_path, "write decode cost against context as SVG");
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
   cmd->add_option("--only", o->only,
-                  "sections to run: linear, decode_attention, plan_decode, prefill, media, whole_model, quantized (comma-separated)");
+                  "sections to run: linear, decode_attention, plan_decode, prefill, media, whole_model, quantized, ttft (comma-separated)");
   cmd->add_option("--work-dir", o->work_dir, "where generated benchmark models go (default: a temporary directory)");
   cmd->callback([o, threads, &run_fn] {
     run_fn = [o, threads] {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <random>
+#include <stdexcept>
 
 #include "core/thread_pool.h"
 #include "generate/generator.h"
@@ -210,7 +211,7 @@ json decode_attention(const json& m, bool quick) {
 
 // ---- per-token decode cost of each plan ---------------------------------------
 
-PromptBatch synthetic_prompt(const ModelConfig& c, int length, bool image) {
+PromptBatch synthetic_prompt(const ModelConfig& c, int length, bool image, int image_tokens = 280) {
   PromptBatch p;
   p.batch = 1;
   p.seq = length;
@@ -219,14 +220,51 @@ PromptBatch synthetic_prompt(const ModelConfig& c, int length, bool image) {
     p.tokens.push_back(20 + int(rng() % uint32_t(std::min(1000, c.vocab_size - 20))));
     p.modality.push_back(Modality::Text);
   }
-  if (image) {  // a 280-token image in the middle, with its markers
-    const int at = length / 2;
+  if (image) {  // an image (280 tokens unless told) in the middle, with its markers
+    if (length < image_tokens + 3) throw std::invalid_argument("synthetic_prompt: the image does not fit the prompt");
+    const int at = std::min(length / 2, length - image_tokens - 2);  // the image and its markers lie inside
     p.tokens[size_t(at)] = c.boi_token_id;
-    for (int k = 1; k <= 280; ++k) p.tokens[size_t(at + k)] = c.image_token_id, p.modality[size_t(at + k)] = Modality::Image;
-    p.tokens[size_t(at + 281)] = c.eoi_token_id;
+    for (int k = 1; k <= image_tokens; ++k) p.tokens[size_t(at + k)] = c.image_token_id, p.modality[size_t(at + k)] = Modality::Image;
+    p.tokens[size_t(at + image_tokens + 1)] = c.eoi_token_id;
   }
   p.attention_mask.assign(size_t(length), 1);
   return p;
+}
+
+// Peak RSS helpers (defined with the whole-model rows below).
+void reset_peak_rss();
+double peak_rss_mib();
+
+// Time to first token on the Gemma-4-12B attention stack (6 layers, narrow
+// residual stream): a prompt of S tokens, text only or with one 1120-token
+// image in the middle (its media rows synthetic: the frontend is in the media
+// section), prefilled by the split plan in chunks of 256, then the first
+// decode step. Peak RSS per row.
+json time_to_first_token(const Model& model, bool quick) {
+  section("time to first token, Gemma-4-12B attention stack (6 layers), split plan");
+  json out = json::array();
+  std::vector<int> lengths = quick ? std::vector<int>{2048} : std::vector<int>{2048, 8192, 32768};
+  std::printf("%8s %8s %12s %14s %12s %14s\n", "S", "image", "TTFT ms", "prefill tok/s", "first step", "peak RSS MiB");
+  for (int S : lengths)
+    for (bool image : {false, true}) {
+      reset_peak_rss();
+      PromptBatch p = synthetic_prompt(model.config(), S, image, 1120);
+      if (image) p.media.assign(size_t(1120) * size_t(model.config().hidden_size), 0.01f);
+      SessionOptions o;
+      o.plan = Plan::Split;
+      o.capacity = S + 16;
+      o.chunk = 256;
+      Session s(model, 1, o);
+      const double t0 = now_s();
+      s.append(p);
+      const double t1 = now_s();
+      s.decode({40});
+      const double t2 = now_s(), rss = peak_rss_mib();
+      std::printf("%8d %8s %12.1f %14.1f %10.1fms %14.0f\n", S, image ? "1120" : "-", (t2 - t0) * 1e3, S / (t1 - t0), (t2 - t1) * 1e3, rss);
+      out.push_back({{"S", S}, {"image_tokens", image ? 1120 : 0}, {"ttft_ms", (t2 - t0) * 1e3}, {"prefill_ms", (t1 - t0) * 1e3},
+                     {"prefill_tokens_per_s", S / (t1 - t0)}, {"first_step_ms", (t2 - t1) * 1e3}, {"peak_rss_mib", rss}});
+    }
+  return out;
 }
 
 json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
@@ -608,6 +646,17 @@ int run_benchmarks(const BenchOptions& opt) {
     make_model(mo);
     const Model stack = Model::load(stack_dir);
     r["plan_decode"] = plan_decode(stack, opt.quick, plot);
+  }
+  if (wanted("ttft")) {
+    if (!fs::exists(stack_dir + "/config.json")) {
+      MakeModelOptions mo;
+      mo.preset = "gemma4-12b-attention";
+      mo.out_dir = stack_dir;
+      mo.dtype = DType::BF16;
+      mo.seed = 1;
+      make_model(mo);
+    }
+    r["ttft"] = time_to_first_token(Model::load(stack_dir), opt.quick);
   }
   if (wanted("prefill")) {
     r["prefill"] = prefill_attention(opt.quick);
