@@ -158,6 +158,14 @@ TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
         }
         linear(x.data(), rows, w, got.data());  // BLAS panels from kGemmRows rows
         for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << "linear rows " << rows;
+        if (format == WeightFormat::Q8_0) {  // int8 activations: within their own rounding of the f32 result
+          WeightMatrix w8 = w;
+          w8.int8_activations = true;
+          for (const simd::KernelTable* t : simd::available()) {
+            linear_with(*t, x.data(), rows, w8, got.data());
+            for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], 0.02 * std::sqrt(double(in))) << t->name;
+          }
+        }
       }
 }
 
@@ -219,6 +227,50 @@ TEST(Q8_0, EveryTableMatchesTheDequantizedDotAndDot4EqualsDot) {
         for (int k = 0; k < n; ++k) want += double(xs[size_t(r)][size_t(k)]) * deq[size_t(k)];
         const float one = t->dot_q8(xs[size_t(r)].data(), w.row(0), n);
         EXPECT_NEAR(one, want, 2e-6 * n);
+        EXPECT_EQ(four[r], one) << "row " << r;
+      }
+    }
+  }
+}
+
+// q8_0 x q8_0 (int8 activations): every table's activation quantizer gives
+// the generic table's bytes; the dot equals a float64 sum of the exact
+// integer block sums times their scales; dot4 gives each row dot's bits.
+TEST(Q8_0, IntegerDotMatchesTheExactBlockSumsAndDot4EqualsDot) {
+  std::mt19937 rng(13);
+  for (int n : {32, 64, 96, 1152, 4128}) {
+    const auto wf = random_vec(rng, size_t(n));
+    const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q8_0, 1, n, wf.data());
+    std::vector<std::vector<float>> xs(4);
+    for (auto& x : xs) x = random_vec(rng, size_t(n));
+    xs[1][0] = 0.f;
+    for (int j = 0; j < 32; ++j) xs[2][size_t(j)] = 0.f;  // an all-zero activation block
+    std::vector<std::vector<float>> scale(4, std::vector<float>(size_t(n / 32)));
+    std::vector<std::vector<int8_t>> q(4, std::vector<int8_t>(size_t(n)));
+    for (int r = 0; r < 4; ++r) simd::generic_table().quantize_q8_activations(xs[size_t(r)].data(), n, scale[size_t(r)].data(), q[size_t(r)].data());
+    for (const simd::KernelTable* t : simd::available()) {
+      SCOPED_TRACE(std::string(t->name) + " n " + std::to_string(n));
+      std::vector<float> s2(size_t(n / 32));
+      std::vector<int8_t> q2(static_cast<size_t>(n));
+      t->quantize_q8_activations(xs[0].data(), n, s2.data(), q2.data());
+      EXPECT_EQ(s2, scale[0]);
+      EXPECT_EQ(q2, q[0]);
+      const float* sp[4] = {scale[0].data(), scale[1].data(), scale[2].data(), scale[3].data()};
+      const int8_t* qp[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
+      float four[4];
+      t->dot4_q8_q8(sp, qp, w.row(0), n, four);
+      for (int r = 0; r < 4; ++r) {
+        double want = 0;
+        for (int b = 0; b < n / 32; ++b) {
+          const uint8_t* block = w.row(0) + b * 34;
+          uint16_t h;
+          std::memcpy(&h, block, 2);
+          int64_t isum = 0;
+          for (int j = 0; j < 32; ++j) isum += int64_t(q[size_t(r)][size_t(b * 32 + j)]) * int8_t(block[2 + j]);
+          want += double(isum) * double(scale[size_t(r)][size_t(b)]) * double(f16_to_f32(h));
+        }
+        const float one = t->dot_q8_q8(sp[r], qp[r], w.row(0), n);
+        EXPECT_NEAR(one, want, 1e-5 * (1 + std::abs(want)) * std::sqrt(double(n)));
         EXPECT_EQ(four[r], one) << "row " << r;
       }
     }

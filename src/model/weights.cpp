@@ -118,6 +118,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
         m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
         store.release(piece);
       }
+      m.int8_activations = loading.int8_activations;
       return m;
     }
     WeightMatrix m;

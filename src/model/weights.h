@@ -64,6 +64,7 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& config);
 // checkpoint's format.
 struct WeightLoading {
   std::optional<WeightFormat> format;
+  bool int8_activations = false;  // Q8_0: WeightMatrix::int8_activations
 };
 
 ModelWeights load_weights(const ModelConfig& config, const TensorStore& store,

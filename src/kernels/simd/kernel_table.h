@@ -30,6 +30,14 @@ struct KernelTable {
   float (*dot_q8)(const float* x, const uint8_t* w, int n);
   void (*dot4_q8)(const float* const x[4], const uint8_t* w, int n, float out[4]);
   void (*expand_q8)(const uint8_t* w, int n, float* dst);
+  // Q8_0 weights against an activation row quantized the same way (llama.cpp's
+  // q8_0 x q8_0 dot): x_scale[n / 32] f32 scales, x_q[n] int8. Per block the
+  // integer sum_j x_q[j] q[j] is exact; it is scaled by x_scale * d and added
+  // in block order; dot4 sums each row exactly as dot.
+  float (*dot_q8_q8)(const float* x_scale, const int8_t* x_q, const uint8_t* w, int n);
+  void (*dot4_q8_q8)(const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* w, int n, float out[4]);
+  // An activation row to that form: per block s = max |x| / 127, q = round(x / s).
+  void (*quantize_q8_activations)(const float* x, int n, float* x_scale, int8_t* x_q);
   // y[i] = y[i] * s + a * x[i]
   void (*scale_axpy)(float* y, float s, float a, const float* x, int n);
   // sum of a large buffer (memory bandwidth probe)

@@ -75,6 +75,30 @@ void expand_q8(const uint8_t* w, int n, float* dst) {
     for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * float(q[j]);
   }
 }
+// q8_0 x q8_0: exact integer block sums, scaled and added in block order.
+float dot_q8_q8(const float* xs, const int8_t* xq, const uint8_t* w, int n) {
+  float even = 0, odd = 0;
+  for (int b = 0; b * 32 < n; ++b) {
+    const uint8_t* block = w + int64_t(b) * 34;
+    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+    int32_t isum = 0;
+    for (int j = 0; j < 32; ++j) isum += int32_t(xq[b * 32 + j]) * int32_t(q[j]);
+    (b % 2 ? odd : even) += float(isum) * (xs[b] * q8_scale(block));
+  }
+  return even + odd;
+}
+void dot4_q8_q8(const float* const xs[4], const int8_t* const xq[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q8_q8(xs[r], xq[r], w, n);
+}
+void quantize_q8_activations(const float* x, int n, float* xs, int8_t* xq) {
+  for (int b = 0; b < n / 32; ++b) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b * 32 + j]));
+    const float s = amax / 127.f, inv = s != 0.f ? 1.f / s : 0.f;
+    xs[b] = s;
+    for (int j = 0; j < 32; ++j) xq[b * 32 + j] = int8_t(std::nearbyint(x[b * 32 + j] * inv));
+  }
+}
 void scale_axpy(float* y, float s, float a, const float* x, int n) {
   for (int i = 0; i < n; ++i) y[i] = y[i] * s + a * x[i];
 }
@@ -172,6 +196,7 @@ void flash_softmax(float* s, int64_t ld, int n, int m, int32_t key0, const int32
 const KernelTable& generic_table() {
   static const KernelTable t{"generic",   dot_f32,     dot4_f32, dot4_bf16,   dot_bf16,         dot4_f16,
                              dot_f16,     expand_bf16, expand_f16, dot_q8,     dot4_q8,          expand_q8,
+                             dot_q8_q8,   dot4_q8_q8,  quantize_q8_activations,
                              scale_axpy,  sum_f32,     attend_keys,
                              attend_keys_bf16, attend_keys_f16, gemm_f32,   flash_softmax};
   return t;
