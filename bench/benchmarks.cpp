@@ -473,6 +473,19 @@ double peak_rss_mib() {
   return 0;
 }
 
+// The median of 8 decode steps (after one warm-up step) of sequence 0.
+double median_decode_step_s(Session& session) {
+  session.decode({39});  // warm-up
+  std::vector<double> times;
+  for (int k = 0; k < 8; ++k) {
+    const double t1 = now_s();
+    session.decode({40 + k});
+    times.push_back(now_s() - t1);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 // Multiply-adds x 2 of a prompt of S tokens through the decoder: every
 // linear layer once per token, attention over the visible pairs of each
 // layer (causal, or the sliding window), the LM head on the last row only
@@ -513,15 +526,7 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
   session.append(p);
   const double prefill_s = now_s() - t0;
   const double flops = prefill_flops(model, prompt_len);
-  session.decode({39});  // warm-up
-  std::vector<double> times;
-  for (int k = 0; k < 8; ++k) {
-    const double t1 = now_s();
-    session.decode({40 + k});
-    times.push_back(now_s() - t1);
-  }
-  std::sort(times.begin(), times.end());
-  const double decode_s = times[times.size() / 2];
+  const double decode_s = median_decode_step_s(session);
   const double bw = probe_bandwidth_gbs();
   const double weight_bytes = double(model.weights().bytes());
   const double floor_s = weight_bytes / (bw * 1e9);
@@ -573,15 +578,7 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
     o.capacity = kContext + 16;
     Session s(model, 1, o);
     s.fill_synthetic(0, kContext);
-    s.decode({39});  // warm-up
-    std::vector<double> times;
-    for (int k = 0; k < 8; ++k) {
-      const double t1 = now_s();
-      s.decode({40 + k});
-      times.push_back(now_s() - t1);
-    }
-    std::sort(times.begin(), times.end());
-    const double step = times[times.size() / 2], bw = probe_bandwidth_gbs();
+    const double step = median_decode_step_s(s), bw = probe_bandwidth_gbs();
     const double bytes = double(model.weights().bytes()), floor_s = bytes / (bw * 1e9);
     json row = {{"weight_bytes", bytes}, {"decode_tokens_per_s_at_4k", 1 / step}, {"floor_tokens_per_s", 1 / floor_s},
                 {"fraction_of_floor", floor_s / step}, {"peak_rss_mib", peak_rss_mib()}};
