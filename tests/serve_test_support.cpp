@@ -21,7 +21,7 @@
 namespace splitdec::test {
 
 TestServer::TestServer(const TestServerOptions& o) {
-  engine_ = Engine::load(tiny_model_dir("tiny-gemma3"));
+  engine_ = Engine::load(tiny_model_dir(o.preset));
   ConversationOptions co;
   co.plan = o.plan;
   co.max_length = o.max_length;

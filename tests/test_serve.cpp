@@ -3,6 +3,8 @@
 // or beside 15 others), media, every refusal, client faults, the official
 // openai npm client, curl, and SIGTERM draining a subprocess.
 #include <gtest/gtest.h>
+
+#include <optional>
 #include <signal.h>
 
 #include <atomic>
@@ -317,6 +319,45 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
                    test::npy_bytes(s.engine().impl().model.config().mm_tokens_per_image, s.engine().hidden_size(), 1.f));
   const Answer from_file = post(s, url, path_part("rows.npy"));
   EXPECT_EQ(from_file.status, 200) << from_file.raw;
+}
+
+// splitdec's request extension image_tokens: the Gemma-4 soft-token budget
+// of the request's images, as --image-tokens; a value the model cannot take
+// is a 400 naming the field.
+TEST(Serve, ImageTokensSetsTheGemma4Budget) {
+  auto body = [](std::optional<int> tokens) {
+    json b{{"messages", {{{"role", "user"},
+                          {"content", {{{"type", "image_url"},
+                                        {"image_url", {{"url", "data:image/png;base64," + test::base64_encode(test::read_file(DEMO_PNG))}}}},
+                                       {{"type", "text"}, {"text", "What is in this picture?"}}}}}}},
+           {"temperature", 0},
+           {"max_tokens", 2}};
+    if (tokens) b["image_tokens"] = *tokens;
+    return b.dump();
+  };
+  {
+    TestServerOptions o;
+    o.preset = "tiny-gemma4-unified";
+    o.max_length = 2048;
+    TestServer s(o);
+    auto prompt_tokens = [&](std::optional<int> t) {
+      const Answer a = post(s, "/v1/chat/completions", body(t));
+      EXPECT_EQ(a.status, 200) << a.raw;
+      return a.status == 200 ? a.body["usage"]["prompt_tokens"].get<int>() : -1;
+    };
+    const int small = prompt_tokens(70), deflt = prompt_tokens(std::nullopt), large = prompt_tokens(560);
+    EXPECT_LT(small, deflt);
+    EXPECT_LT(deflt, large);
+    const Answer bad = post(s, "/v1/chat/completions", body(100));
+    EXPECT_EQ(bad.status, 400) << bad.raw;
+    EXPECT_EQ(bad.body["error"]["param"], "image_tokens") << bad.raw;
+    EXPECT_NE(bad.raw.find("70, 140, 280, 560, 1120"), std::string::npos) << bad.raw;
+  }
+  TestServer gemma3;  // SigLIP: 16 tokens per image, nothing else
+  const Answer bad = post(gemma3, "/v1/chat/completions", body(280));
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_NE(bad.raw.find("always 16 tokens"), std::string::npos) << bad.raw;
+  EXPECT_EQ(post(gemma3, "/v1/chat/completions", body(16)).status, 200);
 }
 
 TEST(Serve, ApiKey) {

@@ -35,6 +35,12 @@ class MediaLoader {
   const ModelConfig& config() const { return *config_; }
   const MediaFrontend* frontend() const { return frontend_.get(); }
   const ImageOptions& image_options() const { return image_; }
+  // The same loader with other image options (a server request's image_tokens).
+  MediaLoader with_image_options(const ImageOptions& image) const {
+    MediaLoader copy = *this;
+    copy.image_ = image;
+    return copy;
+  }
 
  private:
   // Throws, naming `name` and the reason, unless the frontend for it is loaded.

@@ -6,6 +6,9 @@
 
 #include "core/error.h"
 #include "io/model_config.h"
+#include "media/frontend_config.h"
+#include "media/media_frontend.h"
+#include "media/media_loader.h"
 #include "serve/api_error.h"
 #include "serve/chat_input.h"
 #include "serve/media_input.h"
@@ -247,8 +250,29 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   const auto max_tokens = integer(body, "max_tokens", 0, INT32_MAX);
   const auto max_completion = integer(body, "max_completion_tokens", 0, INT32_MAX);
   r.max_tokens = max_completion ? max_completion : max_tokens;
+  // splitdec's extension: image_tokens, the Gemma-4 soft-token budget of
+  // this request's images (as --image-tokens); checked here so that the
+  // error names the field.
+  ImageOptions image = ctx.media.image_options();
+  if (const auto t = integer(body, "image_tokens", 1, 1 << 20)) {
+    const FrontendConfig* f = ctx.media.frontend() ? &ctx.media.frontend()->config() : nullptr;
+    if (!f || f->vision == VisionFrontend::None)
+      throw bad_field("image_tokens", "image_tokens: this model has no vision frontend");
+    if (f->vision == VisionFrontend::Siglip) {
+      if (*t != f->siglip.tokens())
+        throw bad_field("image_tokens", "image_tokens: Gemma-3 images are always " + std::to_string(f->siglip.tokens()) +
+                                            " tokens (got " + std::to_string(*t) + ")");
+    } else if (!is_gemma4_image_budget(int(*t))) {
+      throw bad_field("image_tokens", "image_tokens: " + std::to_string(*t) +
+                                          " is not a Gemma-4 budget (70, 140, 280, 560, 1120 are)");
+    }
+    image.image_tokens = int(*t);
+  }
+  const MediaLoader loader = ctx.media.with_image_options(image);
+  const RequestContext request_ctx{ctx.tokenizer, ctx.config, ctx.chat_template, ctx.media_dir, loader};
   try {
-    r.prompt = chat ? chat_prompt(messages(body, ctx), ctx.tokenizer, ctx.config, ctx.chat_template) : completion_prompt(body, ctx);
+    r.prompt = chat ? chat_prompt(messages(body, request_ctx), ctx.tokenizer, ctx.config, ctx.chat_template)
+                    : completion_prompt(body, request_ctx);
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {  // the tokenizer or the prompt checks refused the input
