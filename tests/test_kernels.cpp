@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <atomic>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/linear.h"
 #include "kernels/reference_ops.h"
@@ -275,6 +277,28 @@ TEST(Q8_0, IntegerDotMatchesTheExactBlockSumsAndDot4EqualsDot) {
       }
     }
   }
+}
+
+// Edge values: a NaN activation reaches the output (as in the f32 path), a
+// block of subnormal-sized activations quantizes to zeros, and a weight
+// block beyond the f16 scale's range is refused rather than stored as inf.
+TEST(Q8_0, NaNPropagatesTinyBlocksAreZeroAndHugeWeightsAreRefused) {
+  std::vector<float> x(64, 1e-39f), wf(64, 0.5f);
+  x[40] = std::numeric_limits<float>::quiet_NaN();
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q8_0, 1, 64, wf.data());
+  for (const simd::KernelTable* t : simd::available()) {
+    SCOPED_TRACE(t->name);
+    std::vector<float> scale(2);
+    std::vector<int8_t> q(64);
+    t->quantize_q8_activations(x.data(), 64, scale.data(), q.data());
+    EXPECT_LT(scale[0], std::numeric_limits<float>::min());  // a subnormal scale: the values quantize to 0
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(q[size_t(j)], 0);
+    EXPECT_TRUE(std::isnan(scale[1]));
+    EXPECT_TRUE(std::isnan(t->dot_q8_q8(scale.data(), q.data(), w.row(0), 64)));
+  }
+  std::vector<float> huge(32, 1.f);
+  huge[7] = 1e7f;
+  EXPECT_THROW((void)WeightMatrix::from_f32(WeightFormat::Q8_0, 1, 32, huge.data()), InputError);
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {

@@ -1,5 +1,7 @@
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -45,6 +47,7 @@ struct ThreadPool::State {
   std::atomic<uint64_t> generation{0};
   std::atomic<bool> stop{false};
   int sleeping = 0;          // workers blocked on `wake` (under mu)
+  int spins = kSpins;        // 0 when the pool has more threads than CPUs to run them
   std::exception_ptr error;  // the first exception a range threw
 
   // Takes ranges until none are left. Never throws: the first exception is
@@ -95,13 +98,17 @@ void ThreadPool::set_threads(int n) {
 }
 
 ThreadPool::ThreadPool(int threads) : state_(new State), threads_(threads) {
+  // Spinning only pays when every thread has a CPU of its own (a container
+  // quota or a busy machine would turn the spin into stolen time).
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && threads > CPU_COUNT(&cpus)) state_->spins = 0;
   for (int t = 1; t < threads; ++t)
     state_->workers.emplace_back([s = state_] {
       uint64_t seen = 0;
       auto ready = [&] { return s->stop.load() || s->generation.load(std::memory_order_acquire) != seen; };
       for (;;) {
         bool woke = false;
-        for (int i = 0; i < kSpins && !(woke = ready()); ++i) cpu_relax();
+        for (int i = 0; i < s->spins && !(woke = ready()); ++i) cpu_relax();
         if (!woke) {
           std::unique_lock<std::mutex> lock(s->mu);
           ++s->sleeping;
@@ -156,7 +163,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (any_asleep) s.wake.notify_all();
   s.drain();
   // Every worker is done with `fn` before it goes.
-  for (int i = 0; i < kSpins && s.busy.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
+  for (int i = 0; i < s.spins && s.busy.load(std::memory_order_acquire) != 0; ++i) cpu_relax();
   std::exception_ptr error;
   {
     std::unique_lock<std::mutex> lock(s.mu);

@@ -138,13 +138,16 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     // depend on how it was cut into chunks beyond f32 rounding.
     const simd::KernelTable& t = simd::best();
     const int nb = w.in / 32;
-    std::vector<float> xd(size_t(rows) * size_t(w.in)), scale(static_cast<size_t>(nb));
-    std::vector<int8_t> q(size_t(w.in));
-    for (int r = 0; r < rows; ++r) {
-      t.quantize_q8_activations(x + int64_t(r) * w.in, w.in, scale.data(), q.data());
-      float* dst = xd.data() + size_t(r) * size_t(w.in);
-      for (int i = 0; i < w.in; ++i) dst[i] = scale[size_t(i / 32)] * float(q[size_t(i)]);
-    }
+    std::vector<float> xd(size_t(rows) * size_t(w.in));
+    ThreadPool::global()->parallel_for(rows, [&](int64_t r0, int64_t r1) {
+      std::vector<float> scale(static_cast<size_t>(nb));
+      std::vector<int8_t> q(size_t(w.in));
+      for (int64_t r = r0; r < r1; ++r) {
+        t.quantize_q8_activations(x + r * w.in, w.in, scale.data(), q.data());
+        float* dst = xd.data() + size_t(r) * size_t(w.in);
+        for (int i = 0; i < w.in; ++i) dst[i] = scale[size_t(i / 32)] * float(q[size_t(i)]);
+      }
+    });
     return gemm_panels(xd.data(), rows, w, y);
   }
   gemm_panels(x, rows, w, y);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -43,7 +44,10 @@ void quantize_row_q8_0(const float* x, int n, uint8_t* out) {
   for (int b = 0; b < n / 32; ++b, out += 34) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b * 32 + j]));
-    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    // Q8_0's scale is an f16: a block beyond 127 * 65504 cannot be stored.
+    if (!(amax <= 127.f * 65504.f))
+      throw InputError("a block's largest weight " + std::to_string(amax) + " is beyond Q8_0's range (127 x 65504, the f16 scale's)");
+    const float d = amax / 127.f, id = d >= std::numeric_limits<float>::min() ? 1.f / d : 0.f;
     const uint16_t h = f32_to_f16(d);
     std::memcpy(out, &h, 2);
     // roundf (half away from zero), in double so that x * id + 0.5 is exact.

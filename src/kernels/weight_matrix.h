@@ -32,10 +32,10 @@ struct WeightMatrix {
   int out = 0, in = 0;
   WeightFormat format = WeightFormat::F32;
   std::vector<uint8_t> data;
-  // Q8_0 only: decode steps quantize each activation row to Q8_0 blocks too
-  // and take exact integer block dot products (llama.cpp's q8_0 x q8_0);
-  // otherwise activations stay f32 and the weights are expanded. Prefill
-  // (the GEMM panels) always runs in f32.
+  // Q8_0 only: each activation row is quantized to Q8_0 blocks too. Decode
+  // steps then take integer block dot products (llama.cpp's q8_0 x q8_0);
+  // the prefill GEMM runs in f32 on those quantized activations expanded
+  // back, so both see the same inputs. Otherwise activations stay f32.
   bool int8_activations = false;
 
   // `out` rows already in `format` (a checkpoint tensor's bytes).

@@ -104,7 +104,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
       // Converted 4096 rows at a time (checked, converted, file pages
       // dropped): the f32 scratch and the resident file stay small.
       WeightMatrix m = WeightMatrix::zeros(*loading.format, out, in);
-      const size_t elem = v.nbytes / (size_t(out) * size_t(in));
+      const size_t elem = dtype_size(v.dtype);
       std::vector<float> rows;
       for (int r0 = 0; r0 < out; r0 += 4096) {
         TensorView piece = v;
@@ -115,7 +115,11 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
           throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
                             std::to_string(int64_t(r0) * in + bad));
         rows = piece.to_f32();
-        m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
+        try {
+          m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
+        } catch (const InputError& e) {
+          throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(*loading.format) + ": " + e.what());
+        }
         store.release(piece);
       }
       m.int8_activations = loading.int8_activations;
@@ -129,10 +133,15 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     check_finite(v, m.data.data());
     return m;
   };
-  // Weights are copied out of the mapped files into memory: a checkpoint
-  // larger than the machine is refused before any copy.
+  // Weights are copied out of the mapped files into memory: weights larger
+  // than the machine are refused before any copy (counted as they will be
+  // stored: a matrix converted to `loading.format` at its new size).
   size_t total = 0;
-  for (const auto& [name, v] : store.tensors()) total += v.nbytes;
+  for (const auto& [name, v] : store.tensors()) {
+    const bool converts = loading.format && v.shape.size() == 2 && v.shape[1] > 0 &&
+                          weight_format_fits(*loading.format, int(v.shape[1])) && *loading.format != weight_format_of(v.dtype);
+    total += converts ? size_t(v.shape[0]) * weight_row_bytes(*loading.format, int(v.shape[1])) : v.nbytes;
+  }
   if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
     throw CapacityError("the weights need " + format_bytes(total) + " of memory, more than this machine's " + format_bytes(have));
   ModelWeights w;

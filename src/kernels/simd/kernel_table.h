@@ -31,9 +31,10 @@ struct KernelTable {
   void (*dot4_q8)(const float* const x[4], const uint8_t* w, int n, float out[4]);
   void (*expand_q8)(const uint8_t* w, int n, float* dst);
   // Q8_0 weights against an activation row quantized the same way (llama.cpp's
-  // q8_0 x q8_0 dot): x_scale[n / 32] f32 scales, x_q[n] int8. Per block the
-  // integer sum_j x_q[j] q[j] is exact; it is scaled by x_scale * d and added
-  // in block order; dot4 sums each row exactly as dot.
+  // q8_0 x q8_0 dot): x_scale[n / 32] f32 scales, x_q[n] int8. Integer
+  // products are summed exactly (within a block: in 8 lanes on the SIMD
+  // tables, whole in the scalar one), scaled by x_scale * d in f32 and
+  // accumulated over blocks; dot4 sums each row exactly as dot.
   float (*dot_q8_q8)(const float* x_scale, const int8_t* x_q, const uint8_t* w, int n);
   void (*dot4_q8_q8)(const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* w, int n, float out[4]);
   // An activation row to that form: per block s = max |x| / 127, q = round(x / s).

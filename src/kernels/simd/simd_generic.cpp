@@ -93,10 +93,12 @@ void dot4_q8_q8(const float* const xs[4], const int8_t* const xq[4], const uint8
 void quantize_q8_activations(const float* x, int n, float* xs, int8_t* xq) {
   for (int b = 0; b < n / 32; ++b) {
     float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b * 32 + j]));
-    const float s = amax / 127.f, inv = s != 0.f ? 1.f / s : 0.f;
+    bool nan = false;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b * 32 + j])), nan |= x[b * 32 + j] != x[b * 32 + j];
+    const float s = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.f;  // NaN propagates
+    const float inv = s >= std::numeric_limits<float>::min() ? 1.f / s : 0.f;
     xs[b] = s;
-    for (int j = 0; j < 32; ++j) xq[b * 32 + j] = int8_t(std::nearbyint(x[b * 32 + j] * inv));
+    for (int j = 0; j < 32; ++j) xq[b * 32 + j] = int8_t(std::clamp(std::nearbyint(x[b * 32 + j] * inv), -127.f, 127.f));
   }
 }
 void scale_axpy(float* y, float s, float a, const float* x, int n) {
