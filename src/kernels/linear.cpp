@@ -94,39 +94,60 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
   });
 }
 
-}  // namespace
+// Activation rows quantized to Q8_0 blocks (int8_activations): scales
+// [rows][in / 32], values [rows][in]. Kept per calling thread and reused, so
+// a decode step allocates nothing.
+struct QuantizedRows {
+  std::vector<float> scale;
+  std::vector<int8_t> q;
+};
 
-// Q8_0 weights with int8 activations: each x row quantized once (scales
-// [in / 32], values [in]), then outputs [o0, o1) four rows per weight load.
-void matvec_q8_q8_block(const simd::KernelTable& t, const std::vector<float>& xs, const std::vector<int8_t>& xq, int rows,
-                        const WeightMatrix& w, float* y, int64_t o0, int64_t o1) {
-  const int in = w.in, nb = in / 32;
+const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, int rows, int in) {
+  thread_local QuantizedRows scratch;
+  QuantizedRows& out = scratch;  // the caller's: a pool thread naming `scratch` would get its own
+  const size_t nb = size_t(in / 32);
+  out.scale.resize(size_t(rows) * nb);
+  out.q.resize(size_t(rows) * size_t(in));
+  ThreadPool::global()->parallel_for(
+      rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) t.quantize_q8_activations(x + r * in, in, &out.scale[size_t(r) * nb], &out.q[size_t(r) * size_t(in)]);
+      },
+      std::max<int64_t>(1, (int64_t(1) << 15) / std::max(1, in)));
+  return out;
+}
+
+// Outputs [o0, o1) for every quantized row, four rows per weight load.
+void matvec_q8_q8_block(const simd::KernelTable& t, const QuantizedRows& x, int rows, const WeightMatrix& w, float* y, int64_t o0,
+                        int64_t o1) {
+  const int in = w.in;
+  const size_t nb = size_t(in / 32);
+  auto scale = [&](int r) { return &x.scale[size_t(r) * nb]; };
+  auto q = [&](int r) { return &x.q[size_t(r) * size_t(in)]; };
   for (int64_t o = o0; o < o1; ++o) {
     const uint8_t* wr = w.row(int(o));
     int r = 0;
     for (; r + 4 <= rows; r += 4) {
-      const float* s[4] = {&xs[size_t(r) * nb], &xs[size_t(r + 1) * nb], &xs[size_t(r + 2) * nb], &xs[size_t(r + 3) * nb]};
-      const int8_t* q[4] = {&xq[size_t(r) * in], &xq[size_t(r + 1) * in], &xq[size_t(r + 2) * in], &xq[size_t(r + 3) * in]};
+      const float* s4[4] = {scale(r), scale(r + 1), scale(r + 2), scale(r + 3)};
+      const int8_t* q4[4] = {q(r), q(r + 1), q(r + 2), q(r + 3)};
       float out[4];
-      t.dot4_q8_q8(s, q, wr, in, out);
+      t.dot4_q8_q8(s4, q4, wr, in, out);
       for (int j = 0; j < 4; ++j) y[int64_t(r + j) * w.out + o] = out[j];
     }
-    for (; r < rows; ++r) y[int64_t(r) * w.out + o] = t.dot_q8_q8(&xs[size_t(r) * nb], &xq[size_t(r) * in], wr, in);
+    for (; r < rows; ++r) y[int64_t(r) * w.out + o] = t.dot_q8_q8(scale(r), q(r), wr, in);
   }
 }
 
+}  // namespace
+
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
-  const RowKernels& k = row_kernels(w.format);
   // A range worth waking a thread for: ~256K multiply-adds.
   const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
   if (w.format == WeightFormat::Q8_0 && w.int8_activations) {
-    std::vector<float> xs(size_t(rows) * size_t(w.in / 32));
-    std::vector<int8_t> xq(size_t(rows) * size_t(w.in));
-    for (int r = 0; r < rows; ++r)
-      t.quantize_q8_activations(x + int64_t(r) * w.in, w.in, &xs[size_t(r) * size_t(w.in / 32)], &xq[size_t(r) * size_t(w.in)]);
-    ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_q8_q8_block(t, xs, xq, rows, w, y, o0, o1); }, grain);
+    const QuantizedRows& xq = quantize_rows(t, x, rows, w.in);
+    ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_q8_q8_block(t, xq, rows, w, y, o0, o1); }, grain);
     return;
   }
+  const RowKernels& k = row_kernels(w.format);
   ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
@@ -136,18 +157,9 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     // The GEMM sees the activations the decode kernels see (each row
     // quantized to Q8_0 blocks, then expanded), so a prompt's result does not
     // depend on how it was cut into chunks beyond f32 rounding.
-    const simd::KernelTable& t = simd::best();
-    const int nb = w.in / 32;
+    const QuantizedRows& xq = quantize_rows(simd::best(), x, rows, w.in);
     std::vector<float> xd(size_t(rows) * size_t(w.in));
-    ThreadPool::global()->parallel_for(rows, [&](int64_t r0, int64_t r1) {
-      std::vector<float> scale(static_cast<size_t>(nb));
-      std::vector<int8_t> q(size_t(w.in));
-      for (int64_t r = r0; r < r1; ++r) {
-        t.quantize_q8_activations(x + r * w.in, w.in, scale.data(), q.data());
-        float* dst = xd.data() + size_t(r) * size_t(w.in);
-        for (int i = 0; i < w.in; ++i) dst[i] = scale[size_t(i / 32)] * float(q[size_t(i)]);
-      }
-    });
+    for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / 32] * float(xq.q[i]);
     return gemm_panels(xd.data(), rows, w, y);
   }
   gemm_panels(x, rows, w, y);

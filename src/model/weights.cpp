@@ -79,13 +79,19 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     return v;
   };
   // Weights are read once here, so a NaN or Inf is caught by name now rather
-  // than as garbage logits later. `values` holds v's elements (v itself, or
-  // its copy).
-  auto check_finite = [&](const TensorView& v, const uint8_t* values) {
+  // than as garbage logits later. `values` holds `count` of v's elements
+  // (v itself, its copy, or a piece starting at element `first`).
+  auto check_finite = [&](const TensorView& v, const uint8_t* values, int64_t first = 0) {
     TensorView at = v;
     at.data = values;
     if (const int64_t bad = at.first_non_finite(); bad >= 0)
-      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " + std::to_string(bad));
+      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
+                        std::to_string(first + bad));
+  };
+  // Whether a 2-D tensor is stored converted to `loading.format`.
+  auto converts = [&](const TensorView& v) {
+    return loading.format && v.shape.size() == 2 && *loading.format != weight_format_of(v.dtype) &&
+           weight_format_fits(*loading.format, int(v.shape[1]));
   };
   // Each tensor is copied out piece by piece, dropping the file's pages as
   // it goes (TensorStore::copy_out): peak memory is the weights, not the
@@ -100,50 +106,39 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const TensorView& v = view(name, shape);
     const int out = int(shape[0]), in = int(shape[1]);
-    if (loading.format && *loading.format != weight_format_of(v.dtype) && weight_format_fits(*loading.format, in)) {
-      // Converted 4096 rows at a time (checked, converted, file pages
-      // dropped): the f32 scratch and the resident file stay small.
-      WeightMatrix m = WeightMatrix::zeros(*loading.format, out, in);
-      const size_t elem = dtype_size(v.dtype);
-      std::vector<float> rows;
-      for (int r0 = 0; r0 < out; r0 += 4096) {
-        TensorView piece = v;
-        piece.shape = {std::min(4096, out - r0), in};
-        piece.data = v.data + size_t(r0) * size_t(in) * elem;
-        piece.nbytes = size_t(piece.shape[0]) * size_t(in) * elem;
-        if (const int64_t bad = piece.first_non_finite(); bad >= 0)
-          throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
-                            std::to_string(int64_t(r0) * in + bad));
-        rows = piece.to_f32();
-        try {
-          m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
-        } catch (const InputError& e) {
-          throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(*loading.format) + ": " + e.what());
-        }
-        store.release(piece);
-      }
-      m.int8_activations = loading.int8_activations;
+    if (!converts(v)) {
+      WeightMatrix m = WeightMatrix::zeros(weight_format_of(v.dtype), out, in);
+      store.copy_out(v, m.data.data());
+      check_finite(v, m.data.data());
       return m;
     }
-    WeightMatrix m;
-    m.out = int(shape[0]), m.in = int(shape[1]), m.format = weight_format_of(v.dtype);
-    m.data.resize(size_t(m.out) * m.row_bytes());
-    if (m.data.size() != v.nbytes) throw FormatError(v.file + ": tensor '" + name + "' has the wrong byte size");
-    store.copy_out(v, m.data.data());
-    check_finite(v, m.data.data());
+    // Converted 4096 rows at a time (checked, converted, file pages
+    // dropped): the f32 scratch and the resident file stay small.
+    WeightMatrix m = WeightMatrix::zeros(*loading.format, out, in);
+    m.int8_activations = loading.int8_activations;
+    std::vector<float> rows;
+    for (int r0 = 0; r0 < out; r0 += 4096) {
+      TensorView piece = v;
+      piece.shape = {std::min(4096, out - r0), in};
+      piece.data = v.data + size_t(r0) * size_t(in) * dtype_size(v.dtype);
+      piece.nbytes = size_t(piece.shape[0]) * size_t(in) * dtype_size(v.dtype);
+      check_finite(piece, piece.data, int64_t(r0) * in);
+      rows = piece.to_f32();
+      try {
+        m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
+      } catch (const InputError& e) {
+        throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(*loading.format) + ": " + e.what());
+      }
+      store.release(piece);
+    }
     return m;
   };
   // Weights are copied out of the mapped files into memory: weights larger
   // than the machine are refused before any copy (counted as they will be
   // stored: a matrix converted to `loading.format` at its new size).
   size_t total = 0;
-  for (const auto& [name, v] : store.tensors()) {
-    const bool converts = loading.format && v.shape.size() == 2 && v.shape[1] > 0 &&
-                          weight_format_fits(*loading.format, int(v.shape[1])) && *loading.format != weight_format_of(v.dtype);
-    total += converts ? size_t(v.shape[0]) * weight_row_bytes(*loading.format, int(v.shape[1])) : v.nbytes;
-  }
-  if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
-    throw CapacityError("the weights need " + format_bytes(total) + " of memory, more than this machine's " + format_bytes(have));
+  for (const auto& [name, v] : store.tensors())
+    total += converts(v) ? size_t(v.shape[0]) * weight_row_bytes(*loading.format, int(v.shape[1])) : v.nbytes;
   ModelWeights w;
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
   w.layers.resize(size_t(c.num_layers));
