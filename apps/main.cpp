@@ -1,4 +1,4 @@
-// The splitdec command line: make-model, generate, chat, tokenize, bench, export-onnx, serve, embed-media.
+// The splitdec command line: make-model, quantize, generate, chat, tokenize, bench, export-onnx, serve, embed-media.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -7,6 +7,7 @@
 
 namespace splitdec::cli {
 void add_make_model(CLI::App& app, std::function<int()>& run);
+void add_quantize(CLI::App& app, std::function<int()>& run);
 void add_generate(CLI::App& app, std::function<int()>& run);
 void add_chat(CLI::App& app, std::function<int()>& run);
 void add_tokenize(CLI::App& app, std::function<int()>& run);
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::function<int()> run;
   splitdec::cli::add_make_model(app, run);
+  splitdec::cli::add_quantize(app, run);
   splitdec::cli::add_generate(app, run);
   splitdec::cli::add_chat(app, run);
   splitdec::cli::add_tokenize(app, run);

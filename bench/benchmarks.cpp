@@ -541,14 +541,15 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
           {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
 }
 
-// --weights q8 (int8 activations in decode) and q8-f32act against the
-// checkpoint's bf16 on one model: the logits' relative RMS error, mean KL
+// --weights q8 / q4 (int8 activations in decode), their -f32act forms and
+// q4 with a 4-bit embedding too ("q4-pure", the choice q4 does not make:
+// docs/quantization.md) against the checkpoint's bf16 on one model: the logits' relative RMS error, mean KL
 // divergence and top-1 agreement, teacher-forced over a prompt of
 // `positions` tokens in chunks of 8 (the decode kernels) (random weights: a numeric check of the
 // format, not a quality claim); and a decode step at a 4K-token context
 // (synthetic past), each against its own weight-bandwidth floor.
 json quantized_weights(const std::string& dir, const std::string& label, int positions) {
-  std::printf("loading %s (bf16 and q8) ...\n", label.c_str());
+  std::printf("loading %s (bf16, q8, q4) ...\n", label.c_str());
   std::fflush(stdout);
   json out = {{"model", label}, {"positions", positions}};
   const PromptBatch p = [&] {
@@ -556,11 +557,12 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
     return synthetic_prompt(m.config(), positions, false);
   }();
   std::vector<float> base;
-  for (const char* format : {"bf16", "q8", "q8-f32act"}) {
+  static const char* const kFormats[] = {"bf16", "q8", "q8-f32act", "q4", "q4-f32act", "q4-pure"};
+  for (const char* format : kFormats) {
     reset_peak_rss();
-    WeightLoading loading;
-    if (std::string(format) != "bf16") loading.format = WeightFormat::Q8_0;
-    loading.int8_activations = std::string(format) == "q8";
+    const std::string name = format;
+    WeightLoading loading = weight_loading_named(name == "bf16" ? "" : name == "q4-pure" ? "q4" : name);
+    if (name == "q4-pure") loading.embedding_format = WeightFormat::Q4_0;
     const Model model = Model::load(dir, {}, loading);
     const int V = model.config().vocab_size;
     std::vector<float> logits;
@@ -610,7 +612,8 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
   std::printf("%-34s bf16: decode at 4K %6.2f tokens/s (%.0f%% of floor); weights %.2f GB; peak RSS %.0f MiB\n", label.c_str(),
               b["decode_tokens_per_s_at_4k"].get<double>(), 100 * b["fraction_of_floor"].get<double>(),
               b["weight_bytes"].get<double>() / 1e9, b["peak_rss_mib"].get<double>());
-  for (const char* format : {"q8", "q8-f32act"}) {
+  for (const char* format : kFormats) {
+    if (format == std::string("bf16")) continue;
     json& q = out[format];
     q["decode_speedup_at_4k"] = q["decode_tokens_per_s_at_4k"].get<double>() / b["decode_tokens_per_s_at_4k"].get<double>();
     std::printf("%-34s %s: decode at 4K %6.2f tokens/s (%.0f%% of floor), %.2fx bf16; weights %.2f GB; peak RSS %.0f MiB; "

@@ -131,7 +131,7 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
 
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
   std::mt19937 rng(5);
-  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::Q8_0})
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0})
     for (int rows : {1, 2, 3, 4, 5, 9, 16, 21})
       for (auto [out, in] : {std::pair{1, 1}, {7, 13}, {33, 64}, {70, 129}, {300, 96}}) {
         SCOPED_TRACE(weight_format_name(format));
@@ -143,8 +143,9 @@ TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
           wf[k] = format == WeightFormat::BF16  ? bf16_to_f32(f32_to_bf16(wf[k]))
                   : format == WeightFormat::F16 ? f16_to_f32(f32_to_f16(wf[k]))
                                                 : wf[k];
-        if (format == WeightFormat::Q8_0)
-          for (int o = 0; o < out; ++o) simd::generic_table().expand_q8(w.row(o), in, wf.data() + size_t(o) * size_t(in));
+        for (int o = 0; o < out && weight_format_is_blocked(format); ++o)
+          (format == WeightFormat::Q8_0 ? simd::generic_table().expand_q8 : simd::generic_table().expand_q4)(
+              w.row(o), in, wf.data() + size_t(o) * size_t(in));
         std::vector<float> row(static_cast<size_t>(in));
         for (int o = 0; o < out; ++o) {
           w.row_f32(o, row.data());
@@ -160,7 +161,7 @@ TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
         }
         linear(x.data(), rows, w, got.data());  // BLAS panels from kGemmRows rows
         for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << "linear rows " << rows;
-        if (format == WeightFormat::Q8_0) {  // int8 activations: within their own rounding of the f32 result
+        if (weight_format_is_blocked(format)) {  // int8 activations: within their own rounding of the f32 result
           WeightMatrix w8 = w;
           w8.int8_activations = true;
           for (const simd::KernelTable* t : simd::available()) {
@@ -299,6 +300,104 @@ TEST(Q8_0, NaNPropagatesTinyBlocksAreZeroAndHugeWeightsAreRefused) {
   std::vector<float> huge(32, 1.f);
   huge[7] = 1e7f;
   EXPECT_THROW((void)WeightMatrix::from_f32(WeightFormat::Q8_0, 1, 32, huge.data()), InputError);
+}
+
+// Q4_0: the quantizer gives llama.cpp's quantize_row_q4_0_ref bytes,
+// written out here from its definition: d = (the block's value of largest
+// magnitude) / -8 stored as f16, nibble = min(15, trunc(x / d + 8.5)) with
+// the unrounded d, value j in byte j's low nibble and j + 16 in its high one.
+TEST(Q4_0, QuantizesAsLlamaCppAndWithinHalfAStep) {
+  std::mt19937 rng(21);
+  std::vector<float> x = random_vec(rng, 128);
+  for (int j = 0; j < 32; ++j) x[size_t(32 + j)] = 0.f;              // block 1: all zero
+  for (int j = 0; j < 32; ++j) x[size_t(64 + j)] = float(j - 16);     // block 2: max -16 (negative), d = 2
+  for (int j = 0; j < 32; ++j) x[size_t(96 + j)] = float(j) * 0.25f;  // block 3: max 7.75 (positive), d < 0
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 128, x.data());
+  ASSERT_EQ(w.bytes(), 4u * 18u);
+  for (int b = 0; b < 4; ++b) {
+    const uint8_t* block = w.row(0) + b * 18;
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j)
+      if (amax < std::abs(x[size_t(b * 32 + j)])) amax = std::abs(x[size_t(b * 32 + j)]), max = x[size_t(b * 32 + j)];
+    const float d = max / -8, id = d != 0.f ? 1.f / d : 0.f;
+    uint16_t h;
+    std::memcpy(&h, block, 2);
+    EXPECT_EQ(h, f32_to_f16(d)) << "block " << b;
+    for (int j = 0; j < 32; ++j) {
+      const float v = x[size_t(b * 32 + j)];
+      const int want = std::min(15, int(int8_t(v * id + 8.5f)));
+      const int got = j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4;
+      EXPECT_EQ(got, want) << b << "," << j;
+      // The range is -8 .. 7 steps: a value clipped at 7 may be a whole step off.
+      EXPECT_LE(std::abs(f16_to_f32(h) * float(got - 8) - v), (got == 15 ? 1.f : 0.5f) * std::abs(d) + 1e-3f * amax) << b << "," << j;
+    }
+  }
+  EXPECT_EQ(w.row(0)[18], 0);  // the zero block's scale
+  try {
+    (void)WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 48, x.data());
+    ADD_FAILURE() << "a row of 48 values was stored as q4_0";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("q4_0"), std::string::npos) << e.what();
+  }
+  std::vector<float> huge(32, 1.f);
+  huge[3] = -1e6f;
+  EXPECT_THROW((void)WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 32, huge.data()), InputError);
+}
+
+// Every table's Q4_0 kernels: expansion d * (nibble - 8) exactly, the f32
+// dot against a float64 sum over those values, the dot against q8_0
+// activations against the exact integer block sums; dot4 = dot bit for bit.
+TEST(Q4_0, EveryTableMatchesTheDequantizedAndIntegerDotsAndDot4EqualsDot) {
+  std::mt19937 rng(22);
+  for (int n : {32, 64, 96, 256, 1152, 4128}) {
+    const auto wf = random_vec(rng, size_t(n));
+    const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q4_0, 1, n, wf.data());
+    std::vector<float> deq(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      const uint8_t* block = w.row(0) + (k / 32) * 18;
+      const int j = k % 32, nib = j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4;
+      uint16_t h;
+      std::memcpy(&h, block, 2);
+      deq[size_t(k)] = f16_to_f32(h) * float(nib - 8);
+    }
+    std::vector<std::vector<float>> xs;
+    for (int r = 0; r < 4; ++r) xs.push_back(random_vec(rng, size_t(n)));
+    const float* xp[4] = {xs[0].data(), xs[1].data(), xs[2].data(), xs[3].data()};
+    std::vector<std::vector<float>> scale(4, std::vector<float>(size_t(n / 32)));
+    std::vector<std::vector<int8_t>> q(4, std::vector<int8_t>(size_t(n)));
+    for (int r = 0; r < 4; ++r) simd::generic_table().quantize_q8_activations(xs[size_t(r)].data(), n, scale[size_t(r)].data(), q[size_t(r)].data());
+    const float* sp[4] = {scale[0].data(), scale[1].data(), scale[2].data(), scale[3].data()};
+    const int8_t* qp[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
+    for (const simd::KernelTable* t : simd::available()) {
+      SCOPED_TRACE(std::string(t->name) + " n " + std::to_string(n));
+      std::vector<float> e(static_cast<size_t>(n));
+      t->expand_q4(w.row(0), n, e.data());
+      EXPECT_EQ(e, deq);
+      float four[4], four8[4];
+      t->dot4_q4(xp, w.row(0), n, four);
+      t->dot4_q4_q8(sp, qp, w.row(0), n, four8);
+      for (int r = 0; r < 4; ++r) {
+        double want = 0, want8 = 0;
+        for (int k = 0; k < n; ++k) want += double(xs[size_t(r)][size_t(k)]) * deq[size_t(k)];
+        for (int b = 0; b < n / 32; ++b) {
+          int64_t isum = 0;
+          uint16_t h;
+          std::memcpy(&h, w.row(0) + b * 18, 2);
+          for (int j = 0; j < 32; ++j) {
+            const float wv = deq[size_t(b * 32 + j)], d = f16_to_f32(h);
+            isum += int64_t(q[size_t(r)][size_t(b * 32 + j)]) * (d != 0.f ? std::lround(wv / d) : 0);
+          }
+          want8 += double(isum) * double(scale[size_t(r)][size_t(b)]) * double(f16_to_f32(h));
+        }
+        const float one = t->dot_q4(xs[size_t(r)].data(), w.row(0), n);
+        EXPECT_NEAR(one, want, 2e-6 * n);
+        EXPECT_EQ(four[r], one) << "row " << r;
+        const float one8 = t->dot_q4_q8(sp[r], qp[r], w.row(0), n);
+        EXPECT_NEAR(one8, want8, 1e-5 * (1 + std::abs(want8)) * std::sqrt(double(n)));
+        EXPECT_EQ(four8[r], one8) << "row " << r;
+      }
+    }
+  }
 }
 
 TEST(ThreadPool, CoversEveryIndexOnce) {

@@ -17,15 +17,7 @@ std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::fu
 }
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const LoadOptions& options) {
-  WeightLoading loading;
-  if (options.weights == "q8" || options.weights == "q8-f32act") {
-    loading.format = WeightFormat::Q8_0;
-    loading.int8_activations = options.weights == "q8";
-  } else if (!options.weights.empty() && options.weights != "checkpoint") {
-    throw InputError("unknown weights format '" + options.weights +
-                     "': use checkpoint (as stored), q8 (8-bit blocks, int8 activations in decode) or q8-f32act (8-bit "
-                     "blocks, f32 activations)");
-  }
+  const WeightLoading loading = weight_loading_named(options.weights);
   auto impl = std::make_unique<Impl>(Impl{Model::load(dir, options.progress, loading), Tokenizer::open_dir(dir), nullptr, nullptr});
   const ModelConfig& c = impl->model.config();
   impl->chat_template = std::make_unique<ChatTemplate>(

@@ -9,15 +9,29 @@
 
 namespace splitdec {
 
-enum class DType { F32, BF16, F16 };
+// I8 and U8 hold quantized weights only (`splitdec quantize` files: block
+// values beside their scales); everything that reads values needs a float.
+enum class DType { F32, BF16, F16, I8, U8 };
 
-inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::BF16:
+    case DType::F16: return 2;
+    case DType::I8:
+    case DType::U8: return 1;
+  }
+  return 0;
+}
+inline bool dtype_is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::F32: return "F32";
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
+    case DType::I8: return "I8";
+    case DType::U8: return "U8";
   }
   return "?";
 }
@@ -100,7 +114,7 @@ inline uint16_t f32_to_f16(float f) {
   return uint16_t(sign | h);
 }
 
-// Reads one element of `t` at `p` as f32.
+// Reads one element of `t` at `p` as f32 (a float type).
 inline float load_as_f32(DType t, const void* p) {
   switch (t) {
     case DType::F32: {
@@ -118,6 +132,8 @@ inline float load_as_f32(DType t, const void* p) {
       std::memcpy(&h, p, 2);
       return f16_to_f32(h);
     }
+    case DType::I8:
+    case DType::U8: break;
   }
   return 0.f;
 }
@@ -129,6 +145,8 @@ inline float round_to_dtype(float f, DType t) {
     case DType::F32: return f;
     case DType::BF16: return bf16_to_f32(f32_to_bf16(f));
     case DType::F16: return f16_to_f32(f32_to_f16(f));
+    case DType::I8:
+    case DType::U8: break;
   }
   return f;
 }

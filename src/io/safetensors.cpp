@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 // A 16-bit float is non-finite exactly when its exponent bits are all ones.
 int64_t TensorView::first_non_finite() const {
   const int64_t n = numel();
+  if (!dtype_is_float(dtype)) return -1;
   if (dtype == DType::F32) {
     for (int64_t k = 0; k < n; ++k) {
       float x;
@@ -42,6 +43,9 @@ int64_t TensorView::numel() const {
 }
 
 std::vector<float> TensorView::to_f32() const {
+  if (!dtype_is_float(dtype))
+    throw FormatError(file + ": tensor '" + name + "' is stored as " + dtype_name(dtype) +
+                      " (quantized); only the decoder's linear layers and embedding may be, this one must be F32, BF16 or F16");
   const size_t n = size_t(numel());
   std::vector<float> out(n);
   const size_t es = dtype_size(dtype);
@@ -62,6 +66,8 @@ bool parse_dtype(const std::string& s, DType* out) {
   if (s == "F32") *out = DType::F32;
   else if (s == "BF16") *out = DType::BF16;
   else if (s == "F16") *out = DType::F16;
+  else if (s == "I8") *out = DType::I8;
+  else if (s == "U8") *out = DType::U8;
   else return false;
   return true;
 }
@@ -109,7 +115,7 @@ std::map<std::string, TensorView> parse_safetensors(const uint8_t* bytes, size_t
     v.name = name;
     v.file = file_name;
     const std::string dt = t["dtype"].get<std::string>();
-    if (!parse_dtype(dt, &v.dtype)) tfail("dtype " + dt + " is not supported (F32, BF16, F16 are)");
+    if (!parse_dtype(dt, &v.dtype)) tfail("dtype " + dt + " is not supported (F32, BF16, F16 are, and I8 / U8 for quantized blocks)");
     uint64_t count = 1;
     for (const json& d : t["shape"]) {
       if (!d.is_number_unsigned()) tfail("shape entries must be non-negative integers");
@@ -241,31 +247,82 @@ std::string TensorStore::describe() const {
   return "[" + s + "]";
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+struct SafetensorsWriter::State {
+  std::string path;
+  std::vector<Entry> entries;
+  std::vector<uint64_t> sizes;
+  std::ofstream out;
+  size_t current = 0;     // the tensor being written
+  uint64_t written = 0;   // of its bytes
+};
+
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry> entries,
+                                     const std::map<std::string, std::string>& metadata)
+    : s_(std::make_unique<State>()) {
+  s_->path = path;
+  s_->entries = std::move(entries);
   // nlohmann::ordered_json keeps tensors in the order given so the same
   // input gives the same bytes.
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
+  for (const Entry& e : s_->entries) {
+    uint64_t want = dtype_size(e.dtype);
+    for (int64_t d : e.shape) want *= uint64_t(d);
+    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + want}}};
+    s_->sizes.push_back(want);
+    offset += want;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // 8-byte aligned data
+  s_->out.open(path, std::ios::binary | std::ios::trunc);
+  if (!s_->out) throw FormatError(path + ": cannot create file");
+  const uint64_t len = h.size();
+  char lb[8];
+  for (int i = 0; i < 8; ++i) lb[i] = char((len >> (8 * i)) & 0xff);
+  s_->out.write(lb, 8);
+  s_->out.write(h.data(), std::streamsize(h.size()));
+  while (s_->current < s_->sizes.size() && s_->sizes[s_->current] == 0) ++s_->current;
+}
+
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+void SafetensorsWriter::write(const void* bytes, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(bytes);
+  while (n > 0) {
+    if (s_->current >= s_->entries.size()) throw Error(s_->path + ": more bytes written than the header's tensors hold");
+    const uint64_t room = s_->sizes[s_->current] - s_->written;
+    const size_t take = size_t(std::min<uint64_t>(room, n));
+    s_->out.write(reinterpret_cast<const char*>(p), std::streamsize(take));
+    p += take, n -= take, s_->written += take;
+    if (s_->written == s_->sizes[s_->current]) {
+      s_->written = 0;
+      do ++s_->current;
+      while (s_->current < s_->sizes.size() && s_->sizes[s_->current] == 0);
+    }
+  }
+  if (!s_->out) throw FormatError(s_->path + ": write failed (is the disk full?)");
+}
+
+void SafetensorsWriter::finish() {
+  if (s_->current < s_->entries.size())
+    throw Error(s_->path + ": tensor '" + s_->entries[s_->current].name + "' was not written in full");
+  s_->out.close();
+  if (!s_->out) throw FormatError(s_->path + ": write failed (is the disk full?)");
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Entry> entries;
   for (const auto& t : tensors) {
     uint64_t want = dtype_size(t.dtype);
     for (int64_t d : t.shape) want *= uint64_t(d);
     if (want != t.bytes.size()) throw Error("write_safetensors: tensor '" + t.name + "' has the wrong byte count");
-    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + want}}};
-    offset += want;
+    entries.push_back({t.name, t.dtype, t.shape});
   }
-  std::string h = header.dump();
-  h.append((8 - h.size() % 8) % 8, ' ');
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw FormatError(path + ": cannot create file");
-  uint64_t len = h.size();
-  char lb[8];
-  for (int i = 0; i < 8; ++i) lb[i] = char((len >> (8 * i)) & 0xff);
-  out.write(lb, 8);
-  out.write(h.data(), std::streamsize(h.size()));
-  for (const auto& t : tensors) out.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
-  if (!out) throw FormatError(path + ": write failed");
+  SafetensorsWriter w(path, std::move(entries), metadata);
+  for (const auto& t : tensors) w.write(t.bytes.data(), t.bytes.size());
+  w.finish();
 }
 
 }  // namespace splitdec

@@ -72,6 +72,32 @@ struct TensorToWrite {
   std::vector<uint8_t> bytes;
 };
 
+// Streams tensors into one safetensors file: the header (every tensor's
+// name, dtype and shape, in the order given) is written first, then each
+// tensor's bytes in that order, in pieces of any size. A file of any size is
+// written without holding it, or even one tensor, in memory.
+class SafetensorsWriter {
+ public:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  SafetensorsWriter(const std::string& path, std::vector<Entry> entries, const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+  // The next bytes of the current tensor (a tensor is done when its byte
+  // count is reached; a piece may not run past it).
+  void write(const void* bytes, size_t n);
+  // Every tensor written: flushes and closes. Error otherwise.
+  void finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 // Writes tensors in the given order, 8-byte aligned data.
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -24,21 +24,34 @@ const RowKernels& row_kernels(WeightFormat format) {
   static const RowKernels f32{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f32(x, as<float>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f32(x, as<float>(w), n, out); },
-      [](const KernelTable&, const uint8_t* w, int n, float* dst) { std::memcpy(dst, w, size_t(n) * 4); }, true};
+      [](const KernelTable&, const uint8_t* w, int n, float* dst) { std::memcpy(dst, w, size_t(n) * 4); }, true, nullptr, nullptr};
   static const RowKernels bf16{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_bf16(x, as<uint16_t>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_bf16(x, as<uint16_t>(w), n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_bf16(as<uint16_t>(w), n, dst); }, false};
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_bf16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr};
   static const RowKernels f16{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f16(x, as<uint16_t>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f16(x, as<uint16_t>(w), n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false};
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr};
   static const RowKernels q8_0{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_q8(x, w, n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_q8(x, w, n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_q8(w, n, dst); }, false};
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_q8(w, n, dst); }, false,
+      [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return t.dot_q8_q8(s, q, w, n); },
+      [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
+        t.dot4_q8_q8(s, q, w, n, out);
+      }};
+  static const RowKernels q4_0{
+      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_q4(x, w, n); },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_q4(x, w, n, out); },
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_q4(w, n, dst); }, false,
+      [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return t.dot_q4_q8(s, q, w, n); },
+      [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
+        t.dot4_q4_q8(s, q, w, n, out);
+      }};
   switch (format) {
     case WeightFormat::Q8_0: return q8_0;
+    case WeightFormat::Q4_0: return q4_0;
     case WeightFormat::F32: return f32;
     case WeightFormat::BF16: return bf16;
     case WeightFormat::F16: return f16;
@@ -117,8 +130,8 @@ const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, i
 }
 
 // Outputs [o0, o1) for every quantized row, four rows per weight load.
-void matvec_q8_q8_block(const simd::KernelTable& t, const QuantizedRows& x, int rows, const WeightMatrix& w, float* y, int64_t o0,
-                        int64_t o1) {
+void matvec_q8act_block(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
+                        float* y, int64_t o0, int64_t o1) {
   const int in = w.in;
   const size_t nb = size_t(in / 32);
   auto scale = [&](int r) { return &x.scale[size_t(r) * nb]; };
@@ -130,10 +143,10 @@ void matvec_q8_q8_block(const simd::KernelTable& t, const QuantizedRows& x, int 
       const float* s4[4] = {scale(r), scale(r + 1), scale(r + 2), scale(r + 3)};
       const int8_t* q4[4] = {q(r), q(r + 1), q(r + 2), q(r + 3)};
       float out[4];
-      t.dot4_q8_q8(s4, q4, wr, in, out);
+      k.dot4_q8act(t, s4, q4, wr, in, out);
       for (int j = 0; j < 4; ++j) y[int64_t(r + j) * w.out + o] = out[j];
     }
-    for (; r < rows; ++r) y[int64_t(r) * w.out + o] = t.dot_q8_q8(scale(r), q(r), wr, in);
+    for (; r < rows; ++r) y[int64_t(r) * w.out + o] = k.dot_q8act(t, scale(r), q(r), wr, in);
   }
 }
 
@@ -142,18 +155,18 @@ void matvec_q8_q8_block(const simd::KernelTable& t, const QuantizedRows& x, int 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
   // A range worth waking a thread for: ~256K multiply-adds.
   const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
-  if (w.format == WeightFormat::Q8_0 && w.int8_activations) {
+  const RowKernels& k = row_kernels(w.format);
+  if (w.int8_activations && k.dot_q8act) {
     const QuantizedRows& xq = quantize_rows(t, x, rows, w.in);
-    ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_q8_q8_block(t, xq, rows, w, y, o0, o1); }, grain);
+    ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_q8act_block(t, k, xq, rows, w, y, o0, o1); }, grain);
     return;
   }
-  const RowKernels& k = row_kernels(w.format);
   ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
 void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent) {
   if (rows < kGemmRows || rows_independent) return linear_with(simd::best(), x, rows, w, y);
-  if (w.format == WeightFormat::Q8_0 && w.int8_activations) {
+  if (w.int8_activations && row_kernels(w.format).dot_q8act) {
     // The GEMM sees the activations the decode kernels see (each row
     // quantized to Q8_0 blocks, then expanded), so a prompt's result does not
     // depend on how it was cut into chunks beyond f32 rounding.

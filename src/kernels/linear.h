@@ -34,6 +34,11 @@ struct RowKernels {
   // The row expanded exactly to f32.
   void (*to_f32)(const simd::KernelTable& t, const uint8_t* row, int n, float* dst);
   bool f32_rows;  // stored rows are f32 already: GEMM reads them in place
+  // Block formats only (else null): the row against activations quantized
+  // to Q8_0 blocks, x_scale[n / 32] and x_q[n] (WeightMatrix::int8_activations).
+  float (*dot_q8act)(const simd::KernelTable& t, const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
+  void (*dot4_q8act)(const simd::KernelTable& t, const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* row, int n,
+                     float out[4]);
 };
 // The one dispatch point from a weight format to its kernels.
 const RowKernels& row_kernels(WeightFormat format);

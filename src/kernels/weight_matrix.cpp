@@ -18,6 +18,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::BF16: return "bf16";
     case WeightFormat::F16: return "f16";
     case WeightFormat::Q8_0: return "q8_0";
+    case WeightFormat::Q4_0: return "q4_0";
   }
   return "?";
 }
@@ -27,16 +28,26 @@ WeightFormat weight_format_of(DType t) {
     case DType::F32: return WeightFormat::F32;
     case DType::BF16: return WeightFormat::BF16;
     case DType::F16: return WeightFormat::F16;
+    case DType::I8: return WeightFormat::Q8_0;  // quantized values (io/quantized_tensors.h)
+    case DType::U8: return WeightFormat::Q4_0;
   }
   return WeightFormat::F32;
 }
 
+bool weight_format_is_blocked(WeightFormat f) { return f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0; }
+
 size_t weight_row_bytes(WeightFormat f, int in) {
-  if (f == WeightFormat::Q8_0) return size_t(in / 32) * 34;
-  return size_t(in) * (f == WeightFormat::F32 ? 4 : 2);
+  switch (f) {
+    case WeightFormat::Q8_0: return size_t(in / 32) * 34;
+    case WeightFormat::Q4_0: return size_t(in / 32) * 18;
+    case WeightFormat::F32: return size_t(in) * 4;
+    case WeightFormat::BF16:
+    case WeightFormat::F16: return size_t(in) * 2;
+  }
+  return 0;
 }
 
-bool weight_format_fits(WeightFormat f, int in) { return f != WeightFormat::Q8_0 || in % 32 == 0; }
+bool weight_format_fits(WeightFormat f, int in) { return !weight_format_is_blocked(f) || in % 32 == 0; }
 
 namespace {
 
@@ -54,6 +65,25 @@ void quantize_row_q8_0(const float* x, int n, uint8_t* out) {
     for (int j = 0; j < 32; ++j) {
       const double v = double(x[b * 32 + j] * id);
       out[2 + j] = uint8_t(int8_t(int(std::trunc(v + std::copysign(0.5, v)))));
+    }
+  }
+}
+
+void quantize_row_q4_0(const float* x, int n, uint8_t* out) {
+  for (int b = 0; b < n / 32; ++b, out += 18) {
+    const float* xb = x + b * 32;
+    float amax = 0, max = 0;  // the value of largest magnitude, with its sign
+    for (int j = 0; j < 32; ++j)
+      if (amax < std::abs(xb[j])) amax = std::abs(xb[j]), max = xb[j];
+    if (!(amax <= 8.f * 65504.f))
+      throw InputError("a block's largest weight " + std::to_string(amax) + " is beyond Q4_0's range (8 x 65504, the f16 scale's)");
+    const float d = max / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+    const uint16_t h = f32_to_f16(d);
+    std::memcpy(out, &h, 2);
+    // x * id lies in [-8, 8], so x * id + 8.5 in [0.5, 16.5]: the truncation is defined.
+    for (int j = 0; j < 16; ++j) {
+      const int lo = std::min(15, int(xb[j] * id + 8.5f)), hi = std::min(15, int(xb[j + 16] * id + 8.5f));
+      out[2 + j] = uint8_t(lo | (hi << 4));
     }
   }
 }
@@ -84,6 +114,7 @@ void WeightMatrix::set_rows_f32(int r0, int rows, const float* values) {
     uint8_t* dst = data.data() + size_t(r0 + r) * row_bytes();
     switch (format) {
       case WeightFormat::Q8_0: quantize_row_q8_0(x, in, dst); break;
+      case WeightFormat::Q4_0: quantize_row_q4_0(x, in, dst); break;
       case WeightFormat::F32: std::memcpy(dst, x, size_t(in) * 4); break;
       case WeightFormat::BF16:
       case WeightFormat::F16:

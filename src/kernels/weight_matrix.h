@@ -16,15 +16,21 @@ namespace splitdec {
 
 // Q8_0: each row is in / 32 blocks of 34 bytes, {f16 scale d, int8 q[32]},
 // w = d * q; byte for byte llama.cpp's block_q8_0, so its Q8_0 tensors map
-// onto it without requantizing. Only rows whose length is a multiple of 32.
-enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0 };
+// onto it without requantizing.
+// Q4_0: each row is in / 32 blocks of 18 bytes, {f16 scale d, uint8
+// qs[16]}; value j of a block is the low nibble of qs[j] and value j + 16
+// the high one, w = d * (nibble - 8): byte for byte llama.cpp's block_q4_0.
+// Both block formats take only rows whose length is a multiple of 32.
+enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0, Q4_0 };
 
 const char* weight_format_name(WeightFormat f);
 // The format that holds a checkpoint dtype as it is.
 WeightFormat weight_format_of(DType t);
+// Whether `f` stores blocks of 32 weights with a scale (Q8_0, Q4_0).
+bool weight_format_is_blocked(WeightFormat f);
 // Bytes of one row of `in` elements (Q8_0: in / 32 blocks of 34 bytes).
 size_t weight_row_bytes(WeightFormat f, int in);
-// Whether rows of `in` elements can be stored as `f` (Q8_0: in % 32 == 0).
+// Whether rows of `in` elements can be stored as `f` (blocks: in % 32 == 0).
 bool weight_format_fits(WeightFormat f, int in);
 
 // [out, in] in the nn.Linear layout, rows stored one after another.
@@ -32,8 +38,9 @@ struct WeightMatrix {
   int out = 0, in = 0;
   WeightFormat format = WeightFormat::F32;
   std::vector<uint8_t> data;
-  // Q8_0 only: each activation row is quantized to Q8_0 blocks too. Decode
-  // steps then take integer block dot products (llama.cpp's q8_0 x q8_0);
+  // Block formats only: each activation row is quantized to Q8_0 blocks
+  // too. Decode steps then take integer block dot products (llama.cpp's
+  // q8_0 x q8_0 and q4_0 x q8_0);
   // the prefill GEMM runs in f32 on those quantized activations expanded
   // back, so both see the same inputs. Otherwise activations stay f32.
   bool int8_activations = false;
@@ -42,7 +49,9 @@ struct WeightMatrix {
   static WeightMatrix from_bytes(WeightFormat format, int out, int in, const void* bytes);
   // f32 values rounded to `format` (round to nearest even; Q8_0 as
   // llama.cpp's quantize_row_q8_0: d = max |x| / 127 of the block, q =
-  // round(x / d), d stored as f16). InputError if the rows do not fit.
+  // round(x / d), d stored as f16; Q4_0 as quantize_row_q4_0_ref: d = the
+  // block's value of largest magnitude / -8, nibble = min(15, trunc(x / d +
+  // 8.5))). InputError if the rows do not fit.
   static WeightMatrix from_f32(WeightFormat format, int out, int in, const float* values);
 
   // `out` zero rows, to be filled with set_rows_f32 (a loader that converts

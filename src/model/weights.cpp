@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
+#include "io/quantized_tensors.h"
 #include "io/safetensors.h"
 
 namespace splitdec {
@@ -21,6 +22,26 @@ struct Overloaded : F... {
   using F::operator()...;
 };
 }  // namespace
+
+WeightLoading weight_loading_named(const std::string& name) {
+  WeightLoading w;
+  if (name.empty() || name == "checkpoint") return w;
+  const bool f32act = name.size() > 7 && name.ends_with("-f32act");
+  const std::string base = f32act ? name.substr(0, name.size() - 7) : name;
+  w.f32_activations = f32act;
+  if (base == "q8") {
+    w.format = WeightFormat::Q8_0;
+  } else if (base == "q4") {
+    w.format = WeightFormat::Q4_0;
+    w.embedding_format = WeightFormat::Q8_0;
+  } else {
+    throw InputError("unknown weights format '" + name +
+                     "': use checkpoint (as stored), q8 (8-bit blocks, int8 activations in decode), q4 (4-bit blocks, "
+                     "8-bit embedding, int8 activations in decode), or q8-f32act / q4-f32act (the same with f32 "
+                     "activations)");
+  }
+  return w;
+}
 
 std::string find_decoder_prefix(const TensorStore& store) {
   for (const char* p : {"model.language_model.", "model.", "language_model.model."})
@@ -88,10 +109,13 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
       throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
                         std::to_string(first + bad));
   };
-  // Whether a 2-D tensor is stored converted to `loading.format`.
-  auto converts = [&](const TensorView& v) {
-    return loading.format && v.shape.size() == 2 && *loading.format != weight_format_of(v.dtype) &&
-           weight_format_fits(*loading.format, int(v.shape[1]));
+  // The format a 2-D float tensor is stored converted to, if any.
+  auto target = [&](const TensorView& v, bool embedding) -> std::optional<WeightFormat> {
+    const std::optional<WeightFormat> f = embedding && loading.embedding_format ? loading.embedding_format : loading.format;
+    if (!f || v.shape.size() != 2 || !dtype_is_float(v.dtype) || *f == weight_format_of(v.dtype) ||
+        !weight_format_fits(*f, int(v.shape[1])))
+      return std::nullopt;
+    return f;
   };
   // Each tensor is copied out piece by piece, dropping the file's pages as
   // it goes (TensorStore::copy_out): peak memory is the weights, not the
@@ -103,10 +127,17 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     store.release(v);
     return values;
   };
-  auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape) {
-    const TensorView& v = view(name, shape);
+  auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
     const int out = int(shape[0]), in = int(shape[1]);
-    if (!converts(v)) {
+    const TensorView& stored = store.get(name);
+    if (!dtype_is_float(stored.dtype)) {  // quantized in the file: its own shape rules
+      WeightMatrix m = load_quantized_matrix(store, stored, out, in);
+      m.int8_activations = !loading.f32_activations;
+      return m;
+    }
+    const TensorView& v = view(name, shape);
+    const std::optional<WeightFormat> to = target(v, embedding);
+    if (!to) {
       WeightMatrix m = WeightMatrix::zeros(weight_format_of(v.dtype), out, in);
       store.copy_out(v, m.data.data());
       check_finite(v, m.data.data());
@@ -114,8 +145,8 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     }
     // Converted 4096 rows at a time (checked, converted, file pages
     // dropped): the f32 scratch and the resident file stay small.
-    WeightMatrix m = WeightMatrix::zeros(*loading.format, out, in);
-    m.int8_activations = loading.int8_activations;
+    WeightMatrix m = WeightMatrix::zeros(*to, out, in);
+    m.int8_activations = !loading.f32_activations;
     std::vector<float> rows;
     for (int r0 = 0; r0 < out; r0 += 4096) {
       TensorView piece = v;
@@ -127,7 +158,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
       try {
         m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
       } catch (const InputError& e) {
-        throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(*loading.format) + ": " + e.what());
+        throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(*to) + ": " + e.what());
       }
       store.release(piece);
     }
@@ -137,10 +168,19 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   // than the machine are refused before any copy (counted as they will be
   // stored: a matrix converted to `loading.format` at its new size).
   size_t total = 0;
-  for (const auto& [name, v] : store.tensors())
-    total += converts(v) ? size_t(v.shape[0]) * weight_row_bytes(*loading.format, int(v.shape[1])) : v.nbytes;
+  for (const auto& [name, v] : store.tensors()) {
+    const bool embedding = name == prefix + "embed_tokens.weight" || name.ends_with("lm_head.weight");
+    const std::optional<WeightFormat> to = target(v, embedding);
+    total += to ? size_t(v.shape[0]) * weight_row_bytes(*to, int(v.shape[1])) : v.nbytes;
+  }
+  if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
+    throw CapacityError("the weights need " + format_bytes(total) + " of memory, more than this machine's " + format_bytes(have) +
+                        (loading.format ? "" : " (quantize them: --weights q8 or q4, or splitdec quantize)"));
   ModelWeights w;
+  // The checkpoint's float type (HF rounds the embedding scale to it): the
+  // embedding's, or where that is quantized the final norm's (norms never are).
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
+  if (!dtype_is_float(w.dtype)) w.dtype = store.get(prefix + "norm.weight").dtype;
   w.layers.resize(size_t(c.num_layers));
   const std::vector<WeightSpec> specs = decoder_weight_specs(c);
   size_t done = 0;
@@ -150,10 +190,10 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     if (spec.optional && !store.find(full)) continue;
     LayerWeights* layer = spec.layer >= 0 ? &w.layers[size_t(spec.layer)] : nullptr;
     std::visit(Overloaded{
-                   [&](WeightMatrix LayerWeights::*m) { layer->*m = matrix(full, spec.shape); },
+                   [&](WeightMatrix LayerWeights::*m) { layer->*m = matrix(full, spec.shape, false); },
                    [&](std::vector<float> LayerWeights::*m) { layer->*m = fetch(full, spec.shape); },
                    [&](float LayerWeights::*m) { layer->*m = fetch(full, spec.shape)[0]; },
-                   [&](WeightMatrix ModelWeights::*m) { w.*m = matrix(full, spec.shape); },
+                   [&](WeightMatrix ModelWeights::*m) { w.*m = matrix(full, spec.shape, true); },
                    [&](std::vector<float> ModelWeights::*m) { w.*m = fetch(full, spec.shape); },
                },
                spec.slot);
@@ -161,7 +201,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   if (!c.tie_word_embeddings) {
     for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) {
       if (store.find(head)) {
-        w.lm_head = matrix(head, {c.vocab_size, c.hidden_size});
+        w.lm_head = matrix(head, {c.vocab_size, c.hidden_size}, true);
         break;
       }
     }

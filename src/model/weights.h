@@ -60,12 +60,21 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& config);
 // embedding: as the checkpoint has them, or converted as they are read
 // (`--weights q8`: Q8_0, a few thousand rows at a time, so converting costs
 // no more memory than the result). Norms stay f32. A matrix whose rows do
-// not fit the format (Q8_0: a length that is not a multiple of 32) keeps the
-// checkpoint's format.
+// not fit the format (a block format: a length that is not a multiple of
+// 32) keeps the checkpoint's format. Matrices a file holds quantized already
+// (`splitdec quantize`) load as they are stored, whatever `format` says.
 struct WeightLoading {
-  std::optional<WeightFormat> format;
-  bool int8_activations = false;  // Q8_0: WeightMatrix::int8_activations
+  std::optional<WeightFormat> format;            // the linear layers
+  std::optional<WeightFormat> embedding_format;  // the embedding and LM head; unset: as `format`
+  // Block formats: f32 activations in decode rather than activations
+  // quantized to Q8_0 blocks (WeightMatrix::int8_activations).
+  bool f32_activations = false;
 };
+// A `--weights` / LoadOptions::weights value: "" or "checkpoint" (as stored),
+// "q8" / "q8-f32act" (Q8_0 everywhere), "q4" / "q4-f32act" (Q4_0 linear
+// layers, Q8_0 embedding: see docs/quantization.md for why).
+// InputError naming the value otherwise.
+WeightLoading weight_loading_named(const std::string& name);
 
 ModelWeights load_weights(const ModelConfig& config, const TensorStore& store,
                           const std::function<void(size_t, size_t)>& progress = {}, const WeightLoading& loading = {});

@@ -39,6 +39,14 @@ struct KernelTable {
   void (*dot4_q8_q8)(const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* w, int n, float out[4]);
   // An activation row to that form: per block s = max |x| / 127, q = round(x / s).
   void (*quantize_q8_activations)(const float* x, int n, float* x_scale, int8_t* x_q);
+  // Q4_0 weights (weight_matrix.h): n / 32 blocks of {f16 d, 16 bytes of
+  // nibbles}, w = d * (nibble - 8); each the same as its Q8_0 kernel above
+  // (the same sums in the same order), over those values.
+  float (*dot_q4)(const float* x, const uint8_t* w, int n);
+  void (*dot4_q4)(const float* const x[4], const uint8_t* w, int n, float out[4]);
+  void (*expand_q4)(const uint8_t* w, int n, float* dst);
+  float (*dot_q4_q8)(const float* x_scale, const int8_t* x_q, const uint8_t* w, int n);
+  void (*dot4_q4_q8)(const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* w, int n, float out[4]);
   // y[i] = y[i] * s + a * x[i]
   void (*scale_axpy)(float* y, float s, float a, const float* x, int n);
   // sum of a large buffer (memory bandwidth probe)

@@ -47,48 +47,69 @@ void expand_bf16(const uint16_t* w, int n, float* dst) {
 void expand_f16(const uint16_t* w, int n, float* dst) {
   for (int i = 0; i < n; ++i) dst[i] = f16_to_f32(w[i]);
 }
-// Q8_0: per block sum_j x[j] q[j], scaled by d, added in block order.
-float q8_scale(const uint8_t* block) {
+// Block formats: per block sum_j x[j] q[j], scaled by d, added in block
+// order. value(block, j) is the block's j-th weight before scaling.
+float block_scale(const uint8_t* block) {
   uint16_t h;
   std::memcpy(&h, block, 2);
   return f16_to_f32(h);
 }
-float dot_q8(const float* x, const uint8_t* w, int n) {
+struct Q8Block {
+  static constexpr int kBytes = 34;
+  static int value(const uint8_t* block, int j) { return int8_t(block[2 + j]); }
+};
+struct Q4Block {
+  static constexpr int kBytes = 18;
+  static int value(const uint8_t* block, int j) { return (j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4) - 8; }
+};
+template <class B>
+float dot_blocks(const float* x, const uint8_t* w, int n) {
   float s = 0;
   for (int b = 0; b * 32 < n; ++b) {
-    const uint8_t* block = w + int64_t(b) * 34;
-    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+    const uint8_t* block = w + int64_t(b) * B::kBytes;
     float t = 0;
-    for (int j = 0; j < 32; ++j) t += x[b * 32 + j] * float(q[j]);
-    s += q8_scale(block) * t;
+    for (int j = 0; j < 32; ++j) t += x[b * 32 + j] * float(B::value(block, j));
+    s += block_scale(block) * t;
   }
   return s;
 }
-void dot4_q8(const float* const x[4], const uint8_t* w, int n, float out[4]) {
-  for (int r = 0; r < 4; ++r) out[r] = dot_q8(x[r], w, n);
-}
-void expand_q8(const uint8_t* w, int n, float* dst) {
+template <class B>
+void expand_blocks(const uint8_t* w, int n, float* dst) {
   for (int b = 0; b * 32 < n; ++b) {
-    const uint8_t* block = w + int64_t(b) * 34;
-    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
-    const float d = q8_scale(block);
-    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * float(q[j]);
+    const uint8_t* block = w + int64_t(b) * B::kBytes;
+    const float d = block_scale(block);
+    for (int j = 0; j < 32; ++j) dst[b * 32 + j] = d * float(B::value(block, j));
   }
 }
-// q8_0 x q8_0: exact integer block sums, scaled and added in block order.
-float dot_q8_q8(const float* xs, const int8_t* xq, const uint8_t* w, int n) {
+// Against q8_0 activations: exact integer block sums, scaled and added in block order.
+template <class B>
+float dot_q8act(const float* xs, const int8_t* xq, const uint8_t* w, int n) {
   float even = 0, odd = 0;
   for (int b = 0; b * 32 < n; ++b) {
-    const uint8_t* block = w + int64_t(b) * 34;
-    const int8_t* q = reinterpret_cast<const int8_t*>(block + 2);
+    const uint8_t* block = w + int64_t(b) * B::kBytes;
     int32_t isum = 0;
-    for (int j = 0; j < 32; ++j) isum += int32_t(xq[b * 32 + j]) * int32_t(q[j]);
-    (b % 2 ? odd : even) += float(isum) * (xs[b] * q8_scale(block));
+    for (int j = 0; j < 32; ++j) isum += int32_t(xq[b * 32 + j]) * B::value(block, j);
+    (b % 2 ? odd : even) += float(isum) * (xs[b] * block_scale(block));
   }
   return even + odd;
 }
+float dot_q8(const float* x, const uint8_t* w, int n) { return dot_blocks<Q8Block>(x, w, n); }
+void dot4_q8(const float* const x[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q8(x[r], w, n);
+}
+void expand_q8(const uint8_t* w, int n, float* dst) { expand_blocks<Q8Block>(w, n, dst); }
+float dot_q8_q8(const float* xs, const int8_t* xq, const uint8_t* w, int n) { return dot_q8act<Q8Block>(xs, xq, w, n); }
 void dot4_q8_q8(const float* const xs[4], const int8_t* const xq[4], const uint8_t* w, int n, float out[4]) {
   for (int r = 0; r < 4; ++r) out[r] = dot_q8_q8(xs[r], xq[r], w, n);
+}
+float dot_q4(const float* x, const uint8_t* w, int n) { return dot_blocks<Q4Block>(x, w, n); }
+void dot4_q4(const float* const x[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q4(x[r], w, n);
+}
+void expand_q4(const uint8_t* w, int n, float* dst) { expand_blocks<Q4Block>(w, n, dst); }
+float dot_q4_q8(const float* xs, const int8_t* xq, const uint8_t* w, int n) { return dot_q8act<Q4Block>(xs, xq, w, n); }
+void dot4_q4_q8(const float* const xs[4], const int8_t* const xq[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q4_q8(xs[r], xq[r], w, n);
 }
 void quantize_q8_activations(const float* x, int n, float* xs, int8_t* xq) {
   for (int b = 0; b < n / 32; ++b) {
@@ -199,6 +220,7 @@ const KernelTable& generic_table() {
   static const KernelTable t{"generic",   dot_f32,     dot4_f32, dot4_bf16,   dot_bf16,         dot4_f16,
                              dot_f16,     expand_bf16, expand_f16, dot_q8,     dot4_q8,          expand_q8,
                              dot_q8_q8,   dot4_q8_q8,  quantize_q8_activations,
+                             dot_q4,      dot4_q4,     expand_q4,  dot_q4_q8,  dot4_q4_q8,
                              scale_axpy,  sum_f32,     attend_keys,
                              attend_keys_bf16, attend_keys_f16, gemm_f32,   flash_softmax};
   return t;

@@ -1,0 +1,46 @@
+// How block-quantized matrices sit in a safetensors file (`splitdec
+// quantize` writes them, the loader reads them). A matrix `NAME` of [out,
+// in] weights stored as Q8_0 or Q4_0 (kernels/weight_matrix.h) is two
+// tensors:
+//   NAME         the block values: Q8_0 I8 [out, in], value k of a row is
+//                weight k's int8; Q4_0 U8 [out, in / 2], each row 32-weight
+//                block after block, 16 bytes a block as Q4_0 packs them
+//                (weight j in byte j's low nibble, j + 16 in its high one,
+//                both + 8);
+//   NAME_scale   F16 [out, in / 32], block b's scale d (weight = d * value,
+//                Q4_0: d * (nibble - 8)).
+// So a llama.cpp Q8_0 / Q4_0 tensor maps onto it byte for byte (only the
+// scales move to their own tensor), and any safetensors reader sees
+// ordinary int8 values and f16 scales.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/weight_matrix.h"
+
+namespace splitdec {
+
+class TensorStore;
+struct TensorView;
+
+std::string quantized_scale_name(const std::string& name);
+// The values tensor's dtype and shape for a block format.
+DType quantized_values_dtype(WeightFormat format);
+std::vector<int64_t> quantized_values_shape(WeightFormat format, int64_t out, int64_t in);
+// The block format a values tensor of `dtype` holds (I8: Q8_0, U8: Q4_0).
+WeightFormat quantized_format_of(DType dtype);
+
+// `rows` stored rows of `m` (from row r0) split into the values and scales
+// of those rows, in the layout above.
+void split_quantized_rows(const WeightMatrix& m, int r0, int rows, uint8_t* values, uint16_t* scales);
+
+// The [out, in] matrix stored as `values` and its scale tensor in `store`,
+// read piece by piece (the file's pages dropped as it goes). FormatError
+// naming the tensor for a missing scale tensor, a wrong shape or dtype, or a
+// row length that is not whole blocks.
+WeightMatrix load_quantized_matrix(const TensorStore& store, const TensorView& values, int out, int in);
+
+}  // namespace splitdec

@@ -1,0 +1,180 @@
+#include "model/quantize_model.h"
+
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "io/model_config.h"
+#include "io/quantized_tensors.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
+
+namespace splitdec {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What becomes of one source tensor.
+struct Plan {
+  const TensorView* v;
+  std::optional<WeightFormat> to;  // quantized to this; nullopt: copied as stored
+};
+
+// The decoder matrices and the format each is quantized to (the embedding
+// and LM head take `embedding`, the linear layers `linear`).
+std::map<std::string, WeightFormat> decoder_matrices(const ModelConfig& c, const std::string& prefix, WeightFormat linear,
+                                                     WeightFormat embedding) {
+  std::map<std::string, WeightFormat> out;
+  for (const WeightSpec& s : decoder_weight_specs(c))
+    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding)
+      out[prefix + s.name] = s.kind == WeightSpec::Embedding ? embedding : linear;
+  if (!c.tie_word_embeddings)
+    for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) out[head] = embedding;
+  return out;
+}
+
+bool kept(const std::string& name, const std::vector<std::string>& patterns) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
+}
+
+// Copies v's bytes into the writer 8 MiB at a time, dropping the source's pages.
+void copy_tensor(const TensorStore& store, const TensorView& v, SafetensorsWriter& out) {
+  constexpr size_t kPiece = size_t(8) << 20;
+  for (size_t off = 0; off < v.nbytes; off += kPiece) {
+    TensorView piece = v;
+    piece.data = v.data + off;
+    piece.nbytes = std::min(kPiece, v.nbytes - off);
+    out.write(piece.data, piece.nbytes);
+    store.release(piece);
+  }
+}
+
+// v's rows quantized to `to`, values streamed to the writer, then scales.
+void quantize_tensor(const TensorStore& store, const TensorView& v, WeightFormat to, SafetensorsWriter& out) {
+  const int rows = int(v.shape[0]), in = int(v.shape[1]);
+  const int piece_rows = std::clamp((16 << 20) / std::max(1, in), 1, 4096);  // <= 64 MiB of f32 per piece
+  std::vector<uint16_t> scales(size_t(rows) * size_t(in / 32));
+  std::vector<uint8_t> values;
+  std::vector<float> f32;
+  for (int r0 = 0; r0 < rows; r0 += piece_rows) {
+    const int n = std::min(piece_rows, rows - r0);
+    TensorView piece = v;
+    piece.shape = {n, in};
+    piece.data = v.data + size_t(r0) * size_t(in) * dtype_size(v.dtype);
+    piece.nbytes = size_t(n) * size_t(in) * dtype_size(v.dtype);
+    if (const int64_t bad = piece.first_non_finite(); bad >= 0)
+      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
+                        std::to_string(int64_t(r0) * in + bad));
+    f32 = piece.to_f32();
+    WeightMatrix m = WeightMatrix::zeros(to, n, in);
+    ThreadPool::global()->parallel_for(n, [&](int64_t a, int64_t b) {
+      try {
+        m.set_rows_f32(int(a), int(b - a), f32.data() + size_t(a) * size_t(in));
+      } catch (const InputError& e) {
+        throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(to) + ": " + e.what());
+      }
+    });
+    values.resize(size_t(n) * (weight_row_bytes(to, in) - size_t(in / 32) * 2));
+    split_quantized_rows(m, 0, n, values.data(), scales.data() + size_t(r0) * size_t(in / 32));
+    out.write(values.data(), values.size());
+    store.release(piece);
+  }
+  out.write(scales.data(), scales.size() * 2);
+}
+
+}  // namespace
+
+QuantizeSummary quantize_model(const QuantizeOptions& o) {
+  const WeightLoading scheme = weight_loading_named(o.weights);
+  if (!scheme.format || scheme.f32_activations)
+    throw InputError("--weights " + o.weights + ": quantize writes q8 or q4 (activations are chosen at load: --weights q8-f32act)");
+  std::error_code ec;
+  if (fs::exists(o.out_dir) && fs::equivalent(o.out_dir, o.model_dir, ec))
+    throw InputError("--out " + o.out_dir + " is the source folder; write the quantized model to a new one");
+  if (fs::exists(o.out_dir) && !fs::is_empty(o.out_dir, ec))
+    throw InputError("--out " + o.out_dir + " is not empty; give a new or empty directory");
+  const ModelConfig config = load_model_config(o.model_dir);
+  const TensorStore store = TensorStore::open_dir(o.model_dir);
+  const std::string prefix = find_decoder_prefix(store);
+  const WeightFormat linear = *scheme.format, embedding = scheme.embedding_format.value_or(linear);
+  const std::map<std::string, WeightFormat> matrices = decoder_matrices(config, prefix, linear, embedding);
+
+  QuantizeSummary summary;
+  std::vector<Plan> plans;
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& [name, v] : store.tensors()) {
+    Plan p{&v, std::nullopt};
+    const auto m = matrices.find(name);
+    if (m != matrices.end() && dtype_is_float(v.dtype) && v.shape.size() == 2 && weight_format_fits(m->second, int(v.shape[1]))) {
+      if (kept(name, o.keep)) ++summary.kept;
+      else p.to = m->second;
+    }
+    if (p.to) {
+      ++summary.quantized;
+      entries.push_back({name, quantized_values_dtype(*p.to), quantized_values_shape(*p.to, v.shape[0], v.shape[1])});
+      entries.push_back({quantized_scale_name(name), DType::F16, {v.shape[0], v.shape[1] / 32}});
+    } else {
+      entries.push_back({name, v.dtype, v.shape});
+    }
+    summary.bytes_in += v.nbytes;
+    plans.push_back(p);
+  }
+  for (const SafetensorsWriter::Entry& e : entries) {
+    uint64_t b = dtype_size(e.dtype);
+    for (int64_t d : e.shape) b *= uint64_t(d);
+    summary.bytes_out += b;
+  }
+
+  fs::create_directories(o.out_dir, ec);
+  if (ec) throw InputError("--out " + o.out_dir + ": cannot create directory: " + ec.message());
+  // Written under a temporary name: an interrupted run leaves no folder that looks whole.
+  const fs::path partial = fs::path(o.out_dir) / "model.safetensors.partial";
+  {
+    SafetensorsWriter out(partial.string(), std::move(entries), {{"format", "pt"}, {"splitdec_quantization", o.weights}});
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (o.progress) o.progress(i, plans.size());
+      if (plans[i].to) quantize_tensor(store, *plans[i].v, *plans[i].to, out);
+      else copy_tensor(store, *plans[i].v, out);
+    }
+    out.finish();
+  }
+  // Every other file of the folder (tokenizer, templates, processor
+  // configs) as it is; config.json with the note.
+  for (const fs::directory_entry& f : fs::directory_iterator(o.model_dir)) {
+    const std::string name = f.path().filename().string();
+    if (!f.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json") continue;
+    if (name == "config.json") {
+      std::ifstream in(f.path());
+      nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(in);
+      cfg["splitdec_quantization"] = {
+          {"weights", o.weights},
+          {"linear", weight_format_name(linear)},
+          {"embedding", weight_format_name(embedding)},
+          {"block_size", 32},
+          {"scale_dtype", "float16"},
+          {"layout", "NAME: block values (Q8_0: I8 [out, in]; Q4_0: U8 [out, in / 2], Q4_0's nibble packing), NAME_scale: F16 [out, in / 32]"},
+          {"kept", o.keep}};
+      std::ofstream out(fs::path(o.out_dir) / name);
+      out << cfg.dump(2) << "\n";
+      if (!out) throw FormatError((fs::path(o.out_dir) / name).string() + ": write failed");
+      continue;
+    }
+    fs::copy_file(f.path(), fs::path(o.out_dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw FormatError((fs::path(o.out_dir) / name).string() + ": cannot copy: " + ec.message());
+  }
+  fs::rename(partial, fs::path(o.out_dir) / "model.safetensors", ec);
+  if (ec) throw FormatError(partial.string() + ": cannot rename: " + ec.message());
+  if (o.progress) o.progress(plans.size(), plans.size());
+  return summary;
+}
+
+}  // namespace splitdec
