@@ -214,12 +214,14 @@ TEST(Api, BatchMatchesTheReferenceAndTracesTheRouter) {
   EXPECT_THROW(b.run_turn(turn, greedy(2)), InputError);  // one sequence for a batch of two
 }
 
-// --weights q8: every plan gives the same tokens on Q8_0 weights (they share
-// the kernels), and the logits stay near the checkpoint's (random tiny
-// weights: a numeric check of the format, not a quality claim).
-TEST(Api, Q8WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
+// --weights q8 / q4: every plan gives the same tokens on block weights
+// (they share the kernels), and the logits stay near the checkpoint's
+// (random tiny weights: a numeric check of the format, not a quality claim).
+// Returns the relative RMS error of the int8-activation and f32-activation
+// logits.
+std::pair<double, double> check_block_weights(const std::string& weights) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
-  const auto q8 = Engine::load(dir, LoadOptions{.weights = "q8", .progress = {}});
+  const auto q = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}});
   const auto full = engine_for("tiny-gemma4");
   TokenInputs turn = full->encode_prompt("a long enough prompt about a cat and a mat", false);
   auto run = [&](const std::shared_ptr<const Engine>& e, const char* plan) {
@@ -231,12 +233,16 @@ TEST(Api, Q8WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
     b.run_turn(turn, greedy(6));
     return b.result();
   };
-  const auto want = run(q8, "reference");
+  const auto want = run(q, "reference");
   for (const char* plan : {"single", "split", "split-copy", "unified"}) {
-    const auto got = run(q8, plan);
+    const auto got = run(q, plan);
     EXPECT_EQ(got.tokens[0], want.tokens[0]) << plan;
-    ASSERT_EQ(got.step_logits.size(), want.step_logits.size());
-    for (size_t k = 0; k < got.step_logits.size(); ++k) ASSERT_NEAR(got.step_logits[k], want.step_logits[k], 2e-4) << plan;
+    EXPECT_EQ(got.step_logits.size(), want.step_logits.size());
+    for (size_t k = 0; k < got.step_logits.size() && k < want.step_logits.size(); ++k)
+      if (std::abs(got.step_logits[k] - want.step_logits[k]) > 2e-4) {
+        ADD_FAILURE() << plan << " logit " << k << ": " << got.step_logits[k] << " vs " << want.step_logits[k];
+        break;
+      }
   }
   // Against the checkpoint's weights, teacher-forced on the same tokens.
   const auto base = run(full, "split");
@@ -248,27 +254,41 @@ TEST(Api, Q8WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
   g.keep_prompt_logits = true;
   auto logits = [&](const std::shared_ptr<const Engine>& e) {
     ConversationOptions o;
-    o.chunk = 4;  // the decode kernels (int8 activations under q8)
+    o.chunk = 4;  // the decode kernels (int8 activations)
     Batch b(e, 1, o);
     b.run_turn(forced, g);
     return b.result().prompt_logits;
   };
-  const std::vector<float> a = logits(full), b = logits(q8);
-  ASSERT_EQ(a.size(), b.size());
-  double err = 0, scale = 0;
-  for (size_t k = 0; k < a.size(); ++k) err += (a[k] - b[k]) * double(a[k] - b[k]), scale += double(a[k]) * a[k];
-  const double rel = std::sqrt(err / scale);
-  std::printf("  q8 logits: relative RMS error %.4f over %zu positions\n", rel, a.size() / size_t(full->vocab_size()));
-  EXPECT_LT(rel, 0.15);  // measured 0.072 (6 tiny layers; q8-f32act 0.049); see bench --only quantized for gemma3-1b
-  EXPECT_GT(rel, 0.0) << "the weights were quantized";
-  const auto f32act = Engine::load(dir, LoadOptions{.weights = "q8-f32act", .progress = {}});
+  const std::vector<float> a = logits(full), b = logits(q);
+  const auto f32act = Engine::load(dir, LoadOptions{.weights = weights + "-f32act", .progress = {}});
   const std::vector<float> c = logits(f32act);
-  double err2 = 0;
-  for (size_t k = 0; k < a.size(); ++k) err2 += (a[k] - c[k]) * double(a[k] - c[k]);
-  std::printf("  q8-f32act logits: relative RMS error %.4f\n", std::sqrt(err2 / scale));
-  EXPECT_LT(std::sqrt(err2 / scale), 0.1);
+  EXPECT_EQ(a.size(), b.size());
+  EXPECT_EQ(a.size(), c.size());
+  double err = 0, err2 = 0, scale = 0;
+  for (size_t k = 0; k < a.size() && k < b.size() && k < c.size(); ++k)
+    err += (a[k] - b[k]) * double(a[k] - b[k]), err2 += (a[k] - c[k]) * double(a[k] - c[k]), scale += double(a[k]) * a[k];
+  std::printf("  %s logits: relative RMS error %.4f (f32 activations %.4f) over %zu positions\n", weights.c_str(),
+              std::sqrt(err / scale), std::sqrt(err2 / scale), a.size() / size_t(full->vocab_size()));
   EXPECT_NE(b, c) << "int8 activations change the decode arithmetic";
-  EXPECT_THROW(Engine::load(dir, LoadOptions{.weights = "q4", .progress = {}}), InputError);
+  EXPECT_GT(err, 0.0) << "the weights were quantized";
+  return {std::sqrt(err / scale), std::sqrt(err2 / scale)};
+}
+
+TEST(Api, Q8WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
+  const auto [rel, rel_f32act] = check_block_weights("q8");
+  EXPECT_LT(rel, 0.15);  // measured 0.072 (6 tiny layers); see bench --only quantized for gemma3-1b
+  EXPECT_LT(rel_f32act, 0.1);  // measured 0.049
+  EXPECT_THROW(Engine::load(test::tiny_model_dir("tiny-gemma4"), LoadOptions{.weights = "q3", .progress = {}}), InputError);
+}
+
+TEST(Api, Q4WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
+  const auto [rel, rel_f32act] = check_block_weights("q4");
+  // Measured 0.59: 4-bit steps are 16x Q8_0's, and 6 random tiny layers
+  // amplify weight noise ~18x (q8: 0.4% per weight, 7% in the logits), so
+  // this only says the logits still follow the checkpoint's (unrelated
+  // logits of the same scale give ~1.4). gemma3-1b: bench --only quantized.
+  EXPECT_LT(rel, 0.85);
+  EXPECT_LT(rel_f32act, 0.85);
 }
 
 TEST(Api, EngineErrorsAreTyped) {

@@ -178,12 +178,30 @@ TEST(Cli, SessionErrors) {
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"chunk size", "0"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --plan fast", {"fast", "split-copy"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --kv-dtype f8", {"--kv-dtype f8"});
-  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --weights q4", {"weights format 'q4'", "q8"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --weights q3", {"weights format 'q3'", "q8", "q4"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --threads -1", {"--threads"});
   const auto bf16 = test::run_splitdec("generate --model " + dir + " --prompt 'hello there' --kv-dtype bf16 --threads 1 -v");
   EXPECT_EQ(bf16.exit_code, 0) << bf16.output;
   expect_fails_with("generate --model " + dir + " --prompt 'hello <image:" + dir + "/demo_image.npy> there' --max-length 10",
                     {"capacity of 10"});
+}
+
+// quantize writes a folder that generate runs as stored, with the tokens
+// --weights gives at load; bad options are one error line.
+TEST(Cli, QuantizeWritesAFolderThatGeneratesAsQuantizingAtLoad) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string out = test::temp_dir("cli-q4") + "/q4";
+  const auto q = test::run_splitdec("quantize --model " + dir + " --out " + out + " --weights q4");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  EXPECT_NE(q.output.find("matrices quantized"), std::string::npos) << q.output;
+  const std::string args = " --prompt 'hello there' --max-new-tokens 6 --plan split";
+  const auto from_folder = test::run_splitdec("generate --model " + out + args);
+  const auto at_load = test::run_splitdec("generate --model " + dir + args + " --weights q4");
+  ASSERT_EQ(from_folder.exit_code, 0) << from_folder.output;
+  auto tokens = [](const std::string& o) { return o.substr(o.find("[0] tokens:")); };
+  EXPECT_EQ(tokens(from_folder.output), tokens(at_load.output));
+  expect_fails_with("quantize --model " + dir + " --out " + out + " --weights q4", {"not empty"});
+  expect_fails_with("quantize --model " + dir + " --out " + out + "-2 --weights q2", {"'q2'"});
 }
 
 TEST(Cli, ChatThroughAPipeReusesTheCache) {

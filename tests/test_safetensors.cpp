@@ -90,6 +90,45 @@ TEST(Safetensors, RoundTripAllDtypes) {
   }
 }
 
+// The streaming writer: pieces of any size across tensor edges (zero-size
+// tensors in between) give write_safetensors' bytes; I8 / U8 read back as
+// bytes and refuse to_f32 by name; too many or too few bytes are errors.
+TEST(Safetensors, StreamingWriterMatchesTheWholeFileWriter) {
+  const std::string dir = test::temp_dir("st-stream");
+  std::vector<TensorToWrite> ts;
+  ts.push_back({"a", DType::F32, {3}, f32_bytes({1, 2, 3})});
+  ts.push_back({"none", DType::F16, {0}, {}});
+  ts.push_back({"q", DType::I8, {2, 3}, {1, 0xff, 0x80, 4, 5, 6}});
+  ts.push_back({"p", DType::U8, {5}, {9, 8, 7, 6, 5}});
+  write_safetensors(dir + "/whole.safetensors", ts, {{"format", "pt"}});
+  std::vector<SafetensorsWriter::Entry> entries;
+  std::vector<uint8_t> all;
+  for (const auto& t : ts) entries.push_back({t.name, t.dtype, t.shape}), all.insert(all.end(), t.bytes.begin(), t.bytes.end());
+  {
+    SafetensorsWriter w(dir + "/model.safetensors", entries, {{"format", "pt"}});
+    for (size_t i = 0; i < all.size(); i += 5) w.write(all.data() + i, std::min<size_t>(5, all.size() - i));
+    w.finish();
+  }
+  EXPECT_EQ(test::read_file(dir + "/model.safetensors"), test::read_file(dir + "/whole.safetensors"));
+  const TensorStore s = TensorStore::open_dir(dir);
+  EXPECT_EQ(s.get("q").dtype, DType::I8);
+  EXPECT_EQ(int8_t(s.get("q").data[2]), -128);
+  EXPECT_EQ(s.get("p").data[4], 5);
+  try {
+    (void)s.get("q").to_f32();
+    ADD_FAILURE() << "I8 read as floats";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("'q' is stored as I8"), std::string::npos) << e.what();
+  }
+  {
+    SafetensorsWriter w(dir + "/short.safetensors", entries);
+    w.write(all.data(), all.size() - 1);
+    EXPECT_THROW(w.finish(), Error);
+    w.write(all.data(), 1);
+    EXPECT_THROW(w.write(all.data(), 1), Error);  // past the last tensor
+  }
+}
+
 TEST(Safetensors, CorruptHeaders) {
   expect_error("", {"too short"});
   expect_error(std::string("\x05\0\0\0", 4), {"too short"});

@@ -3,11 +3,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "core/thread_pool.h"
 #include "io/model_config.h"
 #include "io/gemma_tokenizer_json.h"
 #include "io/safetensors.h"
@@ -201,89 +203,104 @@ struct Uniform {
   float at(uint64_t i) const { return float(int64_t(splitmix64(key ^ splitmix64(i)) >> 11) * 0x1.0p-52) - 1.f; }
 };
 
-void put(std::vector<uint8_t>& bytes, size_t i, float v, DType dt) {
-  if (dt == DType::F32) std::memcpy(bytes.data() + 4 * i, &v, 4);
+void put(uint8_t* bytes, size_t i, float v, DType dt) {
+  if (dt == DType::F32) std::memcpy(bytes + 4 * i, &v, 4);
   else {
     const uint16_t h = dt == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v);
-    std::memcpy(bytes.data() + 2 * i, &h, 2);
+    std::memcpy(bytes + 2 * i, &h, 2);
   }
 }
+
+// One random tensor: element i is value(u.at(i)) for the tensor's own
+// uniform stream u (keyed by the seed and the name).
+struct RandomTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::function<float(float r)> value;
+};
 
 // Random media-frontend tensors with the checkpoint's names and shapes (the
 // list the loader walks, so both agree), scaled like the decoder's: linear
 // weights ~ 1/sqrt(fan_in), norm gains near 1, clip bounds at +-3 so that
 // clipping happens now and then.
-std::vector<TensorToWrite> frontend_random_tensors(const FrontendConfig& frontend, DType dtype, uint64_t seed) {
+std::vector<RandomTensor> frontend_random_tensors(const FrontendConfig& frontend) {
   FrontendWeights scratch;
-  std::vector<TensorToWrite> out;
+  std::vector<RandomTensor> out;
   for (const FrontendTensor& spec : frontend_tensors(frontend, scratch)) {
-    TensorToWrite t{spec.name, dtype, spec.shape, {}};
-    size_t n = 1;
-    for (int64_t d : spec.shape) n *= size_t(d);
-    t.bytes.resize(n * dtype_size(dtype));
     int64_t fan_in = 1;
     if (spec.kind == FrontendTensor::TransposedMatrix) fan_in = spec.shape[0];
     else
       for (size_t d = 1; d < spec.shape.size(); ++d) fan_in *= spec.shape[d];
-    const Uniform u{splitmix64(seed ^ hash_name(t.name))};
-    for (size_t i = 0; i < n; ++i) {
-      const float r = u.at(i);
-      float v = 0;
-      switch (spec.kind) {
-        case FrontendTensor::Matrix:
-        case FrontendTensor::TransposedMatrix: v = r * std::sqrt(3.f / float(fan_in)); break;
-        case FrontendTensor::Bias: v = 0.02f * r; break;
-        case FrontendTensor::Gain: v = 1.f + 0.1f * r; break;
-        case FrontendTensor::GainMinusOne: v = 0.1f * r; break;
-        case FrontendTensor::Table: v = 0.5f * r; break;
-        case FrontendTensor::ClipLow: v = -3.f; break;
-        case FrontendTensor::ClipHigh: v = 3.f; break;
-      }
-      put(t.bytes, i, v, dtype);
-    }
-    out.push_back(std::move(t));
+    const float linear = std::sqrt(3.f / float(fan_in));
+    out.push_back({spec.name, spec.shape, [kind = spec.kind, linear](float r) {
+                     switch (kind) {
+                       case FrontendTensor::Matrix:
+                       case FrontendTensor::TransposedMatrix: return r * linear;
+                       case FrontendTensor::Bias: return 0.02f * r;
+                       case FrontendTensor::Gain: return 1.f + 0.1f * r;
+                       case FrontendTensor::GainMinusOne: return 0.1f * r;
+                       case FrontendTensor::Table: return 0.5f * r;
+                       case FrontendTensor::ClipLow: return -3.f;
+                       case FrontendTensor::ClipHigh: return 3.f;
+                     }
+                     return 0.f;
+                   }});
   }
   return out;
 }
 
-// Random weights for every tensor the config needs, in checkpoint names.
+// Random weights for every tensor the config needs, in checkpoint names,
+// streamed to the file a few MiB at a time: the full-size presets (24 GB
+// for gemma4-12b in bf16) are written on a machine with less memory.
 void write_random_weights(const ModelConfig& config, const FrontendConfig& frontend, const std::string& path, DType dtype,
                           uint64_t seed) {
   const bool text_only = config.model_type == "gemma3_text";
   const std::string prefix = text_only ? "model." : "model.language_model.";
   const float H = float(config.hidden_size);
-  std::vector<TensorToWrite> tensors;
+  std::vector<RandomTensor> tensors;
   for (const WeightSpec& spec : decoder_weight_specs(config)) {
-    TensorToWrite t{prefix + spec.name, dtype, spec.shape, {}};
-    size_t n = 1;
-    for (int64_t d : spec.shape) n *= size_t(d);
-    t.bytes.resize(n * dtype_size(dtype));
-    const Uniform u{splitmix64(seed ^ hash_name(t.name))};
     // Scales keep every activation near unit RMS so that logits are finite
     // and informative: linear weights ~ 1/sqrt(fan_in), embeddings ~
     // 1/sqrt(hidden) (times sqrt(hidden) at lookup), norm gains near 1.
     const bool q_norm = spec.name.find("q_norm") != std::string::npos;
     const int head_dim = spec.shape[0] > 0 ? int(spec.shape[0]) : 1;
-    for (size_t i = 0; i < n; ++i) {
-      const float r = u.at(i);
-      float v = 0;
-      switch (spec.kind) {
-        case WeightSpec::Linear: v = r * std::sqrt(3.f / float(spec.shape[1])); break;
-        case WeightSpec::Embedding: v = r * std::sqrt(3.f / H); break;
-        case WeightSpec::Norm:
-          // Gemma-4 attention has scale 1: a q_norm gain of 2/sqrt(head_dim)
-          // keeps scores at a useful spread.
-          if (config.norm_adds_one) v = 0.1f * r;
-          else v = (q_norm ? 2.f / std::sqrt(float(head_dim)) : 1.f) * (1.f + 0.1f * r);
-          break;
-        case WeightSpec::Scalar: v = 0.75f + 0.25f * r; break;
-      }
-      put(t.bytes, i, v, dtype);
-    }
-    tensors.push_back(std::move(t));
+    const float linear = spec.kind == WeightSpec::Linear ? std::sqrt(3.f / float(spec.shape[1])) : 0.f;
+    const float embedding = std::sqrt(3.f / H);
+    // Gemma-4 attention has scale 1: a q_norm gain of 2/sqrt(head_dim)
+    // keeps scores at a useful spread.
+    const float gain = q_norm ? 2.f / std::sqrt(float(head_dim)) : 1.f;
+    tensors.push_back({prefix + spec.name, spec.shape,
+                       [kind = spec.kind, linear, embedding, gain, adds_one = config.norm_adds_one](float r) {
+                         switch (kind) {
+                           case WeightSpec::Linear: return r * linear;
+                           case WeightSpec::Embedding: return r * embedding;
+                           case WeightSpec::Norm: return adds_one ? 0.1f * r : gain * (1.f + 0.1f * r);
+                           case WeightSpec::Scalar: return 0.75f + 0.25f * r;
+                         }
+                         return 0.f;
+                       }});
   }
-  for (TensorToWrite& t : frontend_random_tensors(frontend, dtype, seed)) tensors.push_back(std::move(t));
-  write_safetensors(path, tensors, {{"format", "pt"}});
+  for (RandomTensor& t : frontend_random_tensors(frontend)) tensors.push_back(std::move(t));
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const RandomTensor& t : tensors) entries.push_back({t.name, dtype, t.shape});
+  SafetensorsWriter out(path, std::move(entries), {{"format", "pt"}});
+  constexpr size_t kPiece = size_t(1) << 22;  // elements generated per write
+  std::vector<uint8_t> bytes(kPiece * dtype_size(dtype));
+  for (const RandomTensor& t : tensors) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= size_t(d);
+    const Uniform u{splitmix64(seed ^ hash_name(t.name))};
+    for (size_t i0 = 0; i0 < n; i0 += kPiece) {
+      const size_t m = std::min(kPiece, n - i0);
+      ThreadPool::global()->parallel_for(
+          int64_t(m), [&](int64_t a, int64_t b) {
+            for (int64_t i = a; i < b; ++i) put(bytes.data(), size_t(i), t.value(u.at(i0 + size_t(i))), dtype);
+          },
+          1 << 14);
+      out.write(bytes.data(), m * dtype_size(dtype));
+    }
+  }
+  out.finish();
 }
 
 }  // namespace

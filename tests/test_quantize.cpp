@@ -1,0 +1,201 @@
+// `splitdec quantize` folders (model/quantize_model.h, io/quantized_tensors.h):
+// they load to exactly the matrices that quantizing at load gives, keep what
+// --keep names, copy the rest, and a damaged quantized tensor is an error
+// naming it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/quantized_tensors.h"
+#include "io/safetensors.h"
+#include "model/gemma_model.h"
+#include "model/quantize_model.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+using namespace splitdec;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quantized_copy(const std::string& src, const std::string& weights, std::vector<std::string> keep = {}) {
+  const std::string out = test::temp_dir("quantized-" + weights);
+  quantize_model(QuantizeOptions{.model_dir = src, .out_dir = out, .weights = weights, .keep = std::move(keep), .progress = {}});
+  return out;
+}
+
+void expect_same_matrix(const WeightMatrix& a, const WeightMatrix& b, const std::string& what) {
+  EXPECT_EQ(a.format, b.format) << what;
+  EXPECT_EQ(a.out, b.out) << what;
+  EXPECT_EQ(a.in, b.in) << what;
+  EXPECT_EQ(a.int8_activations, b.int8_activations) << what;
+  EXPECT_TRUE(a.data == b.data) << what << ": the stored blocks differ";
+}
+
+void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
+  EXPECT_EQ(a.dtype, b.dtype);
+  expect_same_matrix(a.embed_tokens, b.embed_tokens, "embed_tokens");
+  expect_same_matrix(a.lm_head, b.lm_head, "lm_head");
+  EXPECT_EQ(a.final_norm, b.final_norm);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const LayerWeights &x = a.layers[i], &y = b.layers[i];
+    const std::string l = "layer " + std::to_string(i) + " ";
+    expect_same_matrix(x.q_proj, y.q_proj, l + "q_proj");
+    expect_same_matrix(x.k_proj, y.k_proj, l + "k_proj");
+    expect_same_matrix(x.v_proj, y.v_proj, l + "v_proj");
+    expect_same_matrix(x.o_proj, y.o_proj, l + "o_proj");
+    expect_same_matrix(x.gate_proj, y.gate_proj, l + "gate_proj");
+    expect_same_matrix(x.up_proj, y.up_proj, l + "up_proj");
+    expect_same_matrix(x.down_proj, y.down_proj, l + "down_proj");
+    EXPECT_EQ(x.q_norm, y.q_norm) << l;
+    EXPECT_EQ(x.input_norm, y.input_norm) << l;
+    EXPECT_EQ(x.post_feedforward_norm, y.post_feedforward_norm) << l;
+  }
+}
+
+// A copy of `dir` whose model.safetensors went through `edit`.
+std::string edited_copy(const std::string& dir, const std::function<void(std::vector<TensorToWrite>&)>& edit) {
+  const std::string out = test::temp_dir("edited");
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().filename() != "model.safetensors") fs::copy_file(f.path(), fs::path(out) / f.path().filename());
+  std::vector<TensorToWrite> tensors;
+  {
+    const TensorStore store = TensorStore::open_dir(dir);
+    for (const auto& [name, v] : store.tensors()) tensors.push_back({name, v.dtype, v.shape, std::vector<uint8_t>(v.data, v.data + v.nbytes)});
+  }
+  edit(tensors);
+  write_safetensors((fs::path(out) / "model.safetensors").string(), tensors);
+  return out;
+}
+
+TensorToWrite& find(std::vector<TensorToWrite>& ts, const std::string& name) {
+  for (TensorToWrite& t : ts)
+    if (t.name == name) return t;
+  throw std::runtime_error("no tensor " + name);
+}
+
+void expect_load_fails(const std::string& dir, const std::vector<std::string>& parts) {
+  try {
+    (void)Model::load(dir);
+    ADD_FAILURE() << "loaded";
+  } catch (const FormatError& e) {
+    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what() << "\n  lacks: " << p;
+  }
+}
+
+const std::string kUp = "model.language_model.layers.0.mlp.up_proj.weight";
+
+}  // namespace
+
+// Both formats, from f32 and bf16 checkpoints: the folder loads to the very
+// blocks --weights gives at load (so the same tokens and logits), and with
+// -f32act too.
+TEST(Quantize, FolderLoadsToTheBlocksThatQuantizingAtLoadGives) {
+  for (const std::string dtype : {"f32", "bf16"}) {
+    const std::string src = test::tiny_model_dir("tiny-gemma4", 0, dtype);
+    for (const std::string weights : {"q8", "q4"}) {
+      SCOPED_TRACE(dtype + " -> " + weights);
+      const std::string out = quantized_copy(src, weights);
+      const Model at_load = Model::load(src, {}, weight_loading_named(weights));
+      const Model from_folder = Model::load(out);
+      expect_same_weights(at_load.weights(), from_folder.weights());
+      EXPECT_EQ(from_folder.weights().layers[0].up_proj.format, weights == "q8" ? WeightFormat::Q8_0 : WeightFormat::Q4_0);
+      EXPECT_EQ(from_folder.weights().embed_tokens.format, WeightFormat::Q8_0);  // q4 keeps an 8-bit embedding
+      expect_same_weights(Model::load(src, {}, weight_loading_named(weights + "-f32act")).weights(),
+                          Model::load(out, {}, weight_loading_named(weights + "-f32act")).weights());
+      // The file is ordinary safetensors: I8 / U8 values beside F16 scales.
+      const TensorStore store = TensorStore::open_dir(out);
+      EXPECT_EQ(store.get(kUp).dtype, weights == "q8" ? DType::I8 : DType::U8);
+      EXPECT_EQ(store.get(kUp + "_scale").dtype, DType::F16);
+      EXPECT_EQ(store.get(kUp + "_scale").shape[1] * 32, store.get(kUp).shape[1] * (weights == "q8" ? 1 : 2));
+    }
+  }
+}
+
+TEST(Quantize, KeepsWhatKeepNamesAndCopiesTheRestOfTheFolder) {
+  const std::string src = test::tiny_model_dir("tiny-gemma4");
+  const std::string out = quantized_copy(src, "q4", {"*embed_tokens*", "*.layers.1.*"});
+  const TensorStore in = TensorStore::open_dir(src), q = TensorStore::open_dir(out);
+  EXPECT_EQ(q.get("model.language_model.embed_tokens.weight").dtype, DType::F32);
+  EXPECT_EQ(q.get("model.language_model.layers.1.mlp.up_proj.weight").dtype, DType::F32);
+  EXPECT_EQ(q.get(kUp).dtype, DType::U8);
+  EXPECT_EQ(q.find("model.language_model.embed_tokens.weight_scale"), nullptr);
+  // Norms and the media towers are copied byte for byte.
+  for (const auto& [name, v] : in.tensors()) {
+    if (v.shape.size() == 2 && name.find("language_model") != std::string::npos) continue;
+    const TensorView& w = q.get(name);
+    EXPECT_EQ(w.dtype, v.dtype) << name;
+    EXPECT_TRUE(std::equal(v.data, v.data + v.nbytes, w.data)) << name;
+  }
+  for (const char* f : {"tokenizer.json", "chat_template.jinja", "tokenizer_config.json"})
+    EXPECT_EQ(test::read_file(out + "/" + f), test::read_file(src + "/" + f)) << f;
+  const nlohmann::json cfg = nlohmann::json::parse(test::read_file(out + "/config.json"));
+  EXPECT_EQ(cfg["splitdec_quantization"]["linear"], "q4_0");
+  EXPECT_EQ(cfg["splitdec_quantization"]["embedding"], "q8_0");
+  EXPECT_EQ(cfg["splitdec_quantization"]["kept"].size(), 2u);
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors.partial"));
+  const Model m = Model::load(out);
+  EXPECT_EQ(m.weights().embed_tokens.format, WeightFormat::F32);
+  EXPECT_EQ(m.weights().layers[1].up_proj.format, WeightFormat::F32);
+  EXPECT_EQ(m.weights().layers[0].up_proj.format, WeightFormat::Q4_0);
+}
+
+TEST(Quantize, RefusesBadOptionsByName) {
+  const std::string src = test::tiny_model_dir("tiny-gemma4");
+  auto fails = [&](QuantizeOptions o, const std::string& part) {
+    try {
+      quantize_model(o);
+      ADD_FAILURE() << "quantized with --weights " << o.weights << " --out " << o.out_dir;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  fails({.model_dir = src, .out_dir = test::temp_dir("q") + "/new", .weights = "q8-f32act", .keep = {}, .progress = {}}, "q8 or q4");
+  fails({.model_dir = src, .out_dir = test::temp_dir("q") + "/new", .weights = "q5", .keep = {}, .progress = {}}, "'q5'");
+  fails({.model_dir = src, .out_dir = src, .weights = "q8", .keep = {}, .progress = {}}, "source folder");
+  fails({.model_dir = src, .out_dir = quantized_copy(src, "q8"), .weights = "q8", .keep = {}, .progress = {}}, "not empty");
+}
+
+// A damaged quantized tensor is one FormatError naming it and what is wrong.
+TEST(QuantizedFile, DamagedTensorsAreErrorsThatNameThem) {
+  const std::string q8 = quantized_copy(test::tiny_model_dir("tiny-gemma4"), "q8");
+  const std::string q4 = quantized_copy(test::tiny_model_dir("tiny-gemma4"), "q4");
+  expect_load_fails(edited_copy(q8, [](std::vector<TensorToWrite>& ts) { std::erase_if(ts, [](auto& t) { return t.name == kUp + "_scale"; }); }),
+                    {kUp + "_scale", "missing"});
+  expect_load_fails(edited_copy(q8, [](std::vector<TensorToWrite>& ts) {
+                      TensorToWrite& s = find(ts, kUp + "_scale");
+                      s.shape[1] -= 1;  // a block short
+                      s.bytes.resize(size_t(s.shape[0] * s.shape[1]) * 2);
+                    }),
+                    {kUp + "_scale", "expected F16 ["});
+  expect_load_fails(edited_copy(q8, [](std::vector<TensorToWrite>& ts) {
+                      TensorToWrite& s = find(ts, kUp + "_scale");
+                      s.dtype = DType::BF16;
+                    }),
+                    {kUp + "_scale", "BF16"});
+  expect_load_fails(edited_copy(q4, [](std::vector<TensorToWrite>& ts) {
+                      TensorToWrite& v = find(ts, kUp);
+                      v.shape[1] += 16;  // one more block's values than the config's rows hold
+                      v.bytes.resize(size_t(v.shape[0] * v.shape[1]));
+                    }),
+                    {kUp, "U8", "expected ["});
+  expect_load_fails(edited_copy(q8, [](std::vector<TensorToWrite>& ts) { find(ts, kUp).bytes[5] = 0x80; }), {kUp, "-128"});
+  expect_load_fails(edited_copy(q8, [](std::vector<TensorToWrite>& ts) {
+                      TensorToWrite& s = find(ts, kUp + "_scale");
+                      s.bytes[2] = 0x00, s.bytes[3] = 0x7c;  // f16 +inf
+                    }),
+                    {kUp + "_scale", "non-finite"});
+  // Only matrices may be quantized: an I8 norm is refused by name.
+  expect_load_fails(edited_copy(q8, [](std::vector<TensorToWrite>& ts) {
+                      TensorToWrite& n = find(ts, "model.language_model.norm.weight");
+                      n.dtype = DType::I8;
+                      n.bytes.assign(size_t(n.shape[0]), 1);
+                    }),
+                    {"model.language_model.norm.weight", "I8"});
+}
+
