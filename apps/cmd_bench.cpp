@@ -15,6 +15,9 @@ void add_bench(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--threads", *threads, "worker threads (default: all cores)");
   cmd->add_option("--only", o->only,
                   "sections to run: linear, decode_attention, plan_decode, prefill, media, whole_model, quantized, ttft (comma-separated)");
+  cmd->add_option("--model", o->model_dir,
+                  "also run section 'folder': decode steps at 1K and 4K context on this model folder against its weight floor");
+  cmd->add_option("--weights", o->weights, "how --model's weights load (as generate's --weights)");
   cmd->add_option("--work-dir", o->work_dir, "where generated benchmark models go (default: a temporary directory)");
   cmd->callback([o, threads, &run_fn] {
     run_fn = [o, threads] {

@@ -626,6 +626,34 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
   return out;
 }
 
+// Decode on a given folder (the full gemma4-12b quantized, say): a step at a
+// 1K and a 4K-token context (synthetic past) against the weight-bandwidth
+// floor, with the load's peak RSS.
+json folder_decode(const std::string& dir, const std::string& weights) {
+  std::printf("loading %s%s ...\n", dir.c_str(), weights.empty() ? "" : (" (--weights " + weights + ")").c_str());
+  std::fflush(stdout);
+  reset_peak_rss();
+  const Model model = Model::load(dir, {}, weight_loading_named(weights));
+  json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights}, {"weight_bytes", double(model.weights().bytes())}};
+  for (int context : {1024, 4096}) {
+    SessionOptions o;
+    o.capacity = context + 16;
+    Session s(model, 1, o);
+    s.fill_synthetic(0, context);
+    const double step = median_decode_step_s(s), bw = probe_bandwidth_gbs();
+    const double floor_s = double(model.weights().bytes()) / (bw * 1e9);
+    const std::string key = "at_" + std::to_string(context / 1024) + "k";
+    out[key] = {{"decode_tokens_per_s", 1 / step}, {"floor_tokens_per_s", 1 / floor_s}, {"fraction_of_floor", floor_s / step},
+                {"bandwidth_gbs", bw}};
+    std::printf("%-40s decode at %dK: %6.2f tokens/s (%.0f%% of the %.2f tokens/s floor at %.1f GB/s)\n", "", context / 1024,
+                1 / step, 100 * floor_s / step, 1 / floor_s, bw);
+  }
+  out["fraction_of_floor"] = out["at_4k"]["fraction_of_floor"];
+  out["peak_rss_mib"] = peak_rss_mib();
+  std::printf("%-40s weights %.2f GB; peak RSS %.0f MiB\n", "", out["weight_bytes"].get<double>() / 1e9, out["peak_rss_mib"].get<double>());
+  return out;
+}
+
 }  // namespace
 
 int run_benchmarks(const BenchOptions& opt) {
@@ -684,13 +712,17 @@ int run_benchmarks(const BenchOptions& opt) {
   }
   json quantized = json::array();
   if (wanted("quantized")) {
-    section("8-bit weights (--weights q8) against bf16");
+    section("8-bit and 4-bit weights (--weights q8, q4) against bf16");
     MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b-q", 1, DType::BF16, {}};
     if (opt.quick) o.layers = 4;
     make_model(o);
     quantized.push_back(quantized_weights(o.out_dir, opt.quick ? "gemma3-1b (4 layers)" : "gemma3-1b", opt.quick ? 64 : 256));
     fs::remove_all(o.out_dir);
     r["quantized"] = quantized;
+  }
+  if (!opt.model_dir.empty() && wanted("folder")) {
+    section(("decode on " + opt.model_dir).c_str());
+    r["folder"] = folder_decode(opt.model_dir, opt.weights);
   }
   if (!opt.quick && wanted("whole_model")) {
     MakeModelOptions o{"gemma4-12b", work + "/gemma4-12b", 1, DType::BF16, 6};
@@ -737,6 +769,7 @@ int run_benchmarks(const BenchOptions& opt) {
       if (S == 32768 && !e["rowwise_ms"].is_null())
         report("masked prefill attention at S=32K, rowwise / flash", e["masked_speedup_vs_rowwise"].get<double>(), 10, "x");
     }
+  if (r.contains("folder")) report("decode fraction of floor at 4K, " + opt.model_dir, r["folder"]["fraction_of_floor"], 0.8, "");
   for (const auto& e : r["whole_model"]) {
     report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
     if (e.contains("dtype"))
@@ -746,6 +779,8 @@ int run_benchmarks(const BenchOptions& opt) {
     const std::string m = e["model"].get<std::string>();
     report("q8 / bf16 decode tokens/s at 4K, " + m, e["decode_speedup_at_4k"], 1.8, "x");
     report("q8 decode fraction of its floor at 4K, " + m, e["q8"]["fraction_of_floor"], 0.8, "");
+    report("q4 / bf16 decode tokens/s at 4K, " + m, e["q4"]["decode_speedup_at_4k"], 3.2, "x");
+    report("q4 decode fraction of its floor at 4K, " + m, e["q4"]["fraction_of_floor"], 0.8, "");
     targets["q8 logits relative RMS error, " + m] = {{"value", e["q8"]["logits_relative_rms_error"]}, {"goal", 0.01},
                                                       {"met", e["q8"]["logits_relative_rms_error"].get<double>() <= 0.01}};
     std::printf("%-62s %8.4f (goal <= 0.0100) %s\n", ("q8 logits relative RMS error, " + m).c_str(),

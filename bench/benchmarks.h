@@ -12,6 +12,8 @@ struct BenchOptions {
   std::string plot_path;    // decode cost against context per plan, SVG
   std::string work_dir;     // where generated models go (default: a temp dir)
   std::string only;         // section names to run (e.g. "prefill,linear"; empty: all); machine always runs
+  std::string model_dir;    // section "folder": decode on this model folder against its weight floor
+  std::string weights;      // how that folder's weights load (LoadOptions::weights)
 };
 
 int run_benchmarks(const BenchOptions& options);
