@@ -59,9 +59,12 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
   return v;
 }
 
+// Block formats with int8 activations, as --weights q8 / q4 load them.
 WeightMatrix random_matrix(int out, int in, WeightFormat format, uint32_t seed) {
   const auto f = random_floats(size_t(out) * size_t(in), seed);
-  return WeightMatrix::from_f32(format, out, in, f.data());
+  WeightMatrix m = WeightMatrix::from_f32(format, out, in, f.data());
+  m.int8_activations = weight_format_is_blocked(format);
+  return m;
 }
 
 // Fastest of `reps` runs: the machine's capability, for the bandwidth probe.
@@ -154,7 +157,7 @@ json linear_layers(const json& m, bool quick) {
   const double peak = m["peak_f32_gemm_gflops"];
   json out = json::array();
   const int rows_prefill = quick ? 256 : 512;
-  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::Q8_0}) {
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::Q8_0, WeightFormat::Q4_0}) {
     const char* name = weight_format_name(format);
     const WeightMatrix w = random_matrix(4096, 4096, format, 7);
     std::vector<float> x = random_floats(size_t(rows_prefill) * 4096, 8), y(size_t(rows_prefill) * 4096);
