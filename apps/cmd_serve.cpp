@@ -94,7 +94,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server (chat/completions, completions) with continuous batching");
   auto f = std::make_shared<ServeFlags>();
   cmd->add_option("--model", f->model, "model directory")->required();
-  cmd->add_option("--weights", f->weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes, int8 activations in decode; q8-f32act: the same with f32 activations");
+  cmd->add_option("--weights", f->weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", f->port, "port (default 8080; 0: any free port, printed at start)");
   cmd->add_option("--max-sequences", f->max_sequences, "KV slots: requests decoded together (default 16)");

@@ -65,13 +65,15 @@ struct ChatTurn {
 
 // How Engine::load stores the weights.
 struct LoadOptions {
-  // "" or "checkpoint": as the checkpoint has them (f32, bf16, f16); "q8":
-  // the decoder's matrices (linear layers and the embedding / LM head)
-  // quantized to 8-bit blocks as they load (Q8_0: 32 weights and one f16
-  // scale per block, llama.cpp's layout), about half of bf16's bytes, and
-  // decode steps quantize activations to the same blocks for integer dot
-  // products (as llama.cpp does); "q8-f32act": the same weights with f32
-  // activations (slower on AVX2, closer to the checkpoint).
+  // "" or "checkpoint": as the folder stores them (f32, bf16, f16, or the
+  // blocks `splitdec quantize` wrote); "q8": the decoder's matrices (linear
+  // layers and the embedding / LM head) quantized to 8-bit blocks as they
+  // load (Q8_0: 32 weights and one f16 scale per block, llama.cpp's layout),
+  // about half of bf16's bytes; "q4": the linear layers as 4-bit blocks
+  // (Q4_0), the embedding / LM head as Q8_0. Decode steps quantize
+  // activations to 8-bit blocks for integer dot products (as llama.cpp
+  // does); "q8-f32act" / "q4-f32act" keep f32 activations. Tensors a folder
+  // holds quantized load as stored. docs/quantization.md.
   std::string weights;
   // progress(done, total) is called as weight tensors are read.
   std::function<void(size_t, size_t)> progress;
