@@ -16,7 +16,7 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_flag("--trace", trace, "print each chunk and step: positions, path, KV bytes allocated/copied");
   app.add_flag("-v,--verbose", verbose, "report the KV cache size per layer type");
   app.add_option("--threads", threads, "worker threads (default: all cores)");
-  app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16");
+  app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16 | q8 (int8 rows with one f32 scale each)");
   app.add_option("--weights", weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
 }
 

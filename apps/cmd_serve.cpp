@@ -109,7 +109,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--plan", f->plan, "single | split | split-copy | unified (default split)");
   cmd->add_option("--policy", f->policy, "mask policy (default: the model family's)");
   cmd->add_option("--chunk", f->chunk, "prefill chunk size (default 256)");
-  cmd->add_option("--kv-dtype", f->kv_dtype, "KV cache storage: f32 | bf16 | f16");
+  cmd->add_option("--kv-dtype", f->kv_dtype, "KV cache storage: f32 | bf16 | f16 | q8");
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });
 }
 

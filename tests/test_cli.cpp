@@ -177,11 +177,13 @@ TEST(Cli, SessionErrors) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"chunk size", "0"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --plan fast", {"fast", "split-copy"});
-  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --kv-dtype f8", {"--kv-dtype f8"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --kv-dtype f8", {"--kv-dtype f8", "q8"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --weights q3", {"weights format 'q3'", "q8", "q4"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --threads -1", {"--threads"});
   const auto bf16 = test::run_splitdec("generate --model " + dir + " --prompt 'hello there' --kv-dtype bf16 --threads 1 -v");
   EXPECT_EQ(bf16.exit_code, 0) << bf16.output;
+  const auto q8 = test::run_splitdec("generate --model " + dir + " --prompt 'hello there' --kv-dtype q8 --plan unified -v");
+  EXPECT_EQ(q8.exit_code, 0) << q8.output;
   expect_fails_with("generate --model " + dir + " --prompt 'hello <image:" + dir + "/demo_image.npy> there' --max-length 10",
                     {"capacity of 10"});
 }

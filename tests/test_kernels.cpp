@@ -17,6 +17,7 @@
 #include "kernels/linear.h"
 #include "kernels/reference_ops.h"
 #include "kernels/simd/kernel_table.h"
+#include "kv/kv_rows.h"
 
 using namespace splitdec;
 
@@ -126,7 +127,52 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
             for (int d = 0; d < hd; ++d)
               ASSERT_NEAR(a5[size_t(g * hd + d)] / l5[size_t(g)], a6[size_t(g * hd + d)] / l6[size_t(g)], 2e-5f)
                   << t->name << " f16 n " << n << " group " << group << " hd " << hd;
+          // q8 keys and values (one scale per row): the same math on the dequantized values.
+          std::vector<int8_t> k8(k.size()), v8(v.size());
+          std::vector<float> ks(static_cast<size_t>(n)), vs(static_cast<size_t>(n));
+          for (int j = 0; j < n; ++j) {
+            ks[size_t(j)] = quantize_kv_row(k.data() + j * hd, hd, k8.data() + j * hd);
+            vs[size_t(j)] = quantize_kv_row(v.data() + j * hd, hd, v8.data() + j * hd);
+          }
+          for (size_t x = 0; x < k.size(); ++x) kr[x] = ks[x / size_t(hd)] * float(k8[x]), vr[x] = vs[x / size_t(hd)] * float(v8[x]);
+          auto m7 = m2, l7 = l2, a7 = a2, m8 = m2, l8 = l2, a8 = a2;
+          t->attend_keys_q8(q.data(), group, hd, 1.7f, cap, k8.data(), ks.data(), v8.data(), vs.data(), n, m7.data(), l7.data(), a7.data());
+          ref.attend_keys(q.data(), group, hd, 1.7f, cap, kr.data(), vr.data(), n, m8.data(), l8.data(), a8.data());
+          for (int g = 0; g < group; ++g)
+            for (int d = 0; d < hd; ++d)
+              ASSERT_NEAR(a7[size_t(g * hd + d)] / l7[size_t(g)], a8[size_t(g * hd + d)] / l8[size_t(g)], 2e-5f)
+                  << t->name << " q8 n " << n << " group " << group << " hd " << hd;
+          std::vector<float> e(k.size());
+          t->expand_q8_rows(k8.data(), ks.data(), n, hd, e.data());
+          for (size_t x = 0; x < k.size(); ++x) ASSERT_EQ(e[x], kr[x]) << t->name;
         }
+}
+
+// A q8 KV row: within half a step of the input, the largest value exact in
+// magnitude, zero rows zero, NaN kept (it must reach the output as in f32),
+// and round_trip_kv_row gives what a q8 cache hands back.
+TEST(KvRows, Q8RowsQuantizeWithinHalfAStep) {
+  std::mt19937 rng(31);
+  for (int hd : {1, 7, 64, 256}) {
+    std::vector<float> x = random_vec(rng, size_t(hd)), back(static_cast<size_t>(hd));
+    std::vector<int8_t> q(static_cast<size_t>(hd));
+    const float s = quantize_kv_row(x.data(), hd, q.data());
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::abs(v));
+    EXPECT_FLOAT_EQ(s, amax / 127.f);
+    round_trip_kv_row(DType::I8, x.data(), hd, back.data());
+    for (int d = 0; d < hd; ++d) {
+      EXPECT_LE(std::abs(s * float(q[size_t(d)]) - x[size_t(d)]), 0.5f * s * (1 + 1e-5f)) << d;
+      EXPECT_EQ(back[size_t(d)], s * float(q[size_t(d)]));
+    }
+  }
+  std::vector<float> zero(8, 0.f), nan(8, 1.f);
+  std::vector<int8_t> q(8);
+  EXPECT_EQ(quantize_kv_row(zero.data(), 8, q.data()), 0.f);
+  nan[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(quantize_kv_row(nan.data(), 8, q.data())));
+  EXPECT_EQ(parse_kv_dtype_flag("q8"), DType::I8);
+  EXPECT_THROW(parse_kv_dtype_flag("q4"), InputError);
 }
 
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {

@@ -1,4 +1,4 @@
-// `splitdec quantize` folders (model/quantize_model.h, io/quantized_tensors.h):
+// `splitdec quantize` folders (model/quantize_model.h, model/quantized_tensors.h):
 // they load to exactly the matrices that quantizing at load gives, keep what
 // --keep names, copy the rest, and a damaged quantized tensor is an error
 // naming it.
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/quantized_tensors.h"
+#include "model/quantized_tensors.h"
 #include "io/safetensors.h"
 #include "model/gemma_model.h"
 #include "model/quantize_model.h"

@@ -135,7 +135,7 @@ struct ConversationOptions {
   int64_t max_length = 4096;   // KV capacity in positions
   int chunk = 256;             // prefill chunk size
   std::string policy;          // mask policy; empty: the model family's
-  std::string kv_dtype = "f32";  // storage of the shared KV buffer: f32 | bf16 | f16
+  std::string kv_dtype = "f32";  // storage of the shared KV buffer: f32 | bf16 | f16 | q8 (int8 rows, one f32 scale each)
   bool keep_trace = true;        // false: trace() stays empty (nothing kept per token)
   MediaOptions media;            // how appended image / audio files are encoded
   // Called after each prefill chunk with (positions done, positions in the prompt).

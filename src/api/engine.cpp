@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "kv/kv_rows.h"
 #include "prompt/prompt_text.h"
 
 namespace splitdec {
@@ -97,7 +98,7 @@ SessionOptions session_options(const ConversationOptions& o, int sequences) {
   s.chunk = o.chunk;
   s.max_sequences = sequences;
   if (!o.policy.empty()) s.policy = parse_mask_policy(o.policy);
-  s.kv_dtype = parse_dtype_flag("--kv-dtype", o.kv_dtype);
+  s.kv_dtype = parse_kv_dtype_flag(o.kv_dtype);
   s.progress = o.prefill_progress;
   s.keep_trace = o.keep_trace;
   return s;

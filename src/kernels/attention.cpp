@@ -38,9 +38,13 @@ void attend_range(const simd::KernelTable& t, const QueryBlock& q, const KvView&
   for (int64_t j = lo; j < hi;) {
     const int64_t slot = kv.slot(j);
     const int64_t run = std::min(hi - j, kv.slots - slot);
-    if (kv.is_16bit())
-      (kv.f16 ? t.attend_keys_f16 : t.attend_keys_bf16)(qrow, group, hd, q.scale, q.softcap, kv.k16 + kv.offset(b, kvh, j),
-                                                        kv.v16 + kv.offset(b, kvh, j), int(run), p.m, p.l, acc);
+    const int64_t at = kv.offset(b, kvh, j);
+    if (kv.is_q8())
+      t.attend_keys_q8(qrow, group, hd, q.scale, q.softcap, kv.k8 + at, kv.k_scale + at / hd, kv.v8 + at, kv.v_scale + at / hd,
+                       int(run), p.m, p.l, acc);
+    else if (kv.is_16bit())
+      (kv.f16 ? t.attend_keys_f16 : t.attend_keys_bf16)(qrow, group, hd, q.scale, q.softcap, kv.k16 + at, kv.v16 + at, int(run), p.m,
+                                                        p.l, acc);
     else
       t.attend_keys(qrow, group, hd, q.scale, q.softcap, kv.key(b, kvh, j), kv.value(b, kvh, j), int(run), p.m, p.l, acc);
     j += run;
@@ -86,12 +90,22 @@ void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* o
 }  // namespace
 
 void KvView::key_f32(int b, int h, int64_t pos, float* out) const {
+  if (is_q8()) {
+    const int64_t at = offset(b, h, pos);
+    for (int d = 0; d < head_dim; ++d) out[d] = k_scale[at / head_dim] * float(k8[at + d]);
+    return;
+  }
   if (!is_16bit()) return (void)std::copy_n(key(b, h, pos), head_dim, out);
   const uint16_t* src = k16 + offset(b, h, pos);
   for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
 }
 
 void KvView::value_f32(int b, int h, int64_t pos, float* out) const {
+  if (is_q8()) {
+    const int64_t at = offset(b, h, pos);
+    for (int d = 0; d < head_dim; ++d) out[d] = v_scale[at / head_dim] * float(v8[at + d]);
+    return;
+  }
   if (!is_16bit()) return (void)std::copy_n(value(b, h, pos), head_dim, out);
   const uint16_t* src = v16 + offset(b, h, pos);
   for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);

@@ -30,8 +30,16 @@ struct KvView {
   const uint16_t* k16 = nullptr;
   const uint16_t* v16 = nullptr;
   bool f16 = false;
+  // q8 storage (--kv-dtype q8): int8 rows, one f32 scale per row (the
+  // scale of the row at offset(b, h, pos) is at offset / head_dim).
+  const int8_t* k8 = nullptr;
+  const int8_t* v8 = nullptr;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
 
   bool is_16bit() const { return k16 != nullptr; }
+  bool is_q8() const { return k8 != nullptr; }
+  bool is_f32() const { return k != nullptr; }
   int64_t slot(int64_t pos) const { return ring ? pos % slots : pos; }
   int64_t offset(int b, int h, int64_t pos) const { return ((int64_t(b) * kv_heads + h) * slots + slot(pos)) * head_dim; }
   const float* key(int b, int h, int64_t pos) const { return k + offset(b, h, pos); }

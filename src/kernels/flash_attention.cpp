@@ -35,15 +35,18 @@ class Scratch {
 
 // Keys (values: `values`) at positions [a, a + n) of one KV head as f32 rows
 // [n][head_dim]: read in place when stored f32 in consecutive slots, else
-// converted (16-bit) or gathered (a ring wrapping inside the tile) into buf,
+// converted (16-bit, q8) or gathered (a ring wrapping inside the tile) into buf,
 // once per tile for the whole stacked group.
 const float* f32_rows(const simd::KernelTable& t, const KvView& kv, bool values, int b, int h, int64_t a, int n, float* buf) {
   const int hd = kv.head_dim;
-  if (!kv.is_16bit() && kv.slot(a) + n <= kv.slots) return (values ? kv.v : kv.k) + kv.offset(b, h, a);
+  if (kv.is_f32() && kv.slot(a) + n <= kv.slots) return (values ? kv.v : kv.k) + kv.offset(b, h, a);
   for (int64_t j = a; j < a + n;) {
     const int64_t run = std::min(a + n - j, kv.slots - kv.slot(j));
     float* dst = buf + (j - a) * hd;
-    if (kv.is_16bit())
+    const int64_t at = kv.offset(b, h, j);
+    if (kv.is_q8())
+      t.expand_q8_rows((values ? kv.v8 : kv.k8) + at, (values ? kv.v_scale : kv.k_scale) + at / hd, int(run), hd, dst);
+    else if (kv.is_16bit())
       (kv.f16 ? t.expand_f16 : t.expand_bf16)((values ? kv.v16 : kv.k16) + kv.offset(b, h, j), int(run * hd), dst);
     else
       std::memcpy(dst, (values ? kv.v : kv.k) + kv.offset(b, h, j), size_t(run * hd) * sizeof(float));

@@ -28,7 +28,7 @@ WeightFormat weight_format_of(DType t) {
     case DType::F32: return WeightFormat::F32;
     case DType::BF16: return WeightFormat::BF16;
     case DType::F16: return WeightFormat::F16;
-    case DType::I8: return WeightFormat::Q8_0;  // quantized values (io/quantized_tensors.h)
+    case DType::I8: return WeightFormat::Q8_0;  // quantized values (model/quantized_tensors.h)
     case DType::U8: return WeightFormat::Q4_0;
   }
   return WeightFormat::F32;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kv/kv_rows.h"
+
 namespace splitdec {
 
 void ConcatKv::Block::reserve(size_t n) {
@@ -11,8 +13,8 @@ void ConcatKv::Block::reserve(size_t n) {
   data.reset(new float[capacity]);
 }
 
-ConcatKv::ConcatKv(const ModelConfig& config, int sequences)
-    : config_(&config), presents_(size_t(sequences) * size_t(config.num_layers)) {}
+ConcatKv::ConcatKv(const ModelConfig& config, int sequences, DType storage)
+    : config_(&config), storage_(storage), presents_(size_t(sequences) * size_t(config.num_layers)) {}
 
 // Makes the present with room for n more positions and copies the past into
 // it; the new rows are filled by the caller.
@@ -49,8 +51,8 @@ void ConcatKv::write(int layer, int seq, KvLayout, int64_t first, int n, const f
     for (int h = 0; h < s.num_kv_heads; ++h) {
       const size_t src = (size_t(r) * size_t(s.num_kv_heads) + size_t(h)) * hd;
       const size_t dst = size_t(to.offset(0, h, first + r));
-      std::memcpy(P.k.data.get() + dst, k + src, hd * 4);
-      std::memcpy(P.v.data.get() + dst, v + src, hd * 4);
+      round_trip_kv_row(storage_, k + src, int(hd), P.k.data.get() + dst);
+      round_trip_kv_row(storage_, v + src, int(hd), P.v.data.get() + dst);
     }
 }
 

@@ -5,13 +5,16 @@
 // stage. Buffers are recycled the way a runtime's arena allocator would
 // (the previous present becomes the spare), so what is measured is the
 // copy, not page faults. A write counts its present as allocated and
-// copied; a hand-off append as copied.
+// copied; a hand-off append as copied. Rows are kept as f32 but rounded
+// through the session's KV storage type (kv/kv_rows.h), so that this plan
+// attends over the values the shared buffer of the others holds.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "core/dtype.h"
 #include "io/model_config.h"
 #include "kv/kv_store.h"
 
@@ -19,7 +22,7 @@ namespace splitdec {
 
 class ConcatKv : public KvStore {
  public:
-  ConcatKv(const ModelConfig& config, int sequences);
+  ConcatKv(const ModelConfig& config, int sequences, DType storage = DType::F32);
 
   // KvStore: the layout argument is ignored (this store has one). write()
   // makes present = concat(past, new rows): `first` must be the
@@ -54,6 +57,7 @@ class ConcatKv : public KvStore {
   }
   size_t grow(int layer, int seq, int n);  // returns the bytes of the new present
   const ModelConfig* config_;
+  DType storage_;
   std::vector<Present> presents_;  // [sequence][layer]
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "kv/kv_rows.h"
 
 namespace splitdec {
 
@@ -39,8 +40,7 @@ KvMemory KvCache::plan(const ModelConfig& config, int sequences, int64_t capacit
       continue;
     }
     const int64_t slots = s.window > 0 ? sliding_slots(s.window, capacity, max_chunk) : capacity;
-    const size_t bytes =
-        saturating_product({2, size_t(sequences), size_t(s.num_kv_heads), size_t(slots), size_t(s.head_dim), dtype_size(dtype)});
+    const size_t bytes = saturating_product({2, size_t(sequences), size_t(s.num_kv_heads), size_t(slots), kv_row_bytes(dtype, s.head_dim)});
     if (s.type == LayerType::Sliding) ++m.sliding_layers, m.sliding_bytes = saturating_add(m.sliding_bytes, bytes), m.sliding_slots = slots;
     else ++m.full_layers, m.full_bytes = saturating_add(m.full_bytes, bytes), m.full_slots = slots;
   }
@@ -63,7 +63,12 @@ KvCache::KvCache(const ModelConfig& config, int sequences, int64_t capacity, int
 void KvCache::allocate(Buffer& buf, const LayerSpec& s, int64_t slots) {
   buf.slots = slots;
   const size_t n = size_t(sequences_) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim);
-  if (dtype_ != DType::F32) {
+  if (dtype_ == DType::I8) {
+    buf.k8.assign(n, 0);
+    buf.v8.assign(n, 0);
+    buf.ks.assign(n / size_t(s.head_dim), 0.f);
+    buf.vs.assign(n / size_t(s.head_dim), 0.f);
+  } else if (dtype_ != DType::F32) {
     buf.k16.assign(n, 0);
     buf.v16.assign(n, 0);
   } else {
@@ -94,8 +99,8 @@ void KvCache::fit_chunk(KvLayout, int rows) {
     Buffer grown;
     allocate(grown, s, sliding_slots(s.window, capacity_, rows));
     grown.ring = true;
-    const size_t hd = size_t(s.head_dim), elem = dtype_size(dtype_);
-    traffic_.allocated += int64_t(2 * size_t(sequences_) * size_t(s.num_kv_heads) * size_t(grown.slots) * hd * elem);
+    const size_t hd = size_t(s.head_dim), row = kv_row_bytes(dtype_, s.head_dim);
+    traffic_.allocated += int64_t(2 * size_t(sequences_) * size_t(s.num_kv_heads) * size_t(grown.slots) * row);
     const KvView from{nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, old.slots, true};
     const KvView to{nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, grown.slots, true};
     for (int seq = 0; seq < sequences_; ++seq)
@@ -103,14 +108,18 @@ void KvCache::fit_chunk(KvLayout, int rows) {
         for (int64_t p = oldest_[size_t(seq)]; p < end_[size_t(seq)]; ++p) {
           const size_t src = seq_base(old.slots, s, seq) + size_t(from.offset(0, h, p));
           const size_t dst = seq_base(grown.slots, s, seq) + size_t(to.offset(0, h, p));
-          if (dtype_ != DType::F32) {
+          if (dtype_ == DType::I8) {
+            std::copy_n(old.k8.data() + src, hd, grown.k8.data() + dst);
+            std::copy_n(old.v8.data() + src, hd, grown.v8.data() + dst);
+            grown.ks[dst / hd] = old.ks[src / hd], grown.vs[dst / hd] = old.vs[src / hd];
+          } else if (dtype_ != DType::F32) {
             std::copy_n(old.k16.data() + src, hd, grown.k16.data() + dst);
             std::copy_n(old.v16.data() + src, hd, grown.v16.data() + dst);
           } else {
             std::copy_n(old.k.data() + src, hd, grown.k.data() + dst);
             std::copy_n(old.v.data() + src, hd, grown.v.data() + dst);
           }
-          traffic_.copied += int64_t(2 * hd * elem);
+          traffic_.copied += int64_t(2 * row);
         }
     old = std::move(grown);
     smallest = smallest == 0 ? old.slots : std::min(smallest, old.slots);
@@ -124,6 +133,12 @@ KvView KvCache::view(int layer, int seq, KvLayout) const {
   const LayerSpec& s = config_->layers[size_t(src)];
   const Buffer& buf = buffers_[size_t(src)];
   const size_t base = seq_base(buf.slots, s, seq);
+  if (dtype_ == DType::I8) {
+    KvView v{nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, buf.slots, buf.ring};
+    v.k8 = buf.k8.data() + base, v.v8 = buf.v8.data() + base;
+    v.k_scale = buf.ks.data() + base / size_t(s.head_dim), v.v_scale = buf.vs.data() + base / size_t(s.head_dim);
+    return v;
+  }
   if (dtype_ != DType::F32)
     return {nullptr, nullptr, 1, s.num_kv_heads, s.head_dim, buf.slots, buf.ring, buf.k16.data() + base,
             buf.v16.data() + base, dtype_ == DType::F16};
@@ -166,14 +181,17 @@ size_t KvCache::copy_from(int layer, int seq, const KvView& src, int64_t from, i
       src.key_f32(0, h, p, krow.data());
       src.value_f32(0, h, p, vrow.data());
       store_row(buf, base + size_t(at.offset(0, h, p)), krow.data(), vrow.data(), s.head_dim);
-      bytes += size_t(s.head_dim) * 2 * dtype_size(dtype_);
+      bytes += 2 * kv_row_bytes(dtype_, s.head_dim);
     }
   note_written(seq, from, to);
   return bytes;
 }
 
 void KvCache::store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd) {
-  if (dtype_ != DType::F32) {
+  if (dtype_ == DType::I8) {
+    buf.ks[dst / size_t(hd)] = quantize_kv_row(k, hd, buf.k8.data() + dst);
+    buf.vs[dst / size_t(hd)] = quantize_kv_row(v, hd, buf.v8.data() + dst);
+  } else if (dtype_ != DType::F32) {
     auto to16 = dtype_ == DType::BF16 ? f32_to_bf16 : f32_to_f16;
     for (int d = 0; d < hd; ++d) {
       buf.k16[dst + size_t(d)] = to16(k[d]);

@@ -17,7 +17,8 @@
 // images of a batch joining one chunk) grows them once, before it runs:
 // fit_chunk() re-lays the held positions into larger rings. Growth happens
 // at a prefill only; decode steps never allocate. KV-shared layers (Gemma-4)
-// own no buffer. Storage is f32, bf16 or f16; the kernels read each.
+// own no buffer. Storage is f32, bf16, f16 or q8 (DType::I8: int8 rows with
+// one f32 scale each, kv/kv_rows.h); the kernels read each.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,8 @@ namespace splitdec {
 
 class KvCache : public KvStore {
  public:
-  // dtype: F32, BF16 or F16 (16-bit: half the bytes; rounded to nearest even on write).
+  // dtype: F32, BF16, F16 (16-bit: half the bytes; rounded to nearest even
+  // on write) or I8 (q8: a little over a quarter of f32's bytes).
   KvCache(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype = DType::F32);
   // What a cache of these dimensions holds, without allocating it.
   static KvMemory plan(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype = DType::F32);
@@ -66,6 +68,8 @@ class KvCache : public KvStore {
     bool ring = false;
     std::vector<float> k, v;         // f32 storage
     std::vector<uint16_t> k16, v16;  // 16-bit storage
+    std::vector<int8_t> k8, v8;      // q8 storage and its per-row scales
+    std::vector<float> ks, vs;
   };
   bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
   void allocate(Buffer& buf, const LayerSpec& s, int64_t slots);

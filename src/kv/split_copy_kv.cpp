@@ -5,7 +5,7 @@
 namespace splitdec {
 
 SplitCopyKv::SplitCopyKv(const ModelConfig& config, int sequences, int64_t capacity, int max_chunk, DType dtype)
-    : config_(&config), shared_(config, sequences, capacity, max_chunk, dtype), present_(config, sequences),
+    : config_(&config), shared_(config, sequences, capacity, max_chunk, dtype), present_(config, sequences, dtype),
       shared_valid_(size_t(sequences), 0), present_valid_(size_t(sequences), 0), present_zero_end_(size_t(sequences), 0) {}
 
 void SplitCopyKv::prepare(int seq, KvLayout layout, int64_t length) {

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/model_config.h"
-#include "io/quantized_tensors.h"
+#include "model/quantized_tensors.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
 

@@ -1,5 +1,5 @@
 // `splitdec quantize`: a model folder whose decoder matrices are stored as
-// Q8_0 or Q4_0 blocks (io/quantized_tensors.h), written from the source's
+// Q8_0 or Q4_0 blocks (model/quantized_tensors.h), written from the source's
 // mapped files a few thousand rows at a time, so peak memory is a few
 // hundred MiB whatever the model's size. Everything else (norms, media
 // towers, tokenizer, templates) is copied as it is; config.json gains a

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "io/quantized_tensors.h"
+#include "model/quantized_tensors.h"
 #include "io/safetensors.h"
 
 namespace splitdec {

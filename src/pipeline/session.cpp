@@ -83,7 +83,7 @@ namespace {
 
 std::unique_ptr<KvStore> make_kv_store(const ModelConfig& c, const SessionOptions& o) {
   switch (o.plan) {
-    case Plan::Single: return std::make_unique<ConcatKv>(c, o.max_sequences);
+    case Plan::Single: return std::make_unique<ConcatKv>(c, o.max_sequences, o.kv_dtype);
     case Plan::SplitCopy: return std::make_unique<SplitCopyKv>(c, o.max_sequences, o.capacity, o.max_chunk, o.kv_dtype);
     case Plan::Split:
     case Plan::Unified: break;

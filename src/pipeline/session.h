@@ -35,7 +35,7 @@ struct SessionOptions {
                             // A longer chunk (a media block is never cut) grows them once, at its prefill.
   int max_sequences = 0;    // KV slots; 0: the constructor's batch
   std::optional<MaskPolicy> policy;  // default: the model family's
-  DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16 or F16
+  DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16, F16 or I8 (q8, kv/kv_rows.h)
   bool keep_trace = true;            // false: trace() stays empty (a long chat keeps no entry per token)
   // Called after each prefill chunk with (positions done, positions in the segment).
   std::function<void(int64_t, int64_t)> progress;

@@ -64,6 +64,13 @@ struct KernelTable {
   // The same over f16 keys and values.
   void (*attend_keys_f16)(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k,
                           const uint16_t* v, int n, float* m, float* l, float* acc);
+  // The same over int8 keys and values with one f32 scale per row (--kv-dtype
+  // q8): key j is k_scale[j] * k[j], value j v_scale[j] * v[j]; the key
+  // scale multiplies the score, the value scale the probability.
+  void (*attend_keys_q8)(const float* q, int group, int hd, float scale, float softcap, const int8_t* k, const float* k_scale,
+                         const int8_t* v, const float* v_scale, int n, float* m, float* l, float* acc);
+  // dst[r][:] = scale[r] * x[r][:] for `rows` int8 rows of hd values (q8 KV tiles).
+  void (*expand_q8_rows)(const int8_t* x, const float* scale, int rows, int hd, float* dst);
 
   // ---- flash attention tiles (kernels/flash_attention.cpp) ----
   // A register-blocked product, any m, n, k >= 0:

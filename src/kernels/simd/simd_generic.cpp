@@ -137,17 +137,20 @@ template <class T>
 inline float as_f32(T x) {
   if constexpr (std::is_same_v<T, float>) return x;
   else if constexpr (std::is_same_v<T, F16>) return f16_to_f32(x.bits);
+  else if constexpr (std::is_same_v<T, int8_t>) return float(x);
   else return bf16(x);
 }
 
+// int8 rows (q8 KV) carry one scale per row, ks[j] / vs[j] (null otherwise).
 template <class T>
-void attend_keys_t(const float* q, int group, int hd, float scale, float softcap, const T* k, const T* v, int n, float* m, float* l,
-                   float* acc) {
+void attend_keys_t(const float* q, int group, int hd, float scale, float softcap, const T* k, const float* ks, const T* v,
+                   const float* vs, int n, float* m, float* l, float* acc) {
   for (int j = 0; j < n; ++j)
     for (int g = 0; g < group; ++g) {
       float s = 0;
       for (int d = 0; d < hd; ++d) s += q[g * hd + d] * as_f32(k[int64_t(j) * hd + d]);
-      s *= scale;
+      s *= ks ? scale * ks[j] : scale;
+      const float w = vs ? vs[j] : 1.f;
       if (softcap > 0) s = softcap * std::tanh(s / softcap);
       float* a = acc + int64_t(g) * hd;
       const T* vj = v + int64_t(j) * hd;
@@ -155,25 +158,34 @@ void attend_keys_t(const float* q, int group, int hd, float scale, float softcap
         const float c = std::exp(m[g] - s);
         l[g] = l[g] * c + 1.f;
         m[g] = s;
-        for (int d = 0; d < hd; ++d) a[d] = a[d] * c + as_f32(vj[d]);
+        for (int d = 0; d < hd; ++d) a[d] = a[d] * c + w * as_f32(vj[d]);
       } else {
         const float e = std::exp(s - m[g]);
         l[g] += e;
-        for (int d = 0; d < hd; ++d) a[d] += e * as_f32(vj[d]);
+        for (int d = 0; d < hd; ++d) a[d] += e * w * as_f32(vj[d]);
       }
     }
 }
 void attend_keys(const float* q, int group, int hd, float scale, float softcap, const float* k, const float* v, int n, float* m, float* l,
                  float* acc) {
-  attend_keys_t(q, group, hd, scale, softcap, k, v, n, m, l, acc);
+  attend_keys_t(q, group, hd, scale, softcap, k, nullptr, v, nullptr, n, m, l, acc);
 }
 void attend_keys_bf16(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k, const uint16_t* v, int n, float* m,
                       float* l, float* acc) {
-  attend_keys_t(q, group, hd, scale, softcap, k, v, n, m, l, acc);
+  attend_keys_t(q, group, hd, scale, softcap, k, nullptr, v, nullptr, n, m, l, acc);
 }
 void attend_keys_f16(const float* q, int group, int hd, float scale, float softcap, const uint16_t* k, const uint16_t* v, int n,
                      float* m, float* l, float* acc) {
-  attend_keys_t(q, group, hd, scale, softcap, reinterpret_cast<const F16*>(k), reinterpret_cast<const F16*>(v), n, m, l, acc);
+  attend_keys_t(q, group, hd, scale, softcap, reinterpret_cast<const F16*>(k), nullptr, reinterpret_cast<const F16*>(v), nullptr, n,
+                m, l, acc);
+}
+void attend_keys_q8(const float* q, int group, int hd, float scale, float softcap, const int8_t* k, const float* ks, const int8_t* v,
+                    const float* vs, int n, float* m, float* l, float* acc) {
+  attend_keys_t(q, group, hd, scale, softcap, k, ks, v, vs, n, m, l, acc);
+}
+void expand_q8_rows(const int8_t* x, const float* scale, int rows, int hd, float* dst) {
+  for (int r = 0; r < rows; ++r)
+    for (int d = 0; d < hd; ++d) dst[int64_t(r) * hd + d] = scale[r] * float(x[int64_t(r) * hd + d]);
 }
 
 // Row by row; the innermost loop runs along a row of B and C, which the
@@ -222,7 +234,7 @@ const KernelTable& generic_table() {
                              dot_q8_q8,   dot4_q8_q8,  quantize_q8_activations,
                              dot_q4,      dot4_q4,     expand_q4,  dot_q4_q8,  dot4_q4_q8,
                              scale_axpy,  sum_f32,     attend_keys,
-                             attend_keys_bf16, attend_keys_f16, gemm_f32,   flash_softmax};
+                             attend_keys_bf16, attend_keys_f16, attend_keys_q8, expand_q8_rows, gemm_f32, flash_softmax};
   return t;
 }
 

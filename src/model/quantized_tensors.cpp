@@ -1,4 +1,4 @@
-#include "io/quantized_tensors.h"
+#include "model/quantized_tensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,0 +1,54 @@
+#include "kv/kv_rows.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace splitdec {
+
+DType parse_kv_dtype_flag(const std::string& value) {
+  if (value == "q8") return DType::I8;
+  if (value == "f32" || value == "bf16" || value == "f16") return parse_dtype_flag("--kv-dtype", value);
+  throw InputError("--kv-dtype " + value + " is not supported (f32, bf16, f16, q8 are)");
+}
+
+size_t kv_row_bytes(DType storage, int head_dim) {
+  return storage == DType::I8 ? size_t(head_dim) + sizeof(float) : size_t(head_dim) * dtype_size(storage);
+}
+
+float quantize_kv_row(const float* x, int hd, int8_t* q) {
+  float amax = 0;
+  bool nan = false;
+  for (int d = 0; d < hd; ++d) amax = std::max(amax, std::abs(x[d])), nan |= x[d] != x[d];
+  const float s = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.f;
+  const float inv = s >= std::numeric_limits<float>::min() ? 1.f / s : 0.f;  // a subnormal scale: zeros
+  for (int d = 0; d < hd; ++d) q[d] = int8_t(std::clamp(std::nearbyint(x[d] * inv), -127.f, 127.f));
+  return inv == 0.f && !nan ? 0.f : s;
+}
+
+void round_trip_kv_row(DType storage, const float* x, int hd, float* out) {
+  switch (storage) {
+    case DType::BF16:
+      for (int d = 0; d < hd; ++d) out[d] = bf16_to_f32(f32_to_bf16(x[d]));
+      return;
+    case DType::F16:
+      for (int d = 0; d < hd; ++d) out[d] = f16_to_f32(f32_to_f16(x[d]));
+      return;
+    case DType::I8: {
+      thread_local std::vector<int8_t> q;
+      q.resize(size_t(hd));
+      const float s = quantize_kv_row(x, hd, q.data());
+      for (int d = 0; d < hd; ++d) out[d] = s * float(q[d]);
+      return;
+    }
+    case DType::F32:
+    case DType::U8:
+      if (out != x) std::copy_n(x, hd, out);
+      return;
+  }
+}
+
+}  // namespace splitdec
