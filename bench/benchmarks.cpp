@@ -21,6 +21,7 @@
 #include "kernels/attention.h"
 #include "kernels/linear.h"
 #include "kernels/simd/kernel_table.h"
+#include "kv/kv_rows.h"
 #include "mask/chunk_mask.h"
 #include "model/make_model.h"
 #include "pipeline/session.h"
@@ -186,27 +187,38 @@ json decode_attention(const json& m, bool quick) {
   json out = json::array();
   std::vector<int> contexts = quick ? std::vector<int>{1024, 4096, 16384} : std::vector<int>{1024, 4096, 16384, 32768};
   std::printf("%8s %6s %6s %10s %12s %10s\n", "context", "hd", "KV", "ms", "floor ms", "of floor");
-  for (DType kv_dtype : {DType::F32, DType::BF16})
+  for (DType kv_dtype : {DType::F32, DType::BF16, DType::I8})
   for (int hd : {256, 512})
     for (int ctx : contexts) {
       const int Hkv = 8, Hq = 16;
       std::vector<float> k = random_floats(size_t(Hkv) * ctx * hd, 1), v = random_floats(size_t(Hkv) * ctx * hd, 2);
       std::vector<float> q = random_floats(size_t(Hq) * hd, 3), o(q.size());
       std::vector<uint16_t> k16, v16;
+      std::vector<int8_t> k8, v8;
+      std::vector<float> ks, vs;
       KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
       if (kv_dtype == DType::BF16) {
         k16.resize(k.size()), v16.resize(v.size());
         for (size_t x = 0; x < k.size(); ++x) k16[x] = f32_to_bf16(k[x]), v16[x] = f32_to_bf16(v[x]);
         k = {}, v = {};
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data()};
+      } else if (kv_dtype == DType::I8) {  // --kv-dtype q8: int8 rows, one f32 scale each
+        k8.resize(k.size()), v8.resize(v.size()), ks.resize(k.size() / size_t(hd)), vs.resize(ks.size());
+        for (size_t r = 0; r < ks.size(); ++r)
+          ks[r] = quantize_kv_row(k.data() + r * size_t(hd), hd, k8.data() + r * size_t(hd)),
+          vs[r] = quantize_kv_row(v.data() + r * size_t(hd), hd, v8.data() + r * size_t(hd));
+        k = {}, v = {};
+        kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false};
+        kv.k8 = k8.data(), kv.v8 = v8.data(), kv.k_scale = ks.data(), kv.v_scale = vs.data();
       }
       const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
       const int64_t start = 0;
       const double bw = probe_bandwidth_gbs();
       const double t = median_time([&] { gqa_attention(qb, kv, 0, &start, o.data()); }, 5, 0.3);
-      const double bytes = 2.0 * Hkv * ctx * hd * double(dtype_size(kv_dtype)), floor = bytes / (bw * 1e9);
-      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%%\n", ctx, hd, dtype_name(kv_dtype), t * 1e3, floor * 1e3, 100 * floor / t);
-      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", dtype_name(kv_dtype)}, {"ms", t * 1e3}, {"kv_bytes", bytes},
+      const double bytes = 2.0 * Hkv * ctx * double(kv_row_bytes(kv_dtype, hd)), floor = bytes / (bw * 1e9);
+      const char* name = kv_dtype == DType::I8 ? "q8" : dtype_name(kv_dtype);
+      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%%\n", ctx, hd, name, t * 1e3, floor * 1e3, 100 * floor / t);
+      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", name}, {"ms", t * 1e3}, {"kv_bytes", bytes},
                      {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}, {"bandwidth_gbs", bw}});
     }
   return out;
@@ -745,8 +757,16 @@ int run_benchmarks(const BenchOptions& opt) {
   if (r.contains("decode_attention")) {
     double gqa_frac = 1;
     for (const auto& e : r["decode_attention"])
-      if (e["context"].get<int>() >= 16384) gqa_frac = std::min(gqa_frac, e["fraction_of_floor"].get<double>());
+      if (e["context"].get<int>() >= 16384 && e["kv_dtype"] != "q8") gqa_frac = std::min(gqa_frac, e["fraction_of_floor"].get<double>());
     report("GQA decode attention, fraction of bandwidth floor at >= 16K", gqa_frac, 0.7, "");
+    // q8 KV against bf16 KV, same context and head_dim: the slowest ratio at >= 16K.
+    double q8_speedup = 1e9;
+    for (const auto& a : r["decode_attention"])
+      for (const auto& b : r["decode_attention"])
+        if (a["kv_dtype"] == "q8" && b["kv_dtype"] == "BF16" && a["context"] == b["context"] && a["head_dim"] == b["head_dim"] &&
+            a["context"].get<int>() >= 16384)
+          q8_speedup = std::min(q8_speedup, b["ms"].get<double>() / a["ms"].get<double>());
+    if (q8_speedup < 1e9) report("q8 KV / bf16 KV decode attention speed at >= 16K", q8_speedup, 1.7, "x");
   }
   auto plan_ms = [&](const char* plan, int ctx, const char* prompt) {
     for (const auto& e : r["plan_decode"])
