@@ -237,7 +237,7 @@ void Session::check_chunks(const std::vector<int>& seqs, const std::vector<Chunk
                         std::to_string(seqs_[size_t(seqs[0])].length + at) + " (a media block is never cut) grows the " +
                         std::to_string(grown.sliding_layers) + " sliding-layer rings to " +
                         std::to_string(grown.sliding_slots) + " positions; the KV cache",
-                    "lower --max-length, or pass --kv-dtype bf16");
+                    "lower --max-length, or pass --kv-dtype bf16 or q8");
 }
 
 std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBatch& seg, bool all_positions) {
