@@ -4,14 +4,19 @@
 // naming it.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "splitdec/splitdec.h"
 #include "model/quantized_tensors.h"
 #include "io/safetensors.h"
+#include "kv/kv_rows.h"
 #include "model/gemma_model.h"
 #include "model/quantize_model.h"
 #include "model/weights.h"
@@ -199,3 +204,68 @@ TEST(QuantizedFile, DamagedTensorsAreErrorsThatNameThem) {
                     {"model.language_model.norm.weight", "I8"});
 }
 
+
+// Review findings, each a test: a quantized tensor among the media tower's
+// weights is refused by name (it would have been read as blocks, past its
+// end); a folder that is quantized already is refused; a failed quantize
+// leaves nothing behind, so the same command runs again; the writer refuses
+// a name listed twice; a source that holds NAME_scale next to NAME is refused.
+TEST(QuantizedFile, MediaTowerTensorsMustBeFloat) {
+  const std::string q8 = quantized_copy(test::tiny_model_dir("tiny-gemma4"), "q8");
+  const std::string bad = edited_copy(q8, [](std::vector<TensorToWrite>& ts) {
+    TensorToWrite& t = find(ts, "model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight");
+    t.dtype = DType::I8;
+    t.bytes.assign(size_t(t.shape[0] * t.shape[1]), 1);
+  });
+  try {
+    (void)Engine::load(bad);
+    ADD_FAILURE() << "loaded an I8 tower matrix";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("self_attn.q_proj.linear.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("I8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Quantize, RefusesQuantizedSourcesAndCleansUpAfterAFailure) {
+  const std::string src = test::tiny_model_dir("tiny-gemma4");
+  const std::string q8 = quantized_copy(src, "q8");
+  EXPECT_THROW(quantized_copy(q8, "q4"), InputError);
+  // A NaN in the last layer's matrix: the run fails naming it, and removes what it wrote.
+  const std::string nan = edited_copy(src, [](std::vector<TensorToWrite>& ts) {
+    TensorToWrite& t = find(ts, "model.language_model.layers.5.mlp.down_proj.weight");
+    const float x = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(t.bytes.data() + 8, &x, 4);
+  });
+  const std::string out = test::temp_dir("q-fail") + "/out";
+  try {
+    quantize_model(QuantizeOptions{.model_dir = nan, .out_dir = out, .weights = "q8", .keep = {}, .progress = {}});
+    ADD_FAILURE() << "quantized a NaN";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.5.mlp.down_proj.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(out)) << "the failed run left its output";
+  const std::string empty = test::temp_dir("q-fail-empty");  // an existing empty --out stays, emptied
+  EXPECT_THROW(quantize_model(QuantizeOptions{.model_dir = nan, .out_dir = empty, .weights = "q8", .keep = {}, .progress = {}}),
+               FormatError);
+  EXPECT_TRUE(fs::exists(empty) && fs::is_empty(empty));
+  EXPECT_NO_THROW(quantize_model(QuantizeOptions{.model_dir = src, .out_dir = empty, .weights = "q8", .keep = {}, .progress = {}}));
+  // NAME_scale already in the source would collide with the scales quantize writes.
+  const std::string clash = edited_copy(src, [](std::vector<TensorToWrite>& ts) {
+    ts.push_back({kUp + "_scale", DType::F16, {1}, {0, 0}});
+  });
+  EXPECT_THROW(quantized_copy(clash, "q8"), FormatError);
+  EXPECT_THROW(SafetensorsWriter(test::temp_dir("dup") + "/x.safetensors", {{"a", DType::F32, {1}}, {"a", DType::F32, {1}}}), Error);
+}
+
+// Blocks too small for a normal f32 scale quantize to zeros (1 / d would
+// overflow), and a q8 KV row holding Inf keeps it (its scale is Inf).
+TEST(Q4_0, TinyBlocksAreZeroAndInfKvRowsPropagate) {
+  std::vector<float> x(32, 0.f);
+  x[0] = -1e-38f, x[5] = 5e-39f;
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 32, x.data());
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(w.row(0)[2 + j], 0x88) << j;  // nibble 8 = 0
+  std::vector<float> row(8, 1.f);
+  row[2] = std::numeric_limits<float>::infinity();
+  std::vector<int8_t> q(8);
+  EXPECT_TRUE(std::isinf(quantize_kv_row(row.data(), 8, q.data())));
+}

@@ -45,7 +45,7 @@ int64_t TensorView::numel() const {
 std::vector<float> TensorView::to_f32() const {
   if (!dtype_is_float(dtype))
     throw FormatError(file + ": tensor '" + name + "' is stored as " + dtype_name(dtype) +
-                      " (quantized); only the decoder's linear layers and embedding may be, this one must be F32, BF16 or F16");
+                      " (quantized block values), which only the decoder's matrices may be; this one must be F32, BF16 or F16");
   const size_t n = size_t(numel());
   std::vector<float> out(n);
   const size_t es = dtype_size(dtype);
@@ -267,6 +267,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry>
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const Entry& e : s_->entries) {
+    if (header.contains(e.name)) throw Error(path + ": tensor '" + e.name + "' is listed twice");
     uint64_t want = dtype_size(e.dtype);
     for (int64_t d : e.shape) want *= uint64_t(d);
     header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + want}}};

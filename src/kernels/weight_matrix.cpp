@@ -28,10 +28,10 @@ WeightFormat weight_format_of(DType t) {
     case DType::F32: return WeightFormat::F32;
     case DType::BF16: return WeightFormat::BF16;
     case DType::F16: return WeightFormat::F16;
-    case DType::I8: return WeightFormat::Q8_0;  // quantized values (model/quantized_tensors.h)
-    case DType::U8: return WeightFormat::Q4_0;
+    case DType::I8:
+    case DType::U8: break;  // block values without their scales: model/quantized_tensors.h reads them
   }
-  return WeightFormat::F32;
+  throw Error(std::string("weight_format_of: ") + dtype_name(t) + " holds no weight format by itself");
 }
 
 bool weight_format_is_blocked(WeightFormat f) { return f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0; }
@@ -77,7 +77,8 @@ void quantize_row_q4_0(const float* x, int n, uint8_t* out) {
       if (amax < std::abs(xb[j])) amax = std::abs(xb[j]), max = xb[j];
     if (!(amax <= 8.f * 65504.f))
       throw InputError("a block's largest weight " + std::to_string(amax) + " is beyond Q4_0's range (8 x 65504, the f16 scale's)");
-    const float d = max / -8.f, id = d != 0.f ? 1.f / d : 0.f;
+    // A scale below FLT_MIN would make 1 / d overflow: such blocks store zeros.
+    const float d = max / -8.f, id = std::abs(d) >= std::numeric_limits<float>::min() ? 1.f / d : 0.f;
     const uint16_t h = f32_to_f16(d);
     std::memcpy(out, &h, 2);
     // x * id lies in [-8, 8], so x * id + 8.5 in [0.5, 16.5]: the truncation is defined.

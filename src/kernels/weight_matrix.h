@@ -24,7 +24,8 @@ namespace splitdec {
 enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0, Q4_0 };
 
 const char* weight_format_name(WeightFormat f);
-// The format that holds a checkpoint dtype as it is.
+// The format that holds a float checkpoint dtype as it is (Error for I8 /
+// U8, which hold block values apart from their scales).
 WeightFormat weight_format_of(DType t);
 // Whether `f` stores blocks of 32 weights with a scale (Q8_0, Q4_0).
 bool weight_format_is_blocked(WeightFormat f);

@@ -132,6 +132,9 @@ void unified_tensors(const UnifiedVisionShape& s, UnifiedVisionWeights& w, std::
 }
 
 WeightMatrix load_matrix(const TensorView& v, bool transposed) {
+  if (!dtype_is_float(v.dtype))
+    throw FormatError(v.file + ": tensor '" + v.name + "' is stored as " + dtype_name(v.dtype) +
+                      " (quantized block values); the media towers load F32, BF16 or F16 weights only");
   const int64_t rows = v.shape.empty() ? 1 : v.shape[0];
   const int64_t cols = rows == 0 ? 0 : v.numel() / rows;
   if (!transposed) return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(rows), int(cols), v.data);

@@ -102,6 +102,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     throw InputError("--out " + o.out_dir + " is the source folder; write the quantized model to a new one");
   if (fs::exists(o.out_dir) && !fs::is_empty(o.out_dir, ec))
     throw InputError("--out " + o.out_dir + " is not empty; give a new or empty directory");
+  const bool created = !fs::exists(o.out_dir);
   const ModelConfig config = load_model_config(o.model_dir);
   const TensorStore store = TensorStore::open_dir(o.model_dir);
   const std::string prefix = find_decoder_prefix(store);
@@ -112,12 +113,18 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   std::vector<Plan> plans;
   std::vector<SafetensorsWriter::Entry> entries;
   for (const auto& [name, v] : store.tensors()) {
+    if (!dtype_is_float(v.dtype))
+      throw InputError("--model " + o.model_dir + " is quantized already (tensor '" + name + "' is " + dtype_name(v.dtype) +
+                       "); quantize from the float checkpoint");
     Plan p{&v, std::nullopt};
     const auto m = matrices.find(name);
     if (m != matrices.end() && dtype_is_float(v.dtype) && v.shape.size() == 2 && weight_format_fits(m->second, int(v.shape[1]))) {
       if (kept(name, o.keep)) ++summary.kept;
       else p.to = m->second;
     }
+    if (p.to && store.find(quantized_scale_name(name)))
+      throw FormatError(v.file + ": tensor '" + quantized_scale_name(name) + "' exists already, and quantizing '" + name +
+                        "' would write its scales under that name");
     if (p.to) {
       ++summary.quantized;
       entries.push_back({name, quantized_values_dtype(*p.to), quantized_values_shape(*p.to, v.shape[0], v.shape[1])});
@@ -136,8 +143,25 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
 
   fs::create_directories(o.out_dir, ec);
   if (ec) throw InputError("--out " + o.out_dir + ": cannot create directory: " + ec.message());
-  // Written under a temporary name: an interrupted run leaves no folder that looks whole.
+  // Written under a temporary name: an interrupted run leaves no folder that
+  // looks whole, and a failed one (a bad tensor, a full disk) removes what it
+  // wrote, so that the same command can run again.
   const fs::path partial = fs::path(o.out_dir) / "model.safetensors.partial";
+  struct Cleanup {
+    fs::path dir;
+    bool created, done = false;
+    ~Cleanup() {
+      if (done) return;
+      std::error_code e;
+      if (created) {
+        fs::remove_all(dir, e);
+        return;
+      }
+      std::vector<fs::path> written;  // the folder was empty: everything in it is ours
+      for (const fs::directory_entry& f : fs::directory_iterator(dir, e)) written.push_back(f.path());
+      for (const fs::path& f : written) fs::remove_all(f, e);
+    }
+  } cleanup{o.out_dir, created};
   {
     SafetensorsWriter out(partial.string(), std::move(entries), {{"format", "pt"}, {"splitdec_quantization", o.weights}});
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -173,6 +197,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   }
   fs::rename(partial, fs::path(o.out_dir) / "model.safetensors", ec);
   if (ec) throw FormatError(partial.string() + ": cannot rename: " + ec.message());
+  cleanup.done = true;
   if (o.progress) o.progress(plans.size(), plans.size());
   return summary;
 }

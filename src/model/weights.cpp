@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/error.h"
 #include "core/machine.h"
@@ -167,10 +168,15 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   // Weights are copied out of the mapped files into memory: weights larger
   // than the machine are refused before any copy (counted as they will be
   // stored: a matrix converted to `loading.format` at its new size).
+  // Only the decoder's matrices convert; media towers load as stored.
+  std::map<std::string, bool> converted;  // name -> is the embedding / LM head
+  for (const WeightSpec& s : decoder_weight_specs(c))
+    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding) converted[prefix + s.name] = s.kind == WeightSpec::Embedding;
+  for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) converted[head] = true;
   size_t total = 0;
   for (const auto& [name, v] : store.tensors()) {
-    const bool embedding = name == prefix + "embed_tokens.weight" || name.ends_with("lm_head.weight");
-    const std::optional<WeightFormat> to = target(v, embedding);
+    const auto it = converted.find(name);
+    const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(v, it->second);
     total += to ? size_t(v.shape[0]) * weight_row_bytes(*to, int(v.shape[1])) : v.nbytes;
   }
   if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
