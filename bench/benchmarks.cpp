@@ -733,6 +733,12 @@ int run_benchmarks(const BenchOptions& opt) {
     make_model(o);
     quantized.push_back(quantized_weights(o.out_dir, opt.quick ? "gemma3-1b (4 layers)" : "gemma3-1b", opt.quick ? 64 : 256));
     fs::remove_all(o.out_dir);
+    if (!opt.quick) {  // the seed's shapes; 6 of 48 layers, so that bf16 fits beside the others
+      MakeModelOptions g{"gemma4-12b", work + "/gemma4-12b-q", 1, DType::BF16, 6};
+      make_model(g);
+      quantized.push_back(quantized_weights(g.out_dir, "gemma4-12b (6 of 48 layers)", 128));
+      fs::remove_all(g.out_dir);
+    }
     r["quantized"] = quantized;
   }
   if (!opt.model_dir.empty() && wanted("folder")) {
