@@ -501,6 +501,21 @@ double median_decode_step_s(Session& session) {
   return times[times.size() / 2];
 }
 
+// A decode step at `context` positions of synthetic past against the model's
+// weight-bandwidth floor (every weight byte read once, at the bandwidth
+// probed just after the step).
+struct FloorStep {
+  double step_s, floor_s, bandwidth_gbs;
+};
+FloorStep decode_against_floor(const Model& model, int context) {
+  SessionOptions o;
+  o.capacity = context + 16;
+  Session s(model, 1, o);
+  s.fill_synthetic(0, context);
+  const double step = median_decode_step_s(s), bw = probe_bandwidth_gbs();
+  return {step, double(model.weights().bytes()) / (bw * 1e9), bw};
+}
+
 // Multiply-adds x 2 of a prompt of S tokens through the decoder: every
 // linear layer once per token, attention over the visible pairs of each
 // layer (causal, or the sliding window), the LM head on the last row only
@@ -590,15 +605,9 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
       Session s(model, 1, o);
       logits = s.append(p, true);
     }
-    constexpr int kContext = 4096;
-    SessionOptions o;
-    o.capacity = kContext + 16;
-    Session s(model, 1, o);
-    s.fill_synthetic(0, kContext);
-    const double step = median_decode_step_s(s), bw = probe_bandwidth_gbs();
-    const double bytes = double(model.weights().bytes()), floor_s = bytes / (bw * 1e9);
-    json row = {{"weight_bytes", bytes}, {"decode_tokens_per_s_at_4k", 1 / step}, {"floor_tokens_per_s", 1 / floor_s},
-                {"fraction_of_floor", floor_s / step}, {"peak_rss_mib", peak_rss_mib()}};
+    const FloorStep f = decode_against_floor(model, 4096);
+    json row = {{"weight_bytes", double(model.weights().bytes())}, {"decode_tokens_per_s_at_4k", 1 / f.step_s},
+                {"floor_tokens_per_s", 1 / f.floor_s}, {"fraction_of_floor", f.floor_s / f.step_s}, {"peak_rss_mib", peak_rss_mib()}};
     if (base.empty()) {
       base = std::move(logits);
     } else {
@@ -651,17 +660,12 @@ json folder_decode(const std::string& dir, const std::string& weights) {
   const Model model = Model::load(dir, {}, weight_loading_named(weights));
   json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights}, {"weight_bytes", double(model.weights().bytes())}};
   for (int context : {1024, 4096}) {
-    SessionOptions o;
-    o.capacity = context + 16;
-    Session s(model, 1, o);
-    s.fill_synthetic(0, context);
-    const double step = median_decode_step_s(s), bw = probe_bandwidth_gbs();
-    const double floor_s = double(model.weights().bytes()) / (bw * 1e9);
+    const FloorStep f = decode_against_floor(model, context);
     const std::string key = "at_" + std::to_string(context / 1024) + "k";
-    out[key] = {{"decode_tokens_per_s", 1 / step}, {"floor_tokens_per_s", 1 / floor_s}, {"fraction_of_floor", floor_s / step},
-                {"bandwidth_gbs", bw}};
+    out[key] = {{"decode_tokens_per_s", 1 / f.step_s}, {"floor_tokens_per_s", 1 / f.floor_s}, {"fraction_of_floor", f.floor_s / f.step_s},
+                {"bandwidth_gbs", f.bandwidth_gbs}};
     std::printf("%-40s decode at %dK: %6.2f tokens/s (%.0f%% of the %.2f tokens/s floor at %.1f GB/s)\n", "", context / 1024,
-                1 / step, 100 * floor_s / step, 1 / floor_s, bw);
+                1 / f.step_s, 100 * f.floor_s / f.step_s, 1 / f.floor_s, f.bandwidth_gbs);
   }
   out["fraction_of_floor"] = out["at_4k"]["fraction_of_floor"];
   out["peak_rss_mib"] = peak_rss_mib();

@@ -218,6 +218,23 @@ TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
       }
 }
 
+namespace {
+
+// A row of `n` values, not whole blocks, is refused naming the format.
+void expect_partial_block_refused(WeightFormat format, const std::vector<float>& x, int n) {
+  try {
+    (void)WeightMatrix::from_f32(format, 1, n, x.data());
+    ADD_FAILURE() << "a row of " << n << " values was stored as " << weight_format_name(format);
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find(weight_format_name(format)), std::string::npos) << e.what();
+  }
+}
+
+// Q4_0 value j of a block (before - 8): byte j's low nibble, or byte j - 16's high one.
+int q4_nibble(const uint8_t* block, int j) { return j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4; }
+
+}  // namespace
+
 // Q8_0: the quantizer gives llama.cpp's quantize_row_q8_0 bytes (a block's
 // d = max |x| / 127 stored as f16, q = round(x / d) with the unrounded d),
 // every value within d / 2 of its block's d * q, an all-zero block d = 0.
@@ -243,13 +260,7 @@ TEST(Q8_0, QuantizesAsLlamaCppAndWithinHalfAStep) {
     }
   }
   EXPECT_EQ(w.row(0)[34], 0);  // the zero block's scale
-  // A row that is not whole blocks is refused, naming the format.
-  try {
-    (void)WeightMatrix::from_f32(WeightFormat::Q8_0, 1, 40, x.data());
-    ADD_FAILURE() << "a row of 40 values was stored as q8_0";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
-  }
+  expect_partial_block_refused(WeightFormat::Q8_0, x, 40);
 }
 
 // Every table's Q8_0 kernels against a float64 sum over the dequantized
@@ -372,19 +383,14 @@ TEST(Q4_0, QuantizesAsLlamaCppAndWithinHalfAStep) {
     for (int j = 0; j < 32; ++j) {
       const float v = x[size_t(b * 32 + j)];
       const int want = std::min(15, int(int8_t(v * id + 8.5f)));
-      const int got = j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4;
+      const int got = q4_nibble(block, j);
       EXPECT_EQ(got, want) << b << "," << j;
       // The range is -8 .. 7 steps: a value clipped at 7 may be a whole step off.
       EXPECT_LE(std::abs(f16_to_f32(h) * float(got - 8) - v), (got == 15 ? 1.f : 0.5f) * std::abs(d) + 1e-3f * amax) << b << "," << j;
     }
   }
   EXPECT_EQ(w.row(0)[18], 0);  // the zero block's scale
-  try {
-    (void)WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 48, x.data());
-    ADD_FAILURE() << "a row of 48 values was stored as q4_0";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("q4_0"), std::string::npos) << e.what();
-  }
+  expect_partial_block_refused(WeightFormat::Q4_0, x, 48);
   std::vector<float> huge(32, 1.f);
   huge[3] = -1e6f;
   EXPECT_THROW((void)WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 32, huge.data()), InputError);
@@ -401,7 +407,7 @@ TEST(Q4_0, EveryTableMatchesTheDequantizedAndIntegerDotsAndDot4EqualsDot) {
     std::vector<float> deq(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) {
       const uint8_t* block = w.row(0) + (k / 32) * 18;
-      const int j = k % 32, nib = j < 16 ? block[2 + j] & 15 : block[2 + j - 16] >> 4;
+      const int nib = q4_nibble(block, k % 32);
       uint16_t h;
       std::memcpy(&h, block, 2);
       deq[size_t(k)] = f16_to_f32(h) * float(nib - 8);

@@ -13,11 +13,6 @@ namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string r = "[";
-  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
-  return r + "]";
-}
 }  // namespace
 
 MediaEmbeddings load_media_embeddings(const std::string& path, const ModelConfig& c) {

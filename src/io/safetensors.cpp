@@ -15,6 +15,18 @@ namespace splitdec {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string r = "[";
+  for (size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + "]";
+}
+
+uint64_t tensor_nbytes(DType dtype, const std::vector<int64_t>& shape) {
+  uint64_t n = dtype_size(dtype);
+  for (int64_t d : shape) n *= uint64_t(d);
+  return n;
+}
+
 // A 16-bit float is non-finite exactly when its exponent bits are all ones.
 int64_t TensorView::first_non_finite() const {
   const int64_t n = numel();
@@ -268,8 +280,7 @@ SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Entry>
   uint64_t offset = 0;
   for (const Entry& e : s_->entries) {
     if (header.contains(e.name)) throw Error(path + ": tensor '" + e.name + "' is listed twice");
-    uint64_t want = dtype_size(e.dtype);
-    for (int64_t d : e.shape) want *= uint64_t(d);
+    const uint64_t want = tensor_nbytes(e.dtype, e.shape);
     header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + want}}};
     s_->sizes.push_back(want);
     offset += want;
@@ -316,9 +327,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
                        const std::map<std::string, std::string>& metadata) {
   std::vector<SafetensorsWriter::Entry> entries;
   for (const auto& t : tensors) {
-    uint64_t want = dtype_size(t.dtype);
-    for (int64_t d : t.shape) want *= uint64_t(d);
-    if (want != t.bytes.size()) throw Error("write_safetensors: tensor '" + t.name + "' has the wrong byte count");
+    if (tensor_nbytes(t.dtype, t.shape) != t.bytes.size()) throw Error("write_safetensors: tensor '" + t.name + "' has the wrong byte count");
     entries.push_back({t.name, t.dtype, t.shape});
   }
   SafetensorsWriter w(path, std::move(entries), metadata);

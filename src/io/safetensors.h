@@ -14,6 +14,11 @@ namespace splitdec {
 
 class MappedFile;
 
+// "[2, 3]": a shape for error messages.
+std::string shape_text(const std::vector<int64_t>& shape);
+// Bytes of a tensor of this dtype and shape.
+uint64_t tensor_nbytes(DType dtype, const std::vector<int64_t>& shape);
+
 struct TensorView {
   std::string name;
   std::string file;  // for error messages

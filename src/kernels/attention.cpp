@@ -89,26 +89,18 @@ void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* o
 
 }  // namespace
 
-void KvView::key_f32(int b, int h, int64_t pos, float* out) const {
+void KvView::row_f32(bool values, int b, int h, int64_t pos, float* out) const {
+  const int64_t at = offset(b, h, pos);
   if (is_q8()) {
-    const int64_t at = offset(b, h, pos);
-    for (int d = 0; d < head_dim; ++d) out[d] = k_scale[at / head_dim] * float(k8[at + d]);
-    return;
+    const int8_t* src = (values ? v8 : k8) + at;
+    const float s = (values ? v_scale : k_scale)[at / head_dim];
+    for (int d = 0; d < head_dim; ++d) out[d] = s * float(src[d]);
+  } else if (is_16bit()) {
+    const uint16_t* src = (values ? v16 : k16) + at;
+    for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
+  } else {
+    std::copy_n((values ? v : k) + at, head_dim, out);
   }
-  if (!is_16bit()) return (void)std::copy_n(key(b, h, pos), head_dim, out);
-  const uint16_t* src = k16 + offset(b, h, pos);
-  for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
-}
-
-void KvView::value_f32(int b, int h, int64_t pos, float* out) const {
-  if (is_q8()) {
-    const int64_t at = offset(b, h, pos);
-    for (int d = 0; d < head_dim; ++d) out[d] = v_scale[at / head_dim] * float(v8[at + d]);
-    return;
-  }
-  if (!is_16bit()) return (void)std::copy_n(value(b, h, pos), head_dim, out);
-  const uint16_t* src = v16 + offset(b, h, pos);
-  for (int d = 0; d < head_dim; ++d) out[d] = f16 ? f16_to_f32(src[d]) : bf16_to_f32(src[d]);
 }
 
 // Query tiles of kQueryTile rows walk key tiles of kKeyTile keys, so each

@@ -45,8 +45,9 @@ struct KvView {
   const float* key(int b, int h, int64_t pos) const { return k + offset(b, h, pos); }
   const float* value(int b, int h, int64_t pos) const { return v + offset(b, h, pos); }
   // One row as f32, whatever the storage.
-  void key_f32(int b, int h, int64_t pos, float* out) const;
-  void value_f32(int b, int h, int64_t pos, float* out) const;
+  void key_f32(int b, int h, int64_t pos, float* out) const { row_f32(false, b, h, pos, out); }
+  void value_f32(int b, int h, int64_t pos, float* out) const { row_f32(true, b, h, pos, out); }
+  void row_f32(bool values, int b, int h, int64_t pos, float* out) const;
 };
 
 // Queries [batch, rows, heads, head_dim] at positions first_position + r.

@@ -47,9 +47,9 @@ const float* f32_rows(const simd::KernelTable& t, const KvView& kv, bool values,
     if (kv.is_q8())
       t.expand_q8_rows((values ? kv.v8 : kv.k8) + at, (values ? kv.v_scale : kv.k_scale) + at / hd, int(run), hd, dst);
     else if (kv.is_16bit())
-      (kv.f16 ? t.expand_f16 : t.expand_bf16)((values ? kv.v16 : kv.k16) + kv.offset(b, h, j), int(run * hd), dst);
+      (kv.f16 ? t.expand_f16 : t.expand_bf16)((values ? kv.v16 : kv.k16) + at, int(run * hd), dst);
     else
-      std::memcpy(dst, (values ? kv.v : kv.k) + kv.offset(b, h, j), size_t(run * hd) * sizeof(float));
+      std::memcpy(dst, (values ? kv.v : kv.k) + at, size_t(run * hd) * sizeof(float));
     j += run;
   }
   return buf;

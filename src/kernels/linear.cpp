@@ -17,6 +17,18 @@ template <class T>
 const T* as(const uint8_t* p) {
   return reinterpret_cast<const T*>(p);
 }
+// A block format's kernels: every entry of the table's, rows as stored.
+template <auto Dot, auto Dot4, auto Expand, auto DotQ8, auto Dot4Q8>
+RowKernels block_row_kernels() {
+  using simd::KernelTable;
+  return {[](const KernelTable& t, const float* x, const uint8_t* w, int n) { return (t.*Dot)(x, w, n); },
+          [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { (t.*Dot4)(x, w, n, out); },
+          [](const KernelTable& t, const uint8_t* w, int n, float* dst) { (t.*Expand)(w, n, dst); }, false,
+          [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return (t.*DotQ8)(s, q, w, n); },
+          [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
+            (t.*Dot4Q8)(s, q, w, n, out);
+          }};
+}
 }  // namespace
 
 const RowKernels& row_kernels(WeightFormat format) {
@@ -33,22 +45,10 @@ const RowKernels& row_kernels(WeightFormat format) {
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f16(x, as<uint16_t>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f16(x, as<uint16_t>(w), n, out); },
       [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr};
-  static const RowKernels q8_0{
-      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_q8(x, w, n); },
-      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_q8(x, w, n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_q8(w, n, dst); }, false,
-      [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return t.dot_q8_q8(s, q, w, n); },
-      [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
-        t.dot4_q8_q8(s, q, w, n, out);
-      }};
-  static const RowKernels q4_0{
-      [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_q4(x, w, n); },
-      [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_q4(x, w, n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_q4(w, n, dst); }, false,
-      [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return t.dot_q4_q8(s, q, w, n); },
-      [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
-        t.dot4_q4_q8(s, q, w, n, out);
-      }};
+  static const RowKernels q8_0 = block_row_kernels<&KernelTable::dot_q8, &KernelTable::dot4_q8, &KernelTable::expand_q8,
+                                                    &KernelTable::dot_q8_q8, &KernelTable::dot4_q8_q8>();
+  static const RowKernels q4_0 = block_row_kernels<&KernelTable::dot_q4, &KernelTable::dot4_q4, &KernelTable::expand_q4,
+                                                    &KernelTable::dot_q4_q8, &KernelTable::dot4_q4_q8>();
   switch (format) {
     case WeightFormat::Q8_0: return q8_0;
     case WeightFormat::Q4_0: return q4_0;

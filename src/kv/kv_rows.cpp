@@ -26,8 +26,9 @@ float quantize_kv_row(const float* x, int hd, int8_t* q) {
   const float s = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.f;
   const float inv = s >= std::numeric_limits<float>::min() ? 1.f / s : 0.f;  // a subnormal scale: zeros
   for (int d = 0; d < hd; ++d) q[d] = int8_t(std::clamp(std::nearbyint(x[d] * inv), -127.f, 127.f));
-  if (nan || !std::isfinite(amax)) return s;  // NaN or Inf reaches the output, as in f32
-  return inv == 0.f ? 0.f : s;
+  // NaN or Inf keeps its scale, so it reaches the output as in f32; a row too
+  // small for a normal scale is zeros with scale 0.
+  return inv == 0.f && std::isfinite(s) ? 0.f : s;
 }
 
 void round_trip_kv_row(DType storage, const float* x, int hd, float* out) {

@@ -11,12 +11,6 @@ namespace {
 
 using Kind = FrontendTensor::Kind;
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Adds tensors under a canonical prefix, each also accepted under the alias prefixes.
 struct TensorList {
   std::vector<FrontendTensor>& out;

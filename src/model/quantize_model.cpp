@@ -10,10 +10,9 @@
 #include <optional>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/model_config.h"
-#include "model/quantized_tensors.h"
 #include "io/safetensors.h"
+#include "model/quantized_tensors.h"
 #include "model/weights.h"
 
 namespace splitdec {
@@ -27,19 +26,6 @@ struct Plan {
   const TensorView* v;
   std::optional<WeightFormat> to;  // quantized to this; nullopt: copied as stored
 };
-
-// The decoder matrices and the format each is quantized to (the embedding
-// and LM head take `embedding`, the linear layers `linear`).
-std::map<std::string, WeightFormat> decoder_matrices(const ModelConfig& c, const std::string& prefix, WeightFormat linear,
-                                                     WeightFormat embedding) {
-  std::map<std::string, WeightFormat> out;
-  for (const WeightSpec& s : decoder_weight_specs(c))
-    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding)
-      out[prefix + s.name] = s.kind == WeightSpec::Embedding ? embedding : linear;
-  if (!c.tie_word_embeddings)
-    for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) out[head] = embedding;
-  return out;
-}
 
 bool kept(const std::string& name, const std::vector<std::string>& patterns) {
   return std::any_of(patterns.begin(), patterns.end(),
@@ -60,33 +46,16 @@ void copy_tensor(const TensorStore& store, const TensorView& v, SafetensorsWrite
 
 // v's rows quantized to `to`, values streamed to the writer, then scales.
 void quantize_tensor(const TensorStore& store, const TensorView& v, WeightFormat to, SafetensorsWriter& out) {
-  const int rows = int(v.shape[0]), in = int(v.shape[1]);
-  const int piece_rows = std::clamp((16 << 20) / std::max(1, in), 1, 4096);  // <= 64 MiB of f32 per piece
+  const int rows = int(v.shape[0]), in = int(v.shape[1]), step = convert_piece_rows(in);
   std::vector<uint16_t> scales(size_t(rows) * size_t(in / 32));
   std::vector<uint8_t> values;
-  std::vector<float> f32;
-  for (int r0 = 0; r0 < rows; r0 += piece_rows) {
-    const int n = std::min(piece_rows, rows - r0);
-    TensorView piece = v;
-    piece.shape = {n, in};
-    piece.data = v.data + size_t(r0) * size_t(in) * dtype_size(v.dtype);
-    piece.nbytes = size_t(n) * size_t(in) * dtype_size(v.dtype);
-    if (const int64_t bad = piece.first_non_finite(); bad >= 0)
-      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
-                        std::to_string(int64_t(r0) * in + bad));
-    f32 = piece.to_f32();
+  for (int r0 = 0; r0 < rows; r0 += step) {
+    const int n = std::min(step, rows - r0);
     WeightMatrix m = WeightMatrix::zeros(to, n, in);
-    ThreadPool::global()->parallel_for(n, [&](int64_t a, int64_t b) {
-      try {
-        m.set_rows_f32(int(a), int(b - a), f32.data() + size_t(a) * size_t(in));
-      } catch (const InputError& e) {
-        throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(to) + ": " + e.what());
-      }
-    });
+    convert_rows(store, v, r0, n, m, 0);
     values.resize(size_t(n) * (weight_row_bytes(to, in) - size_t(in / 32) * 2));
     split_quantized_rows(m, 0, n, values.data(), scales.data() + size_t(r0) * size_t(in / 32));
     out.write(values.data(), values.size());
-    store.release(piece);
   }
   out.write(scales.data(), scales.size() * 2);
 }
@@ -107,7 +76,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   const TensorStore store = TensorStore::open_dir(o.model_dir);
   const std::string prefix = find_decoder_prefix(store);
   const WeightFormat linear = *scheme.format, embedding = scheme.embedding_format.value_or(linear);
-  const std::map<std::string, WeightFormat> matrices = decoder_matrices(config, prefix, linear, embedding);
+  const std::map<std::string, bool> matrices = decoder_matrix_names(config, prefix);  // name -> is the embedding
 
   QuantizeSummary summary;
   std::vector<Plan> plans;
@@ -118,9 +87,10 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
                        "); quantize from the float checkpoint");
     Plan p{&v, std::nullopt};
     const auto m = matrices.find(name);
-    if (m != matrices.end() && dtype_is_float(v.dtype) && v.shape.size() == 2 && weight_format_fits(m->second, int(v.shape[1]))) {
+    const WeightFormat to = m != matrices.end() && m->second ? embedding : linear;
+    if (m != matrices.end() && v.shape.size() == 2 && weight_format_fits(to, int(v.shape[1]))) {
       if (kept(name, o.keep)) ++summary.kept;
-      else p.to = m->second;
+      else p.to = to;
     }
     if (p.to && store.find(quantized_scale_name(name)))
       throw FormatError(v.file + ": tensor '" + quantized_scale_name(name) + "' exists already, and quantizing '" + name +
@@ -135,11 +105,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     summary.bytes_in += v.nbytes;
     plans.push_back(p);
   }
-  for (const SafetensorsWriter::Entry& e : entries) {
-    uint64_t b = dtype_size(e.dtype);
-    for (int64_t d : e.shape) b *= uint64_t(d);
-    summary.bytes_out += b;
-  }
+  for (const SafetensorsWriter::Entry& e : entries) summary.bytes_out += tensor_nbytes(e.dtype, e.shape);
 
   fs::create_directories(o.out_dir, ec);
   if (ec) throw InputError("--out " + o.out_dir + ": cannot create directory: " + ec.message());

@@ -9,11 +9,6 @@
 namespace splitdec {
 
 namespace {
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 // Bytes of one block's values (the block minus its 2-byte scale).
 size_t block_value_bytes(WeightFormat f) { return weight_row_bytes(f, 32) - 2; }
 }  // namespace

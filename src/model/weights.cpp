@@ -1,22 +1,19 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "model/quantized_tensors.h"
+#include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/quantized_tensors.h"
 
 namespace splitdec {
 
 namespace {
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
 std::string layer_name(int i, const std::string& leaf) { return "layers." + std::to_string(i) + "." + leaf; }
 template <class... F>
 struct Overloaded : F... {
@@ -90,25 +87,55 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
 }
 
 
+std::map<std::string, bool> decoder_matrix_names(const ModelConfig& c, const std::string& prefix) {
+  std::map<std::string, bool> out;
+  for (const WeightSpec& s : decoder_weight_specs(c))
+    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding) out[prefix + s.name] = s.kind == WeightSpec::Embedding;
+  if (!c.tie_word_embeddings)
+    for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) out[head] = true;
+  return out;
+}
+
+int convert_piece_rows(int in) { return std::clamp((16 << 20) / std::max(1, in), 1, 4096); }
+
+void convert_rows(const TensorStore& store, const TensorView& v, int r0, int rows, WeightMatrix& dst, int dst_r0) {
+  const int in = int(v.shape[1]);
+  TensorView piece = v;
+  piece.shape = {rows, in};
+  piece.data = v.data + size_t(r0) * size_t(in) * dtype_size(v.dtype);
+  piece.nbytes = size_t(rows) * size_t(in) * dtype_size(v.dtype);
+  if (const int64_t bad = piece.first_non_finite(); bad >= 0)
+    throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
+                      std::to_string(int64_t(r0) * in + bad));
+  const std::vector<float> f32 = piece.to_f32();
+  ThreadPool::global()->parallel_for(rows, [&](int64_t a, int64_t b) {
+    try {
+      dst.set_rows_f32(dst_r0 + int(a), int(b - a), f32.data() + size_t(a) * size_t(in));
+    } catch (const InputError& e) {
+      throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(dst.format) + ": " + e.what());
+    }
+  });
+  store.release(piece);
+}
+
 ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress,
                           const WeightLoading& loading) {
   const std::string prefix = find_decoder_prefix(store);
   auto view = [&](const std::string& name, const std::vector<int64_t>& shape) -> const TensorView& {
     const TensorView& v = store.get(name);
     if (v.shape != shape)
-      throw FormatError(v.file + ": tensor '" + name + "' has shape " + shape_str(v.shape) + ", expected " +
-                        shape_str(shape));
+      throw FormatError(v.file + ": tensor '" + name + "' has shape " + shape_text(v.shape) + ", expected " +
+                        shape_text(shape));
     return v;
   };
   // Weights are read once here, so a NaN or Inf is caught by name now rather
-  // than as garbage logits later. `values` holds `count` of v's elements
-  // (v itself, its copy, or a piece starting at element `first`).
-  auto check_finite = [&](const TensorView& v, const uint8_t* values, int64_t first = 0) {
+  // than as garbage logits later. `values` holds v's elements (v itself, or
+  // its copy).
+  auto check_finite = [&](const TensorView& v, const uint8_t* values) {
     TensorView at = v;
     at.data = values;
     if (const int64_t bad = at.first_non_finite(); bad >= 0)
-      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
-                        std::to_string(first + bad));
+      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " + std::to_string(bad));
   };
   // The format a 2-D float tensor is stored converted to, if any.
   auto target = [&](const TensorView& v, bool embedding) -> std::optional<WeightFormat> {
@@ -144,35 +171,18 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
       check_finite(v, m.data.data());
       return m;
     }
-    // Converted 4096 rows at a time (checked, converted, file pages
-    // dropped): the f32 scratch and the resident file stay small.
+    // Converted a piece at a time (checked, converted, file pages dropped):
+    // the f32 scratch and the resident file stay small.
     WeightMatrix m = WeightMatrix::zeros(*to, out, in);
     m.int8_activations = !loading.f32_activations;
-    std::vector<float> rows;
-    for (int r0 = 0; r0 < out; r0 += 4096) {
-      TensorView piece = v;
-      piece.shape = {std::min(4096, out - r0), in};
-      piece.data = v.data + size_t(r0) * size_t(in) * dtype_size(v.dtype);
-      piece.nbytes = size_t(piece.shape[0]) * size_t(in) * dtype_size(v.dtype);
-      check_finite(piece, piece.data, int64_t(r0) * in);
-      rows = piece.to_f32();
-      try {
-        m.set_rows_f32(r0, int(piece.shape[0]), rows.data());
-      } catch (const InputError& e) {
-        throw FormatError(v.file + ": tensor '" + v.name + "' cannot be stored as " + weight_format_name(*to) + ": " + e.what());
-      }
-      store.release(piece);
-    }
+    for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step) convert_rows(store, v, r0, std::min(step, out - r0), m, r0);
     return m;
   };
   // Weights are copied out of the mapped files into memory: weights larger
   // than the machine are refused before any copy (counted as they will be
   // stored: a matrix converted to `loading.format` at its new size).
   // Only the decoder's matrices convert; media towers load as stored.
-  std::map<std::string, bool> converted;  // name -> is the embedding / LM head
-  for (const WeightSpec& s : decoder_weight_specs(c))
-    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding) converted[prefix + s.name] = s.kind == WeightSpec::Embedding;
-  for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) converted[head] = true;
+  const std::map<std::string, bool> converted = decoder_matrix_names(c, prefix);
   size_t total = 0;
   for (const auto& [name, v] : store.tensors()) {
     const auto it = converted.find(name);

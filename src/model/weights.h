@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -16,6 +17,7 @@
 namespace splitdec {
 
 class TensorStore;
+struct TensorView;
 
 struct LayerWeights {
   WeightMatrix q_proj, k_proj, v_proj, o_proj;  // k/v empty on KV-shared layers, v on k_eq_v layers
@@ -75,6 +77,19 @@ struct WeightLoading {
 // layers, Q8_0 embedding: see docs/quantization.md for why).
 // InputError naming the value otherwise.
 WeightLoading weight_loading_named(const std::string& name);
+
+// The decoder's matrices by checkpoint name (decoder prefix included; an
+// untied LM head under both names it may have), each marked true for the
+// embedding / LM head: what --weights and `splitdec quantize` convert.
+std::map<std::string, bool> decoder_matrix_names(const ModelConfig& config, const std::string& prefix);
+
+// Rows converted per convert_rows call: at most 64 MiB of f32 scratch.
+int convert_piece_rows(int in);
+// Rows [r0, r0 + rows) of the 2-D float tensor `v` stored into rows
+// dst_r0.. of `dst` in dst's format (on the pool), then their file pages
+// dropped. FormatError naming v for a non-finite value (and its element) or
+// a value the format cannot hold.
+void convert_rows(const TensorStore& store, const TensorView& v, int r0, int rows, WeightMatrix& dst, int dst_r0);
 
 ModelWeights load_weights(const ModelConfig& config, const TensorStore& store,
                           const std::function<void(size_t, size_t)>& progress = {}, const WeightLoading& loading = {});

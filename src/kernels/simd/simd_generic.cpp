@@ -93,24 +93,20 @@ float dot_q8act(const float* xs, const int8_t* xq, const uint8_t* w, int n) {
   }
   return even + odd;
 }
-float dot_q8(const float* x, const uint8_t* w, int n) { return dot_blocks<Q8Block>(x, w, n); }
-void dot4_q8(const float* const x[4], const uint8_t* w, int n, float out[4]) {
-  for (int r = 0; r < 4; ++r) out[r] = dot_q8(x[r], w, n);
+// Four rows, each exactly as one.
+template <class B>
+void dot4_blocks(const float* const x[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_blocks<B>(x[r], w, n);
 }
-void expand_q8(const uint8_t* w, int n, float* dst) { expand_blocks<Q8Block>(w, n, dst); }
-float dot_q8_q8(const float* xs, const int8_t* xq, const uint8_t* w, int n) { return dot_q8act<Q8Block>(xs, xq, w, n); }
-void dot4_q8_q8(const float* const xs[4], const int8_t* const xq[4], const uint8_t* w, int n, float out[4]) {
-  for (int r = 0; r < 4; ++r) out[r] = dot_q8_q8(xs[r], xq[r], w, n);
+template <class B>
+void dot4_q8act(const float* const xs[4], const int8_t* const xq[4], const uint8_t* w, int n, float out[4]) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q8act<B>(xs[r], xq[r], w, n);
 }
-float dot_q4(const float* x, const uint8_t* w, int n) { return dot_blocks<Q4Block>(x, w, n); }
-void dot4_q4(const float* const x[4], const uint8_t* w, int n, float out[4]) {
-  for (int r = 0; r < 4; ++r) out[r] = dot_q4(x[r], w, n);
-}
-void expand_q4(const uint8_t* w, int n, float* dst) { expand_blocks<Q4Block>(w, n, dst); }
-float dot_q4_q8(const float* xs, const int8_t* xq, const uint8_t* w, int n) { return dot_q8act<Q4Block>(xs, xq, w, n); }
-void dot4_q4_q8(const float* const xs[4], const int8_t* const xq[4], const uint8_t* w, int n, float out[4]) {
-  for (int r = 0; r < 4; ++r) out[r] = dot_q4_q8(xs[r], xq[r], w, n);
-}
+constexpr auto dot_q8 = dot_blocks<Q8Block>, dot_q4 = dot_blocks<Q4Block>;
+constexpr auto dot4_q8 = dot4_blocks<Q8Block>, dot4_q4 = dot4_blocks<Q4Block>;
+constexpr auto expand_q8 = expand_blocks<Q8Block>, expand_q4 = expand_blocks<Q4Block>;
+constexpr auto dot_q8_q8 = dot_q8act<Q8Block>, dot_q4_q8 = dot_q8act<Q4Block>;
+constexpr auto dot4_q8_q8 = dot4_q8act<Q8Block>, dot4_q4_q8 = dot4_q8act<Q4Block>;
 void quantize_q8_activations(const float* x, int n, float* xs, int8_t* xq) {
   for (int b = 0; b < n / 32; ++b) {
     float amax = 0;
