@@ -30,6 +30,8 @@ struct ServeFlags {
   int port = 8080;
   int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
   int64_t max_length = 4096, max_body_mb = 64;
+  int image_tokens = 0;
+  bool pan_and_scan = false;
   std::string plan = "split", policy, kv_dtype = "f32", weights;
 };
 
@@ -61,6 +63,7 @@ int run(const ServeFlags& f) {
   o.model_name = f.model_name.empty() ? std::filesystem::path(f.model).lexically_normal().filename().string() : f.model_name;
   if (o.model_name.empty()) o.model_name = "splitdec";
   o.max_body_bytes = size_t(f.max_body_mb) << 20;
+  o.image = {f.image_tokens, f.pan_and_scan};
 
   if (::pipe(signal_pipe) != 0) throw Error("cannot create the signal pipe");
   struct sigaction sa {};
@@ -110,6 +113,10 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--policy", f->policy, "mask policy (default: the model family's)");
   cmd->add_option("--chunk", f->chunk, "prefill chunk size (default 256)");
   cmd->add_option("--kv-dtype", f->kv_dtype, "KV cache storage: f32 | bf16 | f16 | q8");
+  cmd->add_option("--image-tokens", f->image_tokens,
+                  "Gemma-4 soft tokens per image when a request does not say (image_tokens): 70, 140, 280, 560, 1120");
+  cmd->add_flag("--pan-and-scan", f->pan_and_scan,
+                "Gemma-3: pan-and-scan crops for every image unless a request says pan_and_scan: false");
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });
 }
 

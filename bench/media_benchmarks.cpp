@@ -69,6 +69,17 @@ double siglip_flops(const SiglipShape& s, double* linear_part) {
   return linear + attention;
 }
 
+// FLOPs of one Gemma-4 vision-encoder image of n patches: patch embedding,
+// per layer QKV/O and the gated MLP, attention over all n^2 pairs, projector.
+double gemma4_vision_flops(const Gemma4VisionShape& s, double n, double tokens, double* linear_part) {
+  const double H = s.hidden, I = s.intermediate, A = double(s.heads) * s.head_dim, KV = double(s.kv_heads) * s.head_dim;
+  const double linear = 2 * n * s.patch_dim() * H + s.layers * 2 * n * (2 * H * A + 2 * H * KV + 3 * H * I) +
+                        2 * tokens * H * s.text_hidden;
+  const double attention = s.layers * 4 * n * n * A;
+  *linear_part = linear;
+  return linear + attention;
+}
+
 double unified_flops(const UnifiedVisionShape& s, int64_t tokens) {
   return 2.0 * double(tokens) * (double(s.patch_dim()) * s.embed_dim + double(s.embed_dim) * s.text_hidden);
 }
@@ -113,6 +124,28 @@ json media_frontends(double peak_gflops, bool quick) {
                     {"fraction_of_peak", gflops / peak_gflops}});
   }
   {
+    // The Gemma-4 vision encoder of 26B-A4B / 31B (27 layers, head_dim 72,
+    // standardize) at the 280 budget, projecting to 31B's 5376; --quick runs
+    // 3 layers as SigLIP does.
+    FrontendConfig c;
+    c.vision = VisionFrontend::Gemma4Encoder;
+    c.gemma4 = {.hidden = 1152, .intermediate = 4304, .layers = quick ? 3 : 27, .heads = 16, .kv_heads = 16,
+                .head_dim = 72, .standardize = true, .text_hidden = 5376};
+    const FrontendWeights w = random_frontend(c);
+    const ImagePatches patches = gemma4_patches(random_image(1280, 960), 280, c.gemma4.patch, c.gemma4.pool, false);
+    const double n = double(patches.rows) * patches.cols, tokens = n / 9;
+    const double t = best_of_two([&] { gemma4_vision_encode(c.gemma4, w.gemma4, patches); });
+    double linear = 0;
+    const double flops = gemma4_vision_flops(c.gemma4, n, tokens, &linear);
+    const double gflops = flops / t / 1e9;
+    std::printf("%-44s %8.2f s  %7.1f GFLOP/s  %.0f%% of GEMM peak (linear layers are %.0f%% of the FLOPs)\n",
+                ("gemma4 encoder (31B) 1280x960 @280, " + std::to_string(c.gemma4.layers) + " of 27 layers").c_str(),
+                t, gflops, 100 * gflops / peak_gflops, 100 * linear / flops);
+    rows.push_back({{"frontend", "gemma4 vision encoder"}, {"layers", c.gemma4.layers}, {"budget", 280},
+                    {"patches", n}, {"tokens", tokens}, {"seconds", t}, {"seconds_27_layers_estimate", t * 27.0 / c.gemma4.layers},
+                    {"tflop", flops / 1e12}, {"gflops", gflops}, {"fraction_of_peak", gflops / peak_gflops}});
+  }
+  {
     // gemma4_unified's patch embedder at the 280 and 1120 budgets.
     FrontendConfig c;
     c.vision = VisionFrontend::UnifiedPatches;
@@ -139,7 +172,7 @@ json media_time_to_first_token(const std::string& work, bool quick) {
   std::printf("\n== time to first token, image + question (real-size frontends, %s decoder layers, bf16)\n",
               quick ? "1" : "4");
   json rows = json::array();
-  for (const char* preset : {"gemma3-12b", "gemma4-12b"}) {
+  for (const char* preset : {"gemma3-12b", "gemma4-12b", "gemma4-31b"}) {
     MakeModelOptions o;
     o.preset = preset;
     o.out_dir = work + "/" + preset + "-media";

@@ -360,6 +360,54 @@ TEST(Serve, ImageTokensSetsTheGemma4Budget) {
   EXPECT_EQ(post(gemma3, "/v1/chat/completions", body(16)).status, 200);
 }
 
+// splitdec's request extension pan_and_scan (Gemma-3's do_pan_and_scan) and
+// the server default --pan-and-scan: an 800x260 image gives 3 crops, each
+// one more image block; the request's field overrides the server's default;
+// a model that sizes images by budget refuses it (400 at a request, an
+// error at startup).
+TEST(Serve, PanAndScanPerRequestAndAsTheServersDefault) {
+  auto body = [](std::optional<bool> pan) {
+    json b{{"messages", {{{"role", "user"},
+                          {"content", {{{"type", "image_url"},
+                                        {"image_url", {{"url", "data:image/png;base64," + test::base64_encode(test::read_file(WIDE_PNG))}}}},
+                                       {{"type", "text"}, {"text", "What is in this picture?"}}}}}}},
+           {"temperature", 0},
+           {"max_tokens", 2}};
+    if (pan) b["pan_and_scan"] = *pan;
+    return b.dump();
+  };
+  auto prompt_tokens = [&](TestServer& s, std::optional<bool> pan) {
+    const Answer a = post(s, "/v1/chat/completions", body(pan));
+    EXPECT_EQ(a.status, 200) << a.raw;
+    return a.status == 200 ? a.body["usage"]["prompt_tokens"].get<int>() : -1;
+  };
+  TestServerOptions o;
+  o.max_length = 512;
+  TestServer plain(o);
+  const int off = prompt_tokens(plain, std::nullopt), on = prompt_tokens(plain, true);
+  // Three more blocks of 16 soft tokens and their markers, plus HF's text around them.
+  EXPECT_GE(on - off, 3 * 18) << off << " " << on;
+  EXPECT_EQ(prompt_tokens(plain, false), off);
+
+  o.image.pan_and_scan = true;
+  TestServer panning(o);
+  EXPECT_EQ(prompt_tokens(panning, std::nullopt), on);
+  EXPECT_EQ(prompt_tokens(panning, false), off);
+
+  TestServerOptions g4;
+  g4.preset = "tiny-gemma4-unified";
+  g4.max_length = 2048;
+  TestServer unified(g4);
+  const Answer bad = post(unified, "/v1/chat/completions", body(true));
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(bad.body["error"]["param"], "pan_and_scan") << bad.raw;
+  EXPECT_EQ(post(unified, "/v1/chat/completions", body(false)).status, 200);
+  g4.image.pan_and_scan = true;
+  EXPECT_THROW(TestServer{g4}, InputError);
+  g4.image = {100, false};
+  EXPECT_THROW(TestServer{g4}, InputError);
+}
+
 TEST(Serve, ApiKey) {
   TestServerOptions o;
   o.api_key = "sekret";

@@ -137,6 +137,13 @@ int64_t MediaFrontend::count_image_crops(const RgbImage& image, const ImageOptio
   return int64_t(pan_and_scan_boxes(image.width, image.height).size());
 }
 
+void MediaFrontend::check_image_options(const ImageOptions& options) const {
+  check_pan_and_scan(config_, options);
+  if (config_.vision == VisionFrontend::Siglip) check_siglip_tokens(config_, options);
+  else if (config_.vision != VisionFrontend::None) image_budget(config_, options);
+  else if (options.image_tokens != 0) throw InputError("--image-tokens: " + why_no_vision());
+}
+
 int64_t MediaFrontend::count_audio_tokens(const AudioClip& clip) const {
   if (config_.audio == AudioFrontend::None) throw InputError(why_no_audio());
   if (clip.samples.empty()) throw InputError("the audio clip is empty");

@@ -52,6 +52,10 @@ class MediaFrontend {
   // How many pan-and-scan crops the image gives (0 unless options.pan_and_scan).
   int64_t count_image_crops(const RgbImage& image, const ImageOptions& options = {}) const;
   int64_t count_audio_tokens(const AudioClip& clip) const;
+  // Throws what encode_image would for these options on any image (a budget
+  // the model cannot take, pan-and-scan off Gemma-3): for checking a
+  // server's defaults at startup.
+  void check_image_options(const ImageOptions& options) const;
 
  private:
   FrontendConfig config_;

@@ -34,7 +34,7 @@ struct Preset {
 };
 constexpr Preset kPresets[] = {
     {"tiny-gemma3", true},  {"tiny-gemma4", true}, {"tiny-gemma4-unified", true}, {"gemma3-1b", false},
-    {"gemma3-12b", false}, {"gemma4-12b", false}, {"gemma4-12b-attention", false}};
+    {"gemma3-12b", false}, {"gemma4-12b", false}, {"gemma4-12b-attention", false}, {"gemma4-31b", false}};
 
 // Token ids of the special pieces in the trained tokenizer.
 struct SpecialIds {
@@ -146,6 +146,20 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
     text.update({{"vocab_size", 262144}, {"hidden_size", 3840}, {"intermediate_size", 15360},
                  {"num_attention_heads", 16}, {"num_key_value_heads", 8}, {"head_dim", 256},
                  {"global_head_dim", 512}, {"sliding_window", 1024}, {"rms_norm_eps", 1e-6}});
+  } else if (name == "gemma4-31b") {
+    // Gemma-4-31B as convert_gemma4_weights.py configures it, with the
+    // large-model vision encoder (27 layers, head_dim 72, standardize): the
+    // full-size encoder variant (use --layers to cut the 62 GB decoder).
+    multimodal_gemma4(280);
+    n_layers = 60;
+    text.update({{"vocab_size", 262144}, {"hidden_size", 5376}, {"intermediate_size", 21504},
+                 {"num_attention_heads", 32}, {"num_key_value_heads", 16}, {"num_global_key_value_heads", 4},
+                 {"head_dim", 256}, {"global_head_dim", 512}, {"attention_k_eq_v", true}, {"sliding_window", 1024},
+                 {"rms_norm_eps", 1e-6}});
+    gemma4_vision({{"hidden_size", 1152}, {"intermediate_size", 4304}, {"num_hidden_layers", 27},
+                   {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"head_dim", 72}, {"patch_size", 16},
+                   {"pooling_kernel_size", 3}, {"position_embedding_size", 10240}, {"default_output_length", 280},
+                   {"rms_norm_eps", 1e-6}, {"use_clipped_linears", false}, {"standardize", true}});
   } else if (name == "gemma4-12b-attention") {
     // Gemma-4-12B's attention (16 query heads, 8 KV heads, head_dim 256 /
     // 512, window 1024, 5:1 sliding:full) on a small residual stream, MLP and
@@ -324,7 +338,8 @@ void make_model(const MakeModelOptions& o) {
   const std::vector<std::string>& special = gemma4 ? gemma4_special_pieces() : gemma_special_pieces();
   const std::string tokenizer_model = train_tokenizer(kTokenizerCorpus, kTokenizerVocab, unsigned(o.seed), special);
   const BpeVocabulary trained = bpe_vocabulary_from_sentencepiece(tokenizer_model, special);
-  const bool real_vocabulary = o.preset == "gemma3-1b" || o.preset == "gemma3-12b" || o.preset == "gemma4-12b";
+  const bool real_vocabulary = o.preset == "gemma3-1b" || o.preset == "gemma3-12b" ||
+                               o.preset == "gemma4-12b" || o.preset == "gemma4-31b";
   SpecialIds ids{};
   BpeVocabulary vocabulary;
   if (real_vocabulary) {

@@ -11,19 +11,13 @@ namespace splitdec::serve {
 
 namespace {
 
-// Appends tokens and media blocks to one prompt row.
+// One prompt row: BOS, then text (a media soft token in it is refused).
 class PromptBuilder {
  public:
   PromptBuilder(const Tokenizer& tok, const ModelConfig& c) : tok_(tok), c_(c), special_(SpecialTokens::resolve(c, tok)) {
     push(SpecialTokens::require(special_.bos, "BOS"), Modality::Text);
   }
   void text(const std::string& s) { pending_ += s; }
-  void media(const MediaEmbeddings& m, Modality kind) {
-    flush();
-    const PromptBatch block = media_prompt(special_, m.data, m.rows, kind);
-    for (int i = 0; i < block.seq; ++i) push(block.tokens[size_t(i)], block.modality[size_t(i)]);
-    p_.media.insert(p_.media.end(), block.media.begin(), block.media.end());
-  }
   PromptBatch finish() {
     flush();
     p_.batch = 1;

@@ -268,6 +268,16 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     }
     image.image_tokens = int(*t);
   }
+  // splitdec's extension: pan_and_scan, Gemma-3's do_pan_and_scan for this
+  // request's images (as --pan-and-scan).
+  if (const auto pan = boolean(body, "pan_and_scan")) {
+    const FrontendConfig* f = ctx.media.frontend() ? &ctx.media.frontend()->config() : nullptr;
+    if (*pan && (!f || f->vision != VisionFrontend::Siglip))
+      throw bad_field("pan_and_scan", "pan_and_scan: a Gemma-3 (SigLIP) image option; this model's images " +
+                                          std::string(f && f->vision != VisionFrontend::None ? "are sized by image_tokens instead"
+                                                                                           : "have no vision frontend"));
+    image.pan_and_scan = *pan;
+  }
   const MediaLoader loader = ctx.media.with_image_options(image);
   const RequestContext request_ctx{ctx.tokenizer, ctx.config, ctx.chat_template, ctx.media_dir, loader};
   try {

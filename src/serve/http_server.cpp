@@ -151,7 +151,7 @@ struct HttpServer::Impl {
     try {
       if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       const Engine::Impl& e = engine->impl();
-      const MediaLoader media(e.model.config(), e.frontend);
+      const MediaLoader media(e.model.config(), e.frontend, options.image);
       const CompletionRequest r =
           parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir, media});
       auto job = std::make_shared<GenerationJob>(admission(r));
@@ -231,7 +231,15 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(std::shared_ptr<const Engine> engine, ServerOptions options, SchedulerOptions scheduler)
-    : impl_(std::make_unique<Impl>(std::move(engine), std::move(options), std::move(scheduler))) {}
+    : impl_(std::make_unique<Impl>(std::move(engine), std::move(options), std::move(scheduler))) {
+  // Bad defaults stop the server at startup, not every request that has an image.
+  const ImageOptions& image = impl_->options.image;
+  if (image.image_tokens != 0 || image.pan_and_scan) {
+    const auto& frontend = impl_->engine->impl().frontend;
+    if (!frontend) throw InputError("--image-tokens / --pan-and-scan: this model has no vision frontend");
+    frontend->check_image_options(image);
+  }
+}
 
 HttpServer::~HttpServer() = default;
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "media/media_frontend.h"
 #include "serve/scheduler.h"
 
 namespace splitdec {
@@ -22,6 +23,7 @@ struct ServerOptions {
   std::string media_dir;  // empty: media file paths are refused
   std::string model_name; // what /v1/models lists and responses echo
   size_t max_body_bytes = size_t(64) << 20;
+  ImageOptions image;  // requests' defaults (--image-tokens, --pan-and-scan); a request may override them
 };
 
 class HttpServer {
