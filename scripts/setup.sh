@@ -9,7 +9,7 @@ packages=(
   libgtest-dev libgmock-dev
   libonnx-dev libprotobuf-dev
   libcpp-httplib-dev curl
-  libpng-dev libjpeg62-turbo-dev libsndfile1-dev
+  libpng-dev libjpeg62-turbo-dev libsndfile1-dev libsoxr-dev
   python3-pil
 )
 # Node.js runs ONNX Runtime (onnxruntime-node from npm) for the ONNX export

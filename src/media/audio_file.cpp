@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <sndfile.h>
 
 #include "core/error.h"
+#include "media/audio_resample.h"
 
 // libsndfile reads the samples, as Python's soundfile (and so librosa and
 // transformers' load_audio) does: sf_readf_float with its default
@@ -18,9 +20,10 @@
 // as stored. Channels are averaged in float, in channel order, then divided by
 // their count, as numpy's mean over the channel axis does.
 //
-// Resampling: none. A rate other than 16 kHz is refused with an InputError
-// that names the rate and how to convert the file; HF resamples with soxr,
-// which a reimplementation here would not match sample for sample.
+// Resampling: a rate other than 16 kHz is converted after the channels are
+// averaged, as librosa.load(path, sr=16000) does (audio_resample.h: libsoxr
+// at librosa's default quality). The length limit is a duration, so it is
+// checked in input frames at the file's own rate.
 
 namespace splitdec {
 
@@ -58,9 +61,9 @@ std::string format_name(int format) {
   return std::string("format ") + hex;
 }
 
-std::string minutes(int64_t frames) {
+std::string minutes(int64_t frames, int rate) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.1f", double(frames) / kAudioSampleRate / 60.0);
+  std::snprintf(text, sizeof text, "%.1f", double(frames) / rate / 60.0);
   return text;
 }
 
@@ -95,41 +98,50 @@ AudioClip read_audio_file(const std::string& path) {
   if (!is_supported_encoding(sub))
     throw InputError(path + ": " + format_name(sub) + " encoding is not supported (PCM, float, u-law or A-law WAV, or FLAC); " +
                      "convert it, e.g. `sox in.wav -e signed-integer -b 16 out.wav`");
-  if (info.samplerate != kAudioSampleRate)
-    throw InputError(path + ": the audio is sampled at " + std::to_string(info.samplerate) + " Hz; splitdec needs " +
-                     std::to_string(kAudioSampleRate) + " Hz and does not resample (convert it, e.g. `sox in.wav -r 16000 out.wav`)");
+  const int rate = info.samplerate;
+  if (rate < kMinAudioInputRate || rate > kMaxAudioInputRate)
+    throw InputError(path + ": the audio header gives a sample rate of " + std::to_string(rate) + " Hz; splitdec reads " +
+                     std::to_string(kMinAudioInputRate) + " to " + std::to_string(kMaxAudioInputRate) +
+                     " Hz (resampled to 16 kHz)");
   if (info.channels < 1) throw FormatError(path + ": the audio header gives " + std::to_string(info.channels) + " channels");
   if (info.frames <= 0) throw InputError(path + ": the audio file holds no samples (empty)");
-  const std::string limit = "the limit of " + std::to_string(kMaxAudioFrames) + " frames (kMaxAudioFrames, " +
-                            minutes(kMaxAudioFrames) + " minutes at 16 kHz)";
-  if (info.frames > kMaxAudioFrames)
-    throw InputError(path + ": the audio header gives " + std::to_string(info.frames) + " frames (" + minutes(info.frames) +
-                     " minutes), more than " + limit);
+  // kMaxAudioFrames at 16 kHz: the same duration at the file's rate.
+  const int64_t max_frames = kMaxAudioFrames * rate / kAudioSampleRate;
+  const std::string limit = "the limit of " + std::to_string(max_frames) + " frames at " + std::to_string(rate) +
+                            " Hz (kMaxAudioFrames, " + minutes(kMaxAudioFrames, kAudioSampleRate) + " minutes)";
+  if (info.frames > max_frames)
+    throw InputError(path + ": the audio header gives " + std::to_string(info.frames) + " frames (" +
+                     minutes(info.frames, rate) + " minutes), more than " + limit);
 
   AudioClip clip;
-  clip.sample_rate = info.samplerate;
-  clip.samples.reserve(size_t(info.frames));
+  std::optional<AudioResampler> resampler;
+  if (rate != kAudioSampleRate) resampler.emplace(rate, kAudioSampleRate);
+  clip.samples.reserve(size_t(AudioResampler::output_length(info.frames, rate, kAudioSampleRate)));
   const size_t channels = size_t(info.channels);
   std::vector<float> block(size_t(kBlockFrames) * channels);
+  std::vector<float> mono(static_cast<size_t>(kBlockFrames));
+  int64_t frames = 0;
   for (;;) {
     const sf_count_t got = sf_readf_float(file.get(), block.data(), kBlockFrames);
     if (got <= 0) break;
-    if (int64_t(clip.samples.size()) + got > kMaxAudioFrames)
-      throw InputError(path + ": the audio runs past " + limit);
+    if (frames + got > max_frames) throw InputError(path + ": the audio runs past " + limit);
     for (sf_count_t i = 0; i < got; ++i) {
       const float* frame = block.data() + size_t(i) * channels;
       float sum = frame[0];
       for (size_t c = 1; c < channels; ++c) sum += frame[c];
-      clip.samples.push_back(channels == 1 ? sum : sum / float(channels));
+      // Float files can hold NaN or infinity, which no encoder should be fed.
+      if (!std::isfinite(sum))
+        throw InputError(path + ": audio sample " + std::to_string(frames + i) + " is not a finite number");
+      mono[size_t(i)] = channels == 1 ? sum : sum / float(channels);
     }
+    if (resampler) resampler->push(mono.data(), size_t(got), clip.samples);
+    else clip.samples.insert(clip.samples.end(), mono.begin(), mono.begin() + got);
+    frames += got;
   }
   if (sf_error(file.get()) != SF_ERR_NO_ERROR)
     throw FormatError(path + ": the audio data is corrupt (libsndfile: " + sf_strerror(file.get()) + ")");
-  if (clip.samples.empty()) throw InputError(path + ": the audio file holds no samples (empty)");
-  // Float files can hold NaN or infinity, which no encoder should be fed.
-  for (size_t i = 0; i < clip.samples.size(); ++i)
-    if (!std::isfinite(clip.samples[i]))
-      throw InputError(path + ": audio sample " + std::to_string(i) + " is not a finite number");
+  if (frames == 0) throw InputError(path + ": the audio file holds no samples (empty)");
+  if (resampler) resampler->finish(clip.samples);
   return clip;
 }
 

@@ -1,7 +1,7 @@
 // WAV and FLAC files to 16 kHz mono float samples (libsndfile). 16-bit PCM
 // reads as sample / 32768, as the usual Python audio readers do; several
-// channels are averaged. Other sample rates are resampled by the method
-// named in audio_file.cpp, or refused with an InputError that names the rate.
+// channels are averaged. Other sample rates (1 kHz to 768 kHz) are then
+// resampled to 16 kHz as librosa.load(sr=16000) does (audio_resample.h).
 #pragma once
 
 #include <cstddef>
