@@ -257,7 +257,7 @@ TEST(MediaPipeline, BadMediaAreOneLineErrors) {
   const std::string png = test::read_file(kDemoPng);
   test::write_file(work + "/truncated.png", png.substr(0, png.size() / 2));
   test::write_file(work + "/notes.txt", "not a picture at all\n");
-  write_wav(work + "/clip44k.wav", test_samples(4410), 44100);
+  write_wav(work + "/clip500hz.wav", test_samples(4410), 500);
   write_wav(work + "/clip.wav", test_samples(1000), 16000);
   const std::string ask = " --chat --prompt 'What?' --max-new-tokens 2";
   expect_fails_with("generate --model " + g3 + " --image " + work + "/truncated.png" + ask, {"truncated.png"});
@@ -267,8 +267,14 @@ TEST(MediaPipeline, BadMediaAreOneLineErrors) {
   // Gemma-4's conformer audio is not supported; Gemma-3 has no audio frontend.
   expect_fails_with("generate --model " + g4 + " --audio " + work + "/clip.wav" + ask, {"clip.wav", "audio"});
   expect_fails_with("embed-media --model " + test::tiny_model_dir("tiny-gemma4-unified") + " --audio " + work +
-                        "/clip44k.wav --out " + work + "/x.npy",
-                    {"44100", "16000"});
+                        "/clip500hz.wav --out " + work + "/x.npy",
+                    {"clip500hz.wav", "500 Hz", "1000 to 768000"});
+  // 44.1 kHz is resampled: 4410 samples are 1600 at 16 kHz, 3 frames of 640.
+  write_wav(work + "/clip44k.wav", test_samples(4410), 44100);
+  const auto ok = test::run_splitdec("embed-media --model " + test::tiny_model_dir("tiny-gemma4-unified") + " --audio " +
+                                     work + "/clip44k.wav --out " + work + "/x.npy");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("3 rows of 64"), std::string::npos) << ok.output;
   expect_fails_with("embed-media --model " + g3 + " --audio " + kDemoPng + " --out " + work + "/x.npy", {"image"});
   expect_fails_with("embed-media --model " + g3 + " --image " + work + "/missing.png --out " + work + "/x.npy",
                     {"missing.png"});
