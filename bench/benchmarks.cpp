@@ -181,13 +181,17 @@ json linear_layers(const json& m, bool quick) {
 
 // ---- decode-step attention at Gemma-4-12B layer shapes -----------------------
 
+// Peak RSS helpers (defined with the whole-model rows below).
+void reset_peak_rss();
+double peak_rss_mib();
+
 json decode_attention(const json& m, bool quick) {
   section("decode-step attention, Hq=16 Hkv=8 (GQA path)");
   (void)m;
   json out = json::array();
   std::vector<int> contexts = quick ? std::vector<int>{1024, 4096, 16384} : std::vector<int>{1024, 4096, 16384, 32768};
-  std::printf("%8s %6s %6s %10s %12s %10s\n", "context", "hd", "KV", "ms", "floor ms", "of floor");
-  for (DType kv_dtype : {DType::F32, DType::BF16, DType::I8})
+  std::printf("%8s %6s %6s %10s %12s %10s %14s\n", "context", "hd", "KV", "ms", "floor ms", "of floor", "peak RSS MiB");
+  for (DType kv_dtype : {DType::F32, DType::BF16, DType::F16, DType::I8})
   for (int hd : {256, 512})
     for (int ctx : contexts) {
       const int Hkv = 8, Hq = 16;
@@ -197,11 +201,13 @@ json decode_attention(const json& m, bool quick) {
       std::vector<int8_t> k8, v8;
       std::vector<float> ks, vs;
       KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
-      if (kv_dtype == DType::BF16) {
+      if (kv_dtype == DType::BF16 || kv_dtype == DType::F16) {
+        const bool f16 = kv_dtype == DType::F16;
         k16.resize(k.size()), v16.resize(v.size());
-        for (size_t x = 0; x < k.size(); ++x) k16[x] = f32_to_bf16(k[x]), v16[x] = f32_to_bf16(v[x]);
+        for (size_t x = 0; x < k.size(); ++x)
+          k16[x] = f16 ? f32_to_f16(k[x]) : f32_to_bf16(k[x]), v16[x] = f16 ? f32_to_f16(v[x]) : f32_to_bf16(v[x]);
         k = {}, v = {};
-        kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data()};
+        kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data(), f16};
       } else if (kv_dtype == DType::I8) {  // --kv-dtype q8: int8 rows, one f32 scale each
         k8.resize(k.size()), v8.resize(v.size()), ks.resize(k.size() / size_t(hd)), vs.resize(ks.size());
         for (size_t r = 0; r < ks.size(); ++r)
@@ -214,12 +220,14 @@ json decode_attention(const json& m, bool quick) {
       const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
       const int64_t start = 0;
       const double bw = probe_bandwidth_gbs();
+      reset_peak_rss();  // the KV in its storage type, not the f32 it was made from
       const double t = median_time([&] { gqa_attention(qb, kv, 0, &start, o.data()); }, 5, 0.3);
+      const double rss = peak_rss_mib();
       const double bytes = 2.0 * Hkv * ctx * double(kv_row_bytes(kv_dtype, hd)), floor = bytes / (bw * 1e9);
       const char* name = kv_dtype == DType::I8 ? "q8" : dtype_name(kv_dtype);
-      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%%\n", ctx, hd, name, t * 1e3, floor * 1e3, 100 * floor / t);
+      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%% %14.0f\n", ctx, hd, name, t * 1e3, floor * 1e3, 100 * floor / t, rss);
       out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", name}, {"ms", t * 1e3}, {"kv_bytes", bytes},
-                     {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}, {"bandwidth_gbs", bw}});
+                     {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}});
     }
   return out;
 }
@@ -245,10 +253,6 @@ PromptBatch synthetic_prompt(const ModelConfig& c, int length, bool image, int i
   p.attention_mask.assign(size_t(length), 1);
   return p;
 }
-
-// Peak RSS helpers (defined with the whole-model rows below).
-void reset_peak_rss();
-double peak_rss_mib();
 
 // Time to first token on the Gemma-4-12B attention stack (6 layers, narrow
 // residual stream): a prompt of S tokens, text only or with one 1120-token
@@ -718,14 +722,15 @@ int run_benchmarks(const BenchOptions& opt) {
   json whole = json::array();
   if (wanted("whole_model")) {
     section("whole model: a 512-token prompt, then decode");
-    // gemma3-1b in f32 and bf16 (quick: 4 of its 26 layers).
-    for (DType dt : {DType::BF16, DType::F32}) {
+    // gemma3-1b in bf16, f16 and f32 (quick: 4 of its 26 layers).
+    for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
       MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b", 1, dt, {}};
       if (opt.quick) o.layers = 4;
       make_model(o);
-      const std::string label = std::string(opt.quick ? "gemma3-1b (4 layers) " : "gemma3-1b ") + (dt == DType::BF16 ? "bf16" : "f32");
+      const char* dtype = dt == DType::BF16 ? "bf16" : dt == DType::F16 ? "f16" : "f32";
+      const std::string label = std::string(opt.quick ? "gemma3-1b (4 layers) " : "gemma3-1b ") + dtype;
       whole.push_back(whole_model(o.out_dir, label, 512));
-      whole.back()["dtype"] = dt == DType::BF16 ? "bf16" : "f32";
+      whole.back()["dtype"] = dtype;
       fs::remove_all(o.out_dir);
     }
   }
@@ -768,7 +773,7 @@ int run_benchmarks(const BenchOptions& opt) {
     double gqa_frac = 1;
     for (const auto& e : r["decode_attention"])
       if (e["context"].get<int>() >= 16384 && e["kv_dtype"] != "q8") gqa_frac = std::min(gqa_frac, e["fraction_of_floor"].get<double>());
-    report("GQA decode attention, fraction of bandwidth floor at >= 16K", gqa_frac, 0.7, "");
+    report("GQA decode attention (f32, bf16, f16 KV), fraction of bandwidth floor at >= 16K", gqa_frac, 0.8, "");
     // q8 KV against bf16 KV, same context and head_dim: the slowest ratio at >= 16K.
     double q8_speedup = 1e9;
     for (const auto& a : r["decode_attention"])

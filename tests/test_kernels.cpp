@@ -91,9 +91,12 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
   std::mt19937 rng(11);
   const simd::KernelTable& ref = simd::generic_table();
   for (const simd::KernelTable* t : simd::available())
-    for (int n : {0, 1, 5, 15, 16, 17, 40, 100})
-      for (int group : {1, 2, 4})
-        for (int hd : {2, 18, 64})
+    // n: block edges of both tables (8 / 16 keys), the 4-key score tiles and
+    // the prefetch distance (4 blocks); group: head pairs and an odd last
+    // head; hd: vector tails and the 4-vector value tiles.
+    for (int n : {0, 1, 5, 15, 16, 17, 40, 63, 64, 65, 100, 129})
+      for (int group : {1, 2, 3, 4, 8})
+        for (int hd : {2, 18, 64, 72, 136, 256})
         for (float cap : {0.f, 2.5f}) {
           const auto q = random_vec(rng, size_t(group * hd)), k = random_vec(rng, size_t(n * hd)), v = random_vec(rng, size_t(n * hd));
           // Start from a state that already holds some keys.
