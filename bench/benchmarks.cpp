@@ -520,6 +520,19 @@ FloorStep decode_against_floor(const Model& model, int context) {
   return {step, double(model.weights().bytes()) / (bw * 1e9), bw};
 }
 
+// KV bytes one decode step at `context` positions reads (f32 KV): every
+// layer that owns a cache reads its visible keys and values once.
+double kv_bytes_per_step(const ModelConfig& c, int64_t context) {
+  double bytes = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (c.is_kv_shared(l)) continue;
+    const LayerSpec& spec = c.layers[size_t(l)];
+    const int64_t visible = spec.window > 0 ? std::min<int64_t>(context, spec.window) : context;
+    bytes += 2.0 * double(visible) * spec.num_kv_heads * double(kv_row_bytes(DType::F32, spec.head_dim));
+  }
+  return bytes;
+}
+
 // Multiply-adds x 2 of a prompt of S tokens through the decoder: every
 // linear layer once per token, attention over the visible pairs of each
 // layer (causal, or the sliding window), the LM head on the last row only
@@ -569,10 +582,26 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
               "weights %.2f GB; peak RSS %.0f MiB\n",
               label.c_str(), prompt_len / prefill_s, gflops, 100 * gflops / peak, peak, 1 / decode_s, 1 / floor_s,
               100 * floor_s / decode_s, weight_bytes / 1e9, rss);
-  return {{"model", label}, {"prompt_tokens", prompt_len}, {"prefill_tokens_per_s", prompt_len / prefill_s},
-          {"prefill_gflops", gflops}, {"gemm_peak_gflops", peak}, {"prefill_fraction_of_peak", gflops / peak},
-          {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
-          {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
+  json row{{"model", label}, {"prompt_tokens", prompt_len}, {"prefill_tokens_per_s", prompt_len / prefill_s},
+           {"prefill_gflops", gflops}, {"gemm_peak_gflops", peak}, {"prefill_fraction_of_peak", gflops / peak},
+           {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
+           {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
+  // Decode at a long synthetic past: the floor is the weights plus the KV the
+  // step reads (f32 KV), both once at the probed bandwidth.
+  for (int context : {4096, 16384}) {
+    reset_peak_rss();
+    const FloorStep f = decode_against_floor(model, context);
+    const double kv = kv_bytes_per_step(model.config(), context);
+    const double floor_kv = (weight_bytes + kv) / (f.bandwidth_gbs * 1e9), rss_ctx = peak_rss_mib();
+    std::printf("%-34s decode at %2dK %6.2f tokens/s (floor of weights + %.0f MiB KV %6.2f: %.0f%%; weights alone %.0f%%); peak RSS %.0f MiB\n",
+                label.c_str(), context / 1024, 1 / f.step_s, kv / (1 << 20), 1 / floor_kv, 100 * floor_kv / f.step_s,
+                100 * f.floor_s / f.step_s, rss_ctx);
+    row["at_" + std::to_string(context / 1024) + "k"] = {{"decode_tokens_per_s", 1 / f.step_s}, {"kv_bytes_per_step", kv},
+                                                          {"floor_tokens_per_s", 1 / floor_kv}, {"fraction_of_floor", floor_kv / f.step_s},
+                                                          {"fraction_of_weight_floor", f.floor_s / f.step_s},
+                                                          {"bandwidth_gbs", f.bandwidth_gbs}, {"peak_rss_mib", rss_ctx}};
+  }
+  return row;
 }
 
 // --weights q8 / q4 (int8 activations in decode), their -f32act forms and
@@ -810,6 +839,10 @@ int run_benchmarks(const BenchOptions& opt) {
   if (r.contains("folder")) report("decode fraction of floor at 4K, " + opt.model_dir, r["folder"]["fraction_of_floor"], 0.8, "");
   for (const auto& e : r["whole_model"]) {
     report("decode fraction of floor, " + e["model"].get<std::string>(), e["fraction_of_floor"], 0.8, "");
+    for (const char* at : {"at_4k", "at_16k"})
+      if (e.contains(at))
+        report(std::string("decode fraction of floor (weights + KV) ") + at + ", " + e["model"].get<std::string>(),
+               e[at]["fraction_of_floor"], 0.8, "");
     if (e.contains("dtype"))
       report("whole-model prefill, fraction of GEMM peak, " + e["model"].get<std::string>(), e["prefill_fraction_of_peak"], 0.6, "");
   }
