@@ -291,7 +291,7 @@ json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
   json out = json::array();
   const std::vector<Plan> plans = {Plan::Single, Plan::SplitCopy, Plan::Split, Plan::Unified};
   std::vector<int> contexts = quick ? std::vector<int>{1024, 4096} : std::vector<int>{1024, 4096, 16384, 32768};
-  std::printf("%12s %8s %8s %12s %18s\n", "plan", "context", "prompt", "ms/token", "KV bytes/token");
+  std::printf("%12s %8s %8s %12s %18s %14s\n", "plan", "context", "prompt", "ms/token", "KV bytes/token", "peak RSS MiB");
   for (Plan plan : plans) {
     Series s{plan_name(plan), {}, {}};
     for (int ctx : contexts)
@@ -301,6 +301,7 @@ json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
       // alike); beyond that the past is synthetic (decode cost does not
       // depend on the values in the cache, nor on the past's modality).
       const bool real = ctx <= (quick ? 1024 : 4096);
+      reset_peak_rss();  // both sessions of this context (text and image) together
       std::vector<std::unique_ptr<Session>> sessions;
       for (bool image : {false, true}) {
         if (!real && image) continue;
@@ -322,15 +323,17 @@ json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
           sessions[v]->decode({30 + k});
           times[v].push_back(now_s() - t0);
         }
+      const double rss = peak_rss_mib();
       for (size_t v = 0; v < sessions.size(); ++v) {
         const bool image = v == 1;
         std::sort(times[v].begin(), times[v].end());
         const double ms = times[v][times[v].size() / 2] * 1e3;
         const TraceEntry& last = sessions[v]->trace().back();
         const double kv_bytes = double(last.kv_bytes_allocated + last.kv_bytes_copied);
-        std::printf("%12s %8d %8s %12.2f %18.0f\n", plan_name(plan), ctx, image ? "image" : "text", ms, kv_bytes);
+        std::printf("%12s %8d %8s %12.2f %18.0f %14.0f\n", plan_name(plan), ctx, image ? "image" : "text", ms, kv_bytes, rss);
         out.push_back({{"plan", plan_name(plan)}, {"context", ctx}, {"prompt", image ? "image" : "text"},
-                       {"prefill", real ? "real" : "synthetic"}, {"ms_per_token", ms}, {"kv_bytes_per_token", kv_bytes}});
+                       {"prefill", real ? "real" : "synthetic"}, {"ms_per_token", ms}, {"kv_bytes_per_token", kv_bytes},
+                       {"peak_rss_mib", rss}});
         if (!image) s.x.push_back(ctx), s.y.push_back(ms);
       }
     }
@@ -397,14 +400,15 @@ json prefill_attention(bool quick) {
   const std::vector<int> sizes = quick ? std::vector<int>{2048, 8192} : std::vector<int>{2048, 8192, 32768};
   const double peak = probe_gemm_peak_gflops(3);
   std::printf("GEMM peak now (OpenBLAS sgemm per thread, best of 3): %.1f GFLOP/s\n", peak);
-  std::printf("%6s %6s %10s %8s %7s %11s %8s %7s %10s %8s %15s %14s\n", "S", "image", "flash ms", "GFLOP/s", "of peak", "rowwise ms",
-              "GFLOP/s", "of peak", "dense ms", "flash x", "mask bytes", "bias bytes");
+  std::printf("%6s %6s %10s %8s %7s %11s %8s %7s %10s %8s %15s %14s %9s\n", "S", "image", "flash ms", "GFLOP/s", "of peak", "rowwise ms",
+              "GFLOP/s", "of peak", "dense ms", "flash x", "mask bytes", "bias bytes", "peak RSS");
   for (int S : sizes)
     for (int image : {256, 1100}) {
       const bool run_rowwise = S <= 8192 ? (!quick || S == 2048 || image == 1100) : image == 1100;
       const bool run_dense = S == 2048 || (!quick && S == 8192);
       if (quick && S > 2048 && image != 1100) continue;
       const int Hq = 16, Hkv = 8, hd = 256;
+      reset_peak_rss();  // the row's inputs, mask or bias and outputs
       LayerInputs in = layer_inputs(S, Hq, Hkv, hd);
       std::vector<std::vector<int>> blocks(1, std::vector<int>(size_t(S), -1));
       for (int j = S / 4; j < S / 4 + image; ++j) blocks[0][size_t(j)] = 0;  // an image a quarter in
@@ -422,22 +426,23 @@ json prefill_attention(bool quick) {
       if (run_rowwise) tr = median_time([&] { rowwise_prefill_attention(in.qb, in.kv, iv.data(), in.o.data()); }, reps, 0.0);
       if (run_dense)
         td = median_time([&] { dense_bias_attention(in.qb, in.kv, chunk_dense_bias(rule, mask_in).data(), in.o.data()); }, 1, 0.0);
-      const double gf = flops / tf / 1e9, gr = tr > 0 ? flops / tr / 1e9 : 0;
+      const double gf = flops / tf / 1e9, gr = tr > 0 ? flops / tr / 1e9 : 0, rss = peak_rss_mib();
       auto cell = [](double v, const char* fmt) {
         char b[32];
         if (v > 0) std::snprintf(b, sizeof b, fmt, v);
         else std::snprintf(b, sizeof b, "-");
         return std::string(b);
       };
-      std::printf("%6d %6d %10.1f %8.1f %6.0f%% %11s %8s %7s %10s %8s %15.0f %14.0f%s\n", S, image, tf * 1e3, gf, 100 * gf / peak,
+      std::printf("%6d %6d %10.1f %8.1f %6.0f%% %11s %8s %7s %10s %8s %15.0f %14.0f %5.0f MiB%s\n", S, image, tf * 1e3, gf, 100 * gf / peak,
                   cell(tr * 1e3, "%.1f").c_str(), cell(gr, "%.1f").c_str(), cell(100 * gr / peak, "%.0f%%").c_str(),
-                  cell(td * 1e3, "%.1f").c_str(), cell(tr / tf, "%.1fx").c_str(), mask_bytes, bias_bytes, run_dense ? "" : " (bias not built)");
+                  cell(td * 1e3, "%.1f").c_str(), cell(tr / tf, "%.1fx").c_str(), mask_bytes, bias_bytes, rss,
+                  run_dense ? "" : " (bias not built)");
       auto opt = [](double v) { return v > 0 ? json(v) : json(nullptr); };
       out.push_back({{"S", S}, {"image_tokens", image}, {"flops", flops}, {"gemm_peak_gflops", peak},
                      {"masked_ms", tf * 1e3}, {"masked_gflops", gf}, {"masked_fraction_of_peak", gf / peak},
                      {"rowwise_ms", opt(tr * 1e3)}, {"rowwise_gflops", opt(gr)}, {"rowwise_fraction_of_peak", opt(gr / peak)},
                      {"masked_speedup_vs_rowwise", opt(tr / tf)}, {"dense_bias_ms", opt(td * 1e3)}, {"speedup", opt(td / tf)},
-                     {"masked_mask_bytes", mask_bytes}, {"dense_bias_bytes", bias_bytes}});
+                     {"masked_mask_bytes", mask_bytes}, {"dense_bias_bytes", bias_bytes}, {"peak_rss_mib", rss}});
     }
   return out;
 }
@@ -451,11 +456,13 @@ json prefill_layers(bool quick) {
   json out = json::array();
   const double peak = probe_gemm_peak_gflops(3);
   std::printf("GEMM peak now: %.1f GFLOP/s\n", peak);
-  std::printf("%8s %6s %6s %8s %10s %8s %7s %11s %8s\n", "layer", "S", "hd", "window", "flash ms", "GFLOP/s", "of peak", "rowwise ms", "flash x");
+  std::printf("%8s %6s %6s %8s %10s %8s %7s %11s %8s %10s\n", "layer", "S", "hd", "window", "flash ms", "GFLOP/s", "of peak", "rowwise ms", "flash x",
+              "peak RSS");
   struct Row { const char* layer; int S, hd, window; bool rowwise; };
   std::vector<Row> rows = {{"sliding", 8192, 256, 1024, true}, {"full", 8192, 512, 0, !quick}};
   if (!quick) rows.push_back({"sliding", 32768, 256, 1024, true});
   for (const Row& r : rows) {
+    reset_peak_rss();
     LayerInputs in = layer_inputs(r.S, 16, 8, r.hd);
     const int64_t start = 0;
     std::vector<KeyInterval> iv(size_t(r.S));
@@ -463,12 +470,13 @@ json prefill_layers(bool quick) {
     const double flops = attention_flops(iv, 16, r.hd);
     const double tf = median_time([&] { gqa_attention(in.qb, in.kv, r.window, &start, in.o.data()); }, 1, 0.0);
     const double tr = r.rowwise ? median_time([&] { rowwise_prefill_attention(in.qb, in.kv, iv.data(), in.o.data()); }, 1, 0.0) : 0;
-    const double gf = flops / tf / 1e9;
-    std::printf("%8s %6d %6d %8d %10.1f %8.1f %6.0f%% %11.1f %7.1fx\n", r.layer, r.S, r.hd, r.window, tf * 1e3, gf, 100 * gf / peak, tr * 1e3,
-                tr / tf);
+    const double gf = flops / tf / 1e9, rss = peak_rss_mib();
+    std::printf("%8s %6d %6d %8d %10.1f %8.1f %6.0f%% %11.1f %7.1fx %6.0f MiB\n", r.layer, r.S, r.hd, r.window, tf * 1e3, gf, 100 * gf / peak,
+                tr * 1e3, tr / tf, rss);
     out.push_back({{"layer", r.layer}, {"S", r.S}, {"head_dim", r.hd}, {"window", r.window}, {"flops", flops}, {"gemm_peak_gflops", peak},
                    {"flash_ms", tf * 1e3}, {"flash_gflops", gf}, {"flash_fraction_of_peak", gf / peak},
-                   {"rowwise_ms", tr > 0 ? json(tr * 1e3) : json(nullptr)}, {"flash_speedup_vs_rowwise", tr > 0 ? json(tr / tf) : json(nullptr)}});
+                   {"rowwise_ms", tr > 0 ? json(tr * 1e3) : json(nullptr)}, {"flash_speedup_vs_rowwise", tr > 0 ? json(tr / tf) : json(nullptr)},
+                   {"peak_rss_mib", rss}});
   }
   return out;
 }
