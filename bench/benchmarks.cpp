@@ -203,9 +203,9 @@ json decode_attention(const json& m, bool quick) {
       KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
       if (kv_dtype == DType::BF16 || kv_dtype == DType::F16) {
         const bool f16 = kv_dtype == DType::F16;
+        uint16_t (*const to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
         k16.resize(k.size()), v16.resize(v.size());
-        for (size_t x = 0; x < k.size(); ++x)
-          k16[x] = f16 ? f32_to_f16(k[x]) : f32_to_bf16(k[x]), v16[x] = f16 ? f32_to_f16(v[x]) : f32_to_bf16(v[x]);
+        for (size_t x = 0; x < k.size(); ++x) k16[x] = to16(k[x]), v16[x] = to16(v[x]);
         k = {}, v = {};
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data(), f16};
       } else if (kv_dtype == DType::I8) {  // --kv-dtype q8: int8 rows, one f32 scale each
@@ -528,15 +528,15 @@ FloorStep decode_against_floor(const Model& model, int context) {
   return {step, double(model.weights().bytes()) / (bw * 1e9), bw};
 }
 
-// KV bytes one decode step at `context` positions reads (f32 KV): every
-// layer that owns a cache reads its visible keys and values once.
-double kv_bytes_per_step(const ModelConfig& c, int64_t context) {
+// KV bytes one decode step at `context` positions reads from `storage`:
+// every layer that owns a cache reads its visible keys and values once.
+double kv_bytes_per_step(const ModelConfig& c, int64_t context, DType storage) {
   double bytes = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     if (c.is_kv_shared(l)) continue;
     const LayerSpec& spec = c.layers[size_t(l)];
     const int64_t visible = spec.window > 0 ? std::min<int64_t>(context, spec.window) : context;
-    bytes += 2.0 * double(visible) * spec.num_kv_heads * double(kv_row_bytes(DType::F32, spec.head_dim));
+    bytes += 2.0 * double(visible) * spec.num_kv_heads * double(kv_row_bytes(storage, spec.head_dim));
   }
   return bytes;
 }
@@ -595,11 +595,12 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
            {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
            {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
   // Decode at a long synthetic past: the floor is the weights plus the KV the
-  // step reads (f32 KV), both once at the probed bandwidth.
+  // step reads (decode_against_floor's session keeps the default KV storage),
+  // both once at the probed bandwidth.
   for (int context : {4096, 16384}) {
     reset_peak_rss();
     const FloorStep f = decode_against_floor(model, context);
-    const double kv = kv_bytes_per_step(model.config(), context);
+    const double kv = kv_bytes_per_step(model.config(), context, SessionOptions{}.kv_dtype);
     const double floor_kv = (weight_bytes + kv) / (f.bandwidth_gbs * 1e9), rss_ctx = peak_rss_mib();
     std::printf("%-34s decode at %2dK %6.2f tokens/s (floor of weights + %.0f MiB KV %6.2f: %.0f%%; weights alone %.0f%%); peak RSS %.0f MiB\n",
                 label.c_str(), context / 1024, 1 / f.step_s, kv / (1 << 20), 1 / floor_kv, 100 * floor_kv / f.step_s,
@@ -764,7 +765,7 @@ int run_benchmarks(const BenchOptions& opt) {
       MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b", 1, dt, {}};
       if (opt.quick) o.layers = 4;
       make_model(o);
-      const char* dtype = dt == DType::BF16 ? "bf16" : dt == DType::F16 ? "f16" : "f32";
+      const char* dtype = weight_format_name(weight_format_of(dt));
       const std::string label = std::string(opt.quick ? "gemma3-1b (4 layers) " : "gemma3-1b ") + dtype;
       whole.push_back(whole_model(o.out_dir, label, 512));
       whole.back()["dtype"] = dtype;
