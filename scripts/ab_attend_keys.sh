@@ -19,7 +19,8 @@ for v in old new; do
     printf '#define SIMD_WIDTH %s\n#define SIMD_NS %s_%s\n#define SIMD_NAME "%s_%s"\n#define SIMD_TABLE %s_%s_table\n#include "%s/%s.inc"\n' \
       "$w" "$v" "$isa" "$v" "$isa" "$v" "$isa" "$out" "$v" > "$out/${v}_$isa.cpp"
     declare -n isa_flags=$isa
-    g++ "${flags[@]}" "${isa_flags[@]}" -c "$out/${v}_$isa.cpp" -o "$out/${v}_$isa.o"
+    extra=(); [ "$v" = new ] && extra=(${NEW_FLAGS:-})
+    g++ "${flags[@]}" "${isa_flags[@]}" "${extra[@]}" -c "$out/${v}_$isa.cpp" -o "$out/${v}_$isa.o"
   done
 done
 g++ "${flags[@]}" bench/ab/ab_attend_keys.cpp "$out"/*.o -lpthread -o "$out/ab"
