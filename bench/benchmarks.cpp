@@ -26,6 +26,7 @@
 #include "model/make_model.h"
 #include "pipeline/session.h"
 #include "media_benchmarks.h"
+#include "read_floor.h"
 #include "svg_plot.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -102,12 +103,42 @@ double read_seconds(const std::vector<float>& buf, bool all_threads, int reps) {
       reps);
 }
 
-// Read bandwidth with every thread, measured right before a kernel so that
-// the kernel's fraction of it is a ratio taken at one moment (the machines
-// are shared and their bandwidth drifts). Best of three passes over 256 MiB.
-double probe_bandwidth_gbs() {
-  static const std::vector<float> buf(size_t(64) << 20, 1.f);
-  return double(buf.size()) * 4 / read_seconds(buf, true, 3) / 1e9;
+// Read bandwidth with every thread over a buffer of 256 MiB. The buffer
+// lives as long as the probe, so that a row's peak RSS can be taken without
+// it.
+class BandwidthProbe {
+ public:
+  BandwidthProbe() : buf_(size_t(64) << 20, 1.f) {}
+  // One pass, for pairing with one run of a kernel (against_floor).
+  double once_gbs() const { return double(buf_.size()) * 4 / read_seconds(buf_, true, 1) / 1e9; }
+
+ private:
+  std::vector<float> buf_;
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A kernel against its floor, alternated `reps` times so that each fraction
+// floor / kernel time is taken at one moment: the machines are shared and
+// their bandwidth moved by 2x within minutes, so a floor probed once before
+// (or the best of a few probes against a median kernel time) misstates it.
+// Medians of the kernel time, the floor and the fractions.
+struct AgainstFloor {
+  double kernel_s, floor_s, fraction;
+};
+AgainstFloor against_floor(const std::function<double()>& floor_s, const std::function<void()>& kernel, int reps) {
+  std::vector<double> k, f, r;
+  for (int i = 0; i < reps; ++i) {
+    const double fl = floor_s();
+    const double t0 = now_s();
+    kernel();
+    const double t = now_s() - t0;
+    k.push_back(t), f.push_back(fl), r.push_back(fl / t);
+  }
+  return {median_of(k), median_of(f), median_of(r)};
 }
 
 // ---- the machine -----------------------------------------------------------
@@ -166,15 +197,17 @@ json linear_layers(const json& m, bool quick) {
     // Decode reads a matrix four times larger than the last-level cache.
     const WeightMatrix big = random_matrix(16384, 4096, format, 9);
     std::vector<float> ybig(16384);
-    const double bw = probe_bandwidth_gbs();
-    const double td = median_time([&] { linear(x.data(), 1, big, ybig.data()); }, 5, 0.3);
+    const BandwidthProbe probe;
+    const AgainstFloor d = against_floor([&] { return double(big.bytes()) / (probe.once_gbs() * 1e9); },
+                                         [&] { linear(x.data(), 1, big, ybig.data()); }, 9);
+    const double td = d.kernel_s, bw = double(big.bytes()) / d.floor_s / 1e9;
     const double gflops = 2.0 * rows_prefill * 4096.0 * 4096.0 / tp / 1e9;
     const double gbs = double(big.bytes()) / td / 1e9;
     std::printf("%-4s weights: prefill %d rows %.1f GFLOP/s (%.0f%% of peak); decode matvec %.2f ms, %.1f GB/s (%.0f%% of bandwidth)\n",
-                name, rows_prefill, gflops, 100 * gflops / peak, td * 1e3, gbs, 100 * gbs / bw);
+                name, rows_prefill, gflops, 100 * gflops / peak, td * 1e3, gbs, 100 * d.fraction);
     out.push_back({{"dtype", name}, {"prefill_rows", rows_prefill}, {"prefill_gflops", gflops},
                    {"prefill_fraction_of_peak", gflops / peak}, {"decode_ms", td * 1e3}, {"decode_gbs", gbs},
-                   {"decode_fraction_of_bandwidth", gbs / bw}, {"bandwidth_gbs", bw}});
+                   {"decode_fraction_of_bandwidth", d.fraction}, {"bandwidth_gbs", bw}});
   }
   return out;
 }
@@ -190,7 +223,7 @@ json decode_attention(const json& m, bool quick) {
   (void)m;
   json out = json::array();
   std::vector<int> contexts = quick ? std::vector<int>{1024, 4096, 16384} : std::vector<int>{1024, 4096, 16384, 32768};
-  std::printf("%8s %6s %6s %10s %12s %10s %14s\n", "context", "hd", "KV", "ms", "floor ms", "of floor", "peak RSS MiB");
+  std::printf("%8s %6s %6s %10s %12s %10s %10s %14s\n", "context", "hd", "KV", "ms", "read ms", "of read", "read GB/s", "peak RSS MiB");
   for (DType kv_dtype : {DType::F32, DType::BF16, DType::F16, DType::I8})
   for (int hd : {256, 512})
     for (int ctx : contexts) {
@@ -219,15 +252,36 @@ json decode_attention(const json& m, bool quick) {
       }
       const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
       const int64_t start = 0;
-      const double bw = probe_bandwidth_gbs();
       reset_peak_rss();  // the KV in its storage type, not the f32 it was made from
-      const double t = median_time([&] { gqa_attention(qb, kv, 0, &start, o.data()); }, 5, 0.3);
+      gqa_attention(qb, kv, 0, &start, o.data());  // warm-up
       const double rss = peak_rss_mib();
-      const double bytes = 2.0 * Hkv * ctx * double(kv_row_bytes(kv_dtype, hd)), floor = bytes / (bw * 1e9);
+      // The floor: the same K and V rows read once by the same threads, one
+      // KV head per task as the kernel splits them (q8's row scales, 4 bytes
+      // a row, are counted in the bytes but not read).
+      const size_t elem = kv_dtype == DType::I8 ? 1 : kv_dtype == DType::F32 ? 4 : 2;
+      const size_t head_bytes = size_t(ctx) * size_t(hd) * elem;
+      const char* kb = kv_dtype == DType::I8 ? reinterpret_cast<const char*>(k8.data())
+                       : elem == 2           ? reinterpret_cast<const char*>(k16.data())
+                                             : reinterpret_cast<const char*>(k.data());
+      const char* vb = kv_dtype == DType::I8 ? reinterpret_cast<const char*>(v8.data())
+                       : elem == 2           ? reinterpret_cast<const char*>(v16.data())
+                                             : reinterpret_cast<const char*>(v.data());
+      const double bytes = 2.0 * Hkv * ctx * double(kv_row_bytes(kv_dtype, hd));
+      const double rows_share = bytes / (2.0 * Hkv * double(head_bytes));
+      auto read_kv = [&] {
+        const double t0 = now_s();
+        ThreadPool::global()->parallel_for(Hkv, [&](int64_t h0, int64_t h1) {
+          for (int64_t h = h0; h < h1; ++h) read_streams(kb + size_t(h) * head_bytes, vb + size_t(h) * head_bytes, head_bytes);
+        });
+        return (now_s() - t0) * rows_share;
+      };
+      const AgainstFloor a = against_floor(read_kv, [&] { gqa_attention(qb, kv, 0, &start, o.data()); }, quick ? 9 : 15);
       const char* name = kv_dtype == DType::I8 ? "q8" : dtype_name(kv_dtype);
-      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%% %14.0f\n", ctx, hd, name, t * 1e3, floor * 1e3, 100 * floor / t, rss);
-      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", name}, {"ms", t * 1e3}, {"kv_bytes", bytes},
-                     {"floor_ms", floor * 1e3}, {"fraction_of_floor", floor / t}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}});
+      std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%% %10.1f %14.0f\n", ctx, hd, name, a.kernel_s * 1e3, a.floor_s * 1e3,
+                  100 * a.fraction, bytes / a.floor_s / 1e9, rss);
+      out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", name}, {"ms", a.kernel_s * 1e3}, {"kv_bytes", bytes},
+                     {"floor_ms", a.floor_s * 1e3}, {"fraction_of_floor", a.fraction}, {"bandwidth_gbs", bytes / a.floor_s / 1e9},
+                     {"peak_rss_mib", rss}});
     }
   return out;
 }
@@ -500,32 +554,34 @@ double peak_rss_mib() {
   return 0;
 }
 
-// The median of 8 decode steps (after one warm-up step) of sequence 0.
-double median_decode_step_s(Session& session) {
+// Decode steps of sequence 0 against the weight-bandwidth floor (every
+// weight byte read once), each step paired with one pass of the bandwidth
+// probe (against_floor). The peak RSS is taken after a warm-up step, before
+// the probe's buffer exists.
+struct FloorStep {
+  double step_s;         // median step
+  double floor_s;        // the weights at the median probed bandwidth
+  double bandwidth_gbs;  // that median
+  double fraction;       // median of the paired floor / step
+  double peak_rss_mib;
+};
+FloorStep decode_steps_against_floor(Session& session, double weight_bytes) {
   session.decode({39});  // warm-up
-  std::vector<double> times;
-  for (int k = 0; k < 8; ++k) {
-    const double t1 = now_s();
-    session.decode({40 + k});
-    times.push_back(now_s() - t1);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  const double rss = peak_rss_mib();
+  const BandwidthProbe probe;
+  int token = 40;
+  const AgainstFloor a =
+      against_floor([&] { return weight_bytes / (probe.once_gbs() * 1e9); }, [&] { session.decode({token++}); }, 8);
+  return {a.kernel_s, a.floor_s, weight_bytes / a.floor_s / 1e9, a.fraction, rss};
 }
 
-// A decode step at `context` positions of synthetic past against the model's
-// weight-bandwidth floor (every weight byte read once, at the bandwidth
-// probed just after the step).
-struct FloorStep {
-  double step_s, floor_s, bandwidth_gbs;
-};
+// A decode step at `context` positions of synthetic past.
 FloorStep decode_against_floor(const Model& model, int context) {
   SessionOptions o;
   o.capacity = context + 16;
   Session s(model, 1, o);
   s.fill_synthetic(0, context);
-  const double step = median_decode_step_s(s), bw = probe_bandwidth_gbs();
-  return {step, double(model.weights().bytes()) / (bw * 1e9), bw};
+  return decode_steps_against_floor(s, double(model.weights().bytes()));
 }
 
 // KV bytes one decode step at `context` positions reads from `storage`:
@@ -581,19 +637,18 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
   session.append(p);
   const double prefill_s = now_s() - t0;
   const double flops = prefill_flops(model, prompt_len);
-  const double decode_s = median_decode_step_s(session);
-  const double bw = probe_bandwidth_gbs();
   const double weight_bytes = double(model.weights().bytes());
-  const double floor_s = weight_bytes / (bw * 1e9);
-  const double gflops = flops / prefill_s / 1e9, rss = peak_rss_mib();
+  const FloorStep d = decode_steps_against_floor(session, weight_bytes);
+  const double decode_s = d.step_s, floor_s = d.floor_s;
+  const double gflops = flops / prefill_s / 1e9, rss = d.peak_rss_mib;
   std::printf("%-34s prefill %7.1f tokens/s, %6.1f GFLOP/s (%3.0f%% of GEMM peak %.0f); decode %6.2f tokens/s (floor %6.2f: %.0f%%); "
               "weights %.2f GB; peak RSS %.0f MiB\n",
               label.c_str(), prompt_len / prefill_s, gflops, 100 * gflops / peak, peak, 1 / decode_s, 1 / floor_s,
-              100 * floor_s / decode_s, weight_bytes / 1e9, rss);
+              100 * d.fraction, weight_bytes / 1e9, rss);
   json row{{"model", label}, {"prompt_tokens", prompt_len}, {"prefill_tokens_per_s", prompt_len / prefill_s},
            {"prefill_gflops", gflops}, {"gemm_peak_gflops", peak}, {"prefill_fraction_of_peak", gflops / peak},
            {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
-           {"fraction_of_floor", floor_s / decode_s}, {"bandwidth_gbs", bw}, {"peak_rss_mib", rss}};
+           {"fraction_of_floor", d.fraction}, {"bandwidth_gbs", d.bandwidth_gbs}, {"peak_rss_mib", rss}};
   // Decode at a long synthetic past: the floor is the weights plus the KV the
   // step reads (decode_against_floor's session keeps the default KV storage),
   // both once at the probed bandwidth.
@@ -601,13 +656,14 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
     reset_peak_rss();
     const FloorStep f = decode_against_floor(model, context);
     const double kv = kv_bytes_per_step(model.config(), context, SessionOptions{}.kv_dtype);
-    const double floor_kv = (weight_bytes + kv) / (f.bandwidth_gbs * 1e9), rss_ctx = peak_rss_mib();
+    // Each pair's floor scales by the same bytes, so the fraction does too.
+    const double floor_kv = (weight_bytes + kv) / (f.bandwidth_gbs * 1e9), rss_ctx = f.peak_rss_mib;
+    const double fraction_kv = f.fraction * (weight_bytes + kv) / weight_bytes;
     std::printf("%-34s decode at %2dK %6.2f tokens/s (floor of weights + %.0f MiB KV %6.2f: %.0f%%; weights alone %.0f%%); peak RSS %.0f MiB\n",
-                label.c_str(), context / 1024, 1 / f.step_s, kv / (1 << 20), 1 / floor_kv, 100 * floor_kv / f.step_s,
-                100 * f.floor_s / f.step_s, rss_ctx);
+                label.c_str(), context / 1024, 1 / f.step_s, kv / (1 << 20), 1 / floor_kv, 100 * fraction_kv, 100 * f.fraction, rss_ctx);
     row["at_" + std::to_string(context / 1024) + "k"] = {{"decode_tokens_per_s", 1 / f.step_s}, {"kv_bytes_per_step", kv},
-                                                          {"floor_tokens_per_s", 1 / floor_kv}, {"fraction_of_floor", floor_kv / f.step_s},
-                                                          {"fraction_of_weight_floor", f.floor_s / f.step_s},
+                                                          {"floor_tokens_per_s", 1 / floor_kv}, {"fraction_of_floor", fraction_kv},
+                                                          {"fraction_of_weight_floor", f.fraction},
                                                           {"bandwidth_gbs", f.bandwidth_gbs}, {"peak_rss_mib", rss_ctx}};
   }
   return row;
@@ -649,7 +705,7 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
     }
     const FloorStep f = decode_against_floor(model, 4096);
     json row = {{"weight_bytes", double(model.weights().bytes())}, {"decode_tokens_per_s_at_4k", 1 / f.step_s},
-                {"floor_tokens_per_s", 1 / f.floor_s}, {"fraction_of_floor", f.floor_s / f.step_s}, {"peak_rss_mib", peak_rss_mib()}};
+                {"floor_tokens_per_s", 1 / f.floor_s}, {"fraction_of_floor", f.fraction}, {"peak_rss_mib", f.peak_rss_mib}};
     if (base.empty()) {
       base = std::move(logits);
     } else {
@@ -701,16 +757,18 @@ json folder_decode(const std::string& dir, const std::string& weights) {
   reset_peak_rss();
   const Model model = Model::load(dir, {}, weight_loading_named(weights));
   json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights}, {"weight_bytes", double(model.weights().bytes())}};
+  double rss = 0;
   for (int context : {1024, 4096}) {
     const FloorStep f = decode_against_floor(model, context);
     const std::string key = "at_" + std::to_string(context / 1024) + "k";
-    out[key] = {{"decode_tokens_per_s", 1 / f.step_s}, {"floor_tokens_per_s", 1 / f.floor_s}, {"fraction_of_floor", f.floor_s / f.step_s},
+    out[key] = {{"decode_tokens_per_s", 1 / f.step_s}, {"floor_tokens_per_s", 1 / f.floor_s}, {"fraction_of_floor", f.fraction},
                 {"bandwidth_gbs", f.bandwidth_gbs}};
     std::printf("%-40s decode at %dK: %6.2f tokens/s (%.0f%% of the %.2f tokens/s floor at %.1f GB/s)\n", "", context / 1024,
-                1 / f.step_s, 100 * f.floor_s / f.step_s, 1 / f.floor_s, f.bandwidth_gbs);
+                1 / f.step_s, 100 * f.fraction, 1 / f.floor_s, f.bandwidth_gbs);
+    rss = std::max(rss, f.peak_rss_mib);
   }
   out["fraction_of_floor"] = out["at_4k"]["fraction_of_floor"];
-  out["peak_rss_mib"] = peak_rss_mib();
+  out["peak_rss_mib"] = rss;
   std::printf("%-40s weights %.2f GB; peak RSS %.0f MiB\n", "", out["weight_bytes"].get<double>() / 1e9, out["peak_rss_mib"].get<double>());
   return out;
 }

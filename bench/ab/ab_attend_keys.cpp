@@ -6,8 +6,6 @@
 // usage: ab_attend_keys CONTEXT HEAD_DIM f32|bf16|f16|q8 [avx2]
 // 8 KV heads of CONTEXT keys, 2 query heads each, split over 2 threads (the
 // shape of bench decode_attention at Gemma-4-12B's layers).
-#include <immintrin.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +18,7 @@
 
 #include "core/dtype.h"
 #include "kernels/simd/kernel_table.h"
+#include "../read_floor.h"
 
 namespace splitdec::simd {
 const KernelTable& old_avx512_table();
@@ -30,18 +29,7 @@ const KernelTable& new_avx2_table();
 
 using namespace splitdec;
 
-// Reads two byte streams side by side with 256-bit loads (an integer or, so
-// no float assist can slow it), 1 KiB prefetched ahead in each.
-__attribute__((target("avx2"))) void read_streams(const char* a, const char* b, size_t bytes) {
-  __m256i x = _mm256_setzero_si256(), y = _mm256_setzero_si256();
-  for (size_t o = 0; o + 32 <= bytes; o += 32) {
-    if (o % 64 == 0) _mm_prefetch(a + o + 1024, _MM_HINT_T0), _mm_prefetch(b + o + 1024, _MM_HINT_T0);
-    x = _mm256_or_si256(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + o)));
-    y = _mm256_or_si256(y, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + o)));
-  }
-  static volatile int sink;
-  sink = _mm256_extract_epi32(_mm256_or_si256(x, y), 0);
-}
+using splitdec::bench::read_streams;
 
 int main(int argc, char** argv) {
   if (argc < 4) {

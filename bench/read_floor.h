@@ -1,0 +1,25 @@
+#pragma once
+// A plain read of byte streams: the floor a bandwidth-bound kernel is
+// measured against. Shared by the bench and bench/ab.
+#include <immintrin.h>
+
+#include <cstddef>
+
+namespace splitdec::bench {
+
+// Reads [a, a + bytes) and [b, b + bytes) side by side, as a decode kernel
+// reads K and V: 256-bit loads folded with an integer or (no float assists
+// on any bit pattern), each stream prefetched 1 KiB ahead like the kernel.
+// AVX2 is the binary's baseline, so the target attribute is always safe.
+__attribute__((target("avx2"))) inline void read_streams(const char* a, const char* b, size_t bytes) {
+  __m256i x = _mm256_setzero_si256(), y = _mm256_setzero_si256();
+  for (size_t o = 0; o + 32 <= bytes; o += 32) {
+    if (o % 64 == 0) _mm_prefetch(a + o + 1024, _MM_HINT_T0), _mm_prefetch(b + o + 1024, _MM_HINT_T0);
+    x = _mm256_or_si256(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + o)));
+    y = _mm256_or_si256(y, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + o)));
+  }
+  static volatile int sink;
+  sink = sink | _mm256_extract_epi32(_mm256_or_si256(x, y), 0);  // the loads are needed
+}
+
+}  // namespace splitdec::bench
