@@ -3,6 +3,8 @@
 # revision (default HEAD~1) against the working tree's, in one process,
 # alternated (bench/ab/ab_attend_keys.cpp). Both tables, f32/bf16/f16/q8 KV.
 #   scripts/ab_attend_keys.sh [REV] [CONTEXT] [HEAD_DIM]
+# AB=matvec runs the decode matvec row kernels instead (bench/ab/ab_matvec.cpp);
+# NEW_FLAGS adds compiler flags to the working tree's build (-D variants).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-HEAD~1} ctx=${2:-16384} hd=${3:-256}
@@ -23,9 +25,18 @@ for v in old new; do
     g++ "${flags[@]}" "${isa_flags[@]}" "${extra[@]}" -c "$out/${v}_$isa.cpp" -o "$out/${v}_$isa.o"
   done
 done
-g++ "${flags[@]}" bench/ab/ab_attend_keys.cpp "$out"/*.o -lpthread -o "$out/ab"
 tables=(avx2)
 grep -q avx512f /proc/cpuinfo && tables=(avx512 avx2)
+if [ "${AB:-attend}" = matvec ]; then
+  g++ "${flags[@]}" bench/ab/ab_matvec.cpp "$out"/*.o -lpthread -o "$out/ab"
+  for isa in "${tables[@]}"; do
+    for w in f32 bf16 f16; do
+      "$out/ab" "$w" "$isa"
+    done
+  done
+  exit 0
+fi
+g++ "${flags[@]}" bench/ab/ab_attend_keys.cpp "$out"/*.o -lpthread -o "$out/ab"
 for isa in "${tables[@]}"; do
   for kv in f32 bf16 f16 q8; do
     "$out/ab" "$ctx" "$hd" "$kv" "$isa"

@@ -1,0 +1,37 @@
+// A/B of two builds of the 16-bit and f32 decode matvec row kernels
+// (dot_f32 / dot_bf16 / dot_f16), as bench/ab/ab_attend_keys.cpp does for
+// attention: a 16384 x 4096 matrix, one output row per call, two threads,
+// old and new alternated 15 times. Built and run by scripts/ab_attend_keys.sh
+// with AB=matvec.
+//
+// usage: ab_matvec f32|bf16|f16 [avx2]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+#include "kernels/simd/kernel_table.h"
+namespace splitdec::simd { const KernelTable& old_avx512_table(); const KernelTable& new_avx512_table(); const KernelTable& old_avx2_table(); const KernelTable& new_avx2_table(); }
+using namespace splitdec;
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s f32|bf16|f16 [avx2]\n", argv[0]);
+    return 2;
+  }
+  std::string ty = argv[1];
+  const bool a2 = argc > 2 && std::string(argv[2]) == "avx2";
+  const simd::KernelTable* T[2] = {a2 ? &simd::old_avx2_table() : &simd::old_avx512_table(), a2 ? &simd::new_avx2_table() : &simd::new_avx512_table()};
+  const int out = 16384, in = 4096; const size_t n = size_t(out) * in;
+  std::vector<float> wf; std::vector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
+  std::vector<float> x(in, 0.5f), y(out);
+  auto half = [&](const simd::KernelTable& t, int o0, int o1) {
+    for (int o = o0; o < o1; ++o) y[o] = ty == "f32" ? t.dot_f32(x.data(), wf.data() + size_t(o) * in, in) : ty == "bf16" ? t.dot_bf16(x.data(), w16.data() + size_t(o) * in, in) : t.dot_f16(x.data(), w16.data() + size_t(o) * in, in);
+  };
+  auto run = [&](const simd::KernelTable& t) { auto t0 = std::chrono::steady_clock::now(); std::thread th(half, std::cref(t), 0, out / 2); half(t, out / 2, out); th.join(); return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  std::vector<double> tm[2];
+  for (int it = 0; it < 15; ++it) for (int w = 0; w < 2; ++w) tm[w].push_back(run(*T[w]));
+  for (auto& v : tm) std::sort(v.begin(), v.end());
+  double bytes = double(n) * (ty == "f32" ? 4 : 2);
+  printf("%s %s: old %.2f ms (%.1f GB/s) new %.2f ms (%.1f GB/s): new/old speed %.2fx\n", ty.c_str(), a2 ? "avx2" : "avx512", tm[0][7] * 1e3, bytes / tm[0][7] / 1e9, tm[1][7] * 1e3, bytes / tm[1][7] / 1e9, tm[0][7] / tm[1][7]);
+}
