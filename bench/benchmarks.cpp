@@ -152,7 +152,7 @@ json machine(bool quick) {
   std::vector<float> buf(((quick ? 256ull : 1024ull) << 20) / 4, 1.f);
   const double bytes = double(buf.size()) * 4;
   const double t1 = read_seconds(buf, false, 5), tn = read_seconds(buf, true, 5);
-  buf = {};
+  buf = std::vector<float>();  // freed (= {} would keep the capacity)
   // Peak f32 GEMM: one single-threaded sgemm per core on its own matrices.
   const int g = 1024;
   std::vector<std::vector<float>> A, B, C;
@@ -241,14 +241,14 @@ json decode_attention(const json& m, bool quick) {
         uint16_t (*const to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
         k16.resize(k.size()), v16.resize(v.size());
         for (size_t x = 0; x < k.size(); ++x) k16[x] = to16(k[x]), v16[x] = to16(v[x]);
-        k = {}, v = {};
+        k = std::vector<float>(), v = std::vector<float>();  // frees them (= {} would keep the capacity)
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data(), f16};
       } else if (kv_dtype == DType::I8) {  // --kv-dtype q8: int8 rows, one f32 scale each
         k8.resize(k.size()), v8.resize(v.size()), ks.resize(k.size() / size_t(hd)), vs.resize(ks.size());
         for (size_t r = 0; r < ks.size(); ++r)
           ks[r] = quantize_kv_row(k.data() + r * size_t(hd), hd, k8.data() + r * size_t(hd)),
           vs[r] = quantize_kv_row(v.data() + r * size_t(hd), hd, v8.data() + r * size_t(hd));
-        k = {}, v = {};
+        k = std::vector<float>(), v = std::vector<float>();
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false};
         kv.k8 = k8.data(), kv.v8 = v8.data(), kv.k_scale = ks.data(), kv.v_scale = vs.data();
       }

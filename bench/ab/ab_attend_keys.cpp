@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
     k8.resize(n), v8.resize(n);
     for (size_t i = 0; i < n; ++i) k8[i] = int8_t(127 * kf[i]), v8[i] = int8_t(127 * vf[i]);
   }
-  if (elem != 4) kf = {}, vf = {};
+  if (elem != 4) kf = std::vector<float>(), vf = std::vector<float>();
   const std::vector<float> scales(size_t(kv_heads) * size_t(ctx), 1.f / 127), q(size_t(kv_heads * group * hd), 0.1f);
   auto heads = [&](const simd::KernelTable& t, int h0, int h1) {
     std::vector<float> acc(size_t(group * hd)), m(group), l(group);
