@@ -87,6 +87,31 @@ TEST(SimdTables, AgreeWithScalarOnOddSizes) {
   }
 }
 
+// dot2 (two weight rows against one x, the single-row decode matvec) gives
+// each row exactly dot's bits, so a sequence's logits do not depend on
+// whether its matvec ran through dot2, dot4 (batched) or dot.
+TEST(SimdTables, Dot2GivesEachRowDotsBits) {
+  std::mt19937 rng(11);
+  for (const simd::KernelTable* t : simd::available()) {
+    SCOPED_TRACE(t->name);
+    for (int n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 257, 1152, 4096}) {
+      const auto x = random_vec(rng, size_t(n)), w0 = random_vec(rng, size_t(n)), w1 = random_vec(rng, size_t(n));
+      float got[2];
+      t->dot2_f32(x.data(), w0.data(), w1.data(), n, got);
+      EXPECT_EQ(got[0], t->dot_f32(x.data(), w0.data(), n)) << "f32 n " << n;
+      EXPECT_EQ(got[1], t->dot_f32(x.data(), w1.data(), n)) << "f32 n " << n;
+      const auto b0 = to_bf16(w0), b1 = to_bf16(w1);
+      t->dot2_bf16(x.data(), b0.data(), b1.data(), n, got);
+      EXPECT_EQ(got[0], t->dot_bf16(x.data(), b0.data(), n)) << "bf16 n " << n;
+      EXPECT_EQ(got[1], t->dot_bf16(x.data(), b1.data(), n)) << "bf16 n " << n;
+      const auto h0 = to_f16(w0), h1 = to_f16(w1);
+      t->dot2_f16(x.data(), h0.data(), h1.data(), n, got);
+      EXPECT_EQ(got[0], t->dot_f16(x.data(), h0.data(), n)) << "f16 n " << n;
+      EXPECT_EQ(got[1], t->dot_f16(x.data(), h1.data(), n)) << "f16 n " << n;
+    }
+  }
+}
+
 TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
   std::mt19937 rng(11);
   const simd::KernelTable& ref = simd::generic_table();

@@ -1,5 +1,5 @@
 // A/B of two builds of the 16-bit and f32 decode matvec row kernels
-// (dot_f32 / dot_bf16 / dot_f16), as bench/ab/ab_attend_keys.cpp does for
+// (dot2_* where a build has them, else dot_*), as bench/ab/ab_attend_keys.cpp does for
 // attention: a 16384 x 4096 matrix, one output row per call, two threads,
 // old and new alternated 15 times. Built and run by scripts/ab_attend_keys.sh
 // with AB=matvec.
@@ -25,8 +25,21 @@ int main(int argc, char** argv) {
   const int out = 16384, in = 4096; const size_t n = size_t(out) * in;
   std::vector<float> wf; std::vector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
   std::vector<float> x(in, 0.5f), y(out);
+  // Output rows in pairs through dot2 where the table has it (as linear()
+  // runs a single-row matvec), else one dot per row.
   auto half = [&](const simd::KernelTable& t, int o0, int o1) {
-    for (int o = o0; o < o1; ++o) y[o] = ty == "f32" ? t.dot_f32(x.data(), wf.data() + size_t(o) * in, in) : ty == "bf16" ? t.dot_bf16(x.data(), w16.data() + size_t(o) * in, in) : t.dot_f16(x.data(), w16.data() + size_t(o) * in, in);
+    const bool pairs = ty == "f32" ? t.dot2_f32 != nullptr : ty == "bf16" ? t.dot2_bf16 != nullptr : t.dot2_f16 != nullptr;
+    int o = o0;
+    for (; pairs && o + 2 <= o1; o += 2) {
+      const size_t a = size_t(o) * in, b = a + in;
+      if (ty == "f32") t.dot2_f32(x.data(), wf.data() + a, wf.data() + b, in, y.data() + o);
+      else if (ty == "bf16") t.dot2_bf16(x.data(), w16.data() + a, w16.data() + b, in, y.data() + o);
+      else t.dot2_f16(x.data(), w16.data() + a, w16.data() + b, in, y.data() + o);
+    }
+    for (; o < o1; ++o)
+      y[o] = ty == "f32"    ? t.dot_f32(x.data(), wf.data() + size_t(o) * in, in)
+             : ty == "bf16" ? t.dot_bf16(x.data(), w16.data() + size_t(o) * in, in)
+                            : t.dot_f16(x.data(), w16.data() + size_t(o) * in, in);
   };
   auto run = [&](const simd::KernelTable& t) { auto t0 = std::chrono::steady_clock::now(); std::thread th(half, std::cref(t), 0, out / 2); half(t, out / 2, out); th.join(); return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::vector<double> tm[2];

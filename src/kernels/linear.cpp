@@ -27,7 +27,8 @@ RowKernels block_row_kernels() {
           [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return (t.*DotQ8)(s, q, w, n); },
           [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
             (t.*Dot4Q8)(s, q, w, n, out);
-          }};
+          },
+          nullptr};
 }
 }  // namespace
 
@@ -36,15 +37,24 @@ const RowKernels& row_kernels(WeightFormat format) {
   static const RowKernels f32{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f32(x, as<float>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f32(x, as<float>(w), n, out); },
-      [](const KernelTable&, const uint8_t* w, int n, float* dst) { std::memcpy(dst, w, size_t(n) * 4); }, true, nullptr, nullptr};
+      [](const KernelTable&, const uint8_t* w, int n, float* dst) { std::memcpy(dst, w, size_t(n) * 4); }, true, nullptr, nullptr,
+      [](const KernelTable& t, const float* x, const uint8_t* w0, const uint8_t* w1, int n, float out[2]) {
+        t.dot2_f32(x, as<float>(w0), as<float>(w1), n, out);
+      }};
   static const RowKernels bf16{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_bf16(x, as<uint16_t>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_bf16(x, as<uint16_t>(w), n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_bf16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr};
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_bf16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr,
+      [](const KernelTable& t, const float* x, const uint8_t* w0, const uint8_t* w1, int n, float out[2]) {
+        t.dot2_bf16(x, as<uint16_t>(w0), as<uint16_t>(w1), n, out);
+      }};
   static const RowKernels f16{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f16(x, as<uint16_t>(w), n); },
       [](const KernelTable& t, const float* const x[4], const uint8_t* w, int n, float out[4]) { t.dot4_f16(x, as<uint16_t>(w), n, out); },
-      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr};
+      [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr,
+      [](const KernelTable& t, const float* x, const uint8_t* w0, const uint8_t* w1, int n, float out[2]) {
+        t.dot2_f16(x, as<uint16_t>(w0), as<uint16_t>(w1), n, out);
+      }};
   static const RowKernels q8_0 = block_row_kernels<&KernelTable::dot_q8, &KernelTable::dot4_q8, &KernelTable::expand_q8,
                                                     &KernelTable::dot_q8_q8, &KernelTable::dot4_q8_q8>();
   static const RowKernels q4_0 = block_row_kernels<&KernelTable::dot_q4, &KernelTable::dot4_q4, &KernelTable::expand_q4,
@@ -61,10 +71,23 @@ const RowKernels& row_kernels(WeightFormat format) {
 
 namespace {
 
-// Outputs [o0, o1) for every row, four rows per weight load.
+// Outputs [o0, o1) for every row, four rows per weight load; fewer than
+// four rows take two outputs per call where the format has dot2.
 void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* x, int rows, const WeightMatrix& w, float* y,
                   int64_t o0, int64_t o1) {
   const int in = w.in;
+  if (rows < 4 && k.dot2) {
+    int64_t o = o0;
+    for (; o + 2 <= o1; o += 2)
+      for (int r = 0; r < rows; ++r) {
+        float out[2];
+        k.dot2(t, x + int64_t(r) * in, w.row(int(o)), w.row(int(o + 1)), in, out);
+        y[int64_t(r) * w.out + o] = out[0], y[int64_t(r) * w.out + o + 1] = out[1];
+      }
+    for (; o < o1; ++o)
+      for (int r = 0; r < rows; ++r) y[int64_t(r) * w.out + o] = k.dot(t, x + int64_t(r) * in, w.row(int(o)), in);
+    return;
+  }
   for (int64_t o = o0; o < o1; ++o) {
     const uint8_t* wr = w.row(int(o));
     int r = 0;

@@ -39,6 +39,9 @@ struct RowKernels {
   float (*dot_q8act)(const simd::KernelTable& t, const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
   void (*dot4_q8act)(const simd::KernelTable& t, const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* row, int n,
                      float out[4]);
+  // out[j] = x . row_j for two rows against one x, each exactly dot's bits
+  // (f32 / bf16 / f16 only, else null).
+  void (*dot2)(const simd::KernelTable& t, const float* x, const uint8_t* row0, const uint8_t* row1, int n, float out[2]);
 };
 // The one dispatch point from a weight format to its kernels.
 const RowKernels& row_kernels(WeightFormat format);

@@ -92,6 +92,15 @@ struct KernelTable {
   // mx = -inf, l = 0).
   void (*flash_softmax)(float* s, int64_t ld, int n, int m, int32_t key0, const int32_t* lo, const int32_t* hi, bool masked,
                         float softcap, float* mx, float* l, float* c);
+
+  // ---- added last, so that an older revision's table still builds against
+  // this struct for the in-process A/B (bench/ab) ----
+  // out[j] = x . w_j for two weight rows against one x (the decode matvec's
+  // single row): each row summed exactly as dot_* sums it, so the pairing
+  // never changes a result; four FMA chains in flight instead of two.
+  void (*dot2_f32)(const float* x, const float* w0, const float* w1, int n, float out[2]);
+  void (*dot2_bf16)(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]);
+  void (*dot2_f16)(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]);
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

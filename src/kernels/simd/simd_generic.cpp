@@ -41,6 +41,15 @@ float dot_f16(const float* x, const uint16_t* w, int n) {
 void dot4_f16(const float* const x[4], const uint16_t* w, int n, float out[4]) {
   for (int r = 0; r < 4; ++r) out[r] = dot_f16(x[r], w, n);
 }
+void dot2_f32(const float* x, const float* w0, const float* w1, int n, float out[2]) {
+  out[0] = dot_f32(x, w0, n), out[1] = dot_f32(x, w1, n);
+}
+void dot2_bf16(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]) {
+  out[0] = dot_bf16(x, w0, n), out[1] = dot_bf16(x, w1, n);
+}
+void dot2_f16(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]) {
+  out[0] = dot_f16(x, w0, n), out[1] = dot_f16(x, w1, n);
+}
 void expand_bf16(const uint16_t* w, int n, float* dst) {
   for (int i = 0; i < n; ++i) dst[i] = bf16(w[i]);
 }
@@ -230,7 +239,8 @@ const KernelTable& generic_table() {
                              dot_q8_q8,   dot4_q8_q8,  quantize_q8_activations,
                              dot_q4,      dot4_q4,     expand_q4,  dot_q4_q8,  dot4_q4_q8,
                              scale_axpy,  sum_f32,     attend_keys,
-                             attend_keys_bf16, attend_keys_f16, attend_keys_q8, expand_q8_rows, gemm_f32, flash_softmax};
+                             attend_keys_bf16, attend_keys_f16, attend_keys_q8, expand_q8_rows, gemm_f32, flash_softmax,
+                             dot2_f32,    dot2_bf16,   dot2_f16};
   return t;
 }
 
