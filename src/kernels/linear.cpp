@@ -72,19 +72,26 @@ const RowKernels& row_kernels(WeightFormat format) {
 namespace {
 
 // Outputs [o0, o1) for every row, four rows per weight load; fewer than
-// four rows take two outputs per call where the format has dot2.
+// four rows take two outputs per call where the format has dot2 (each
+// output's bits do not depend on its partner).
 void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* x, int rows, const WeightMatrix& w, float* y,
                   int64_t o0, int64_t o1) {
   const int in = w.in;
   if (rows < 4 && k.dot2) {
-    int64_t o = o0;
-    for (; o + 2 <= o1; o += 2)
+    // Row i of the range's first half pairs with row i of its second half:
+    // two streams per thread, where adjacent rows read as one (on a Xeon
+    // the bf16 matvec went from 81-82% to 90-92% of the paired bandwidth
+    // probe, gemma3-1b bf16 decode from 11.5 to 13.3-14.0 tokens/s).
+    const int64_t half = (o1 - o0) / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t a = o0 + i, b = o0 + half + i;
       for (int r = 0; r < rows; ++r) {
         float out[2];
-        k.dot2(t, x + int64_t(r) * in, w.row(int(o)), w.row(int(o + 1)), in, out);
-        y[int64_t(r) * w.out + o] = out[0], y[int64_t(r) * w.out + o + 1] = out[1];
+        k.dot2(t, x + int64_t(r) * in, w.row(int(a)), w.row(int(b)), in, out);
+        y[int64_t(r) * w.out + a] = out[0], y[int64_t(r) * w.out + b] = out[1];
       }
-    for (; o < o1; ++o)
+    }
+    for (int64_t o = o0 + 2 * half; o < o1; ++o)
       for (int r = 0; r < rows; ++r) y[int64_t(r) * w.out + o] = k.dot(t, x + int64_t(r) * in, w.row(int(o)), in);
     return;
   }
