@@ -117,7 +117,7 @@ TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
   const simd::KernelTable& ref = simd::generic_table();
   for (const simd::KernelTable* t : simd::available())
     // n: block edges of both tables (8 / 16 keys), the 4-key score tiles and
-    // the prefetch distance (4 blocks); group: head pairs and an odd last
+    // the prefetch distance (1 KiB); group: head pairs and an odd last
     // head; hd: vector tails and the 4-vector value tiles.
     for (int n : {0, 1, 5, 15, 16, 17, 40, 63, 64, 65, 100, 129})
       for (int group : {1, 2, 3, 4, 8})

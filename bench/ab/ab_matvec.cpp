@@ -25,18 +25,22 @@ int main(int argc, char** argv) {
   const int out = 16384, in = 4096; const size_t n = size_t(out) * in;
   std::vector<float> wf; std::vector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
   std::vector<float> x(in, 0.5f), y(out);
-  // Output rows in pairs through dot2 where the table has it (as linear()
-  // runs a single-row matvec), else one dot per row.
+  // Output rows in pairs through dot2 where the table has it, row i of the
+  // thread's range with row i of its second half (as linear() runs a
+  // single-row matvec), else one dot per row.
   auto half = [&](const simd::KernelTable& t, int o0, int o1) {
     const bool pairs = ty == "f32" ? t.dot2_f32 != nullptr : ty == "bf16" ? t.dot2_bf16 != nullptr : t.dot2_f16 != nullptr;
-    int o = o0;
-    for (; pairs && o + 2 <= o1; o += 2) {
-      const size_t a = size_t(o) * in, b = a + in;
-      if (ty == "f32") t.dot2_f32(x.data(), wf.data() + a, wf.data() + b, in, y.data() + o);
-      else if (ty == "bf16") t.dot2_bf16(x.data(), w16.data() + a, w16.data() + b, in, y.data() + o);
-      else t.dot2_f16(x.data(), w16.data() + a, w16.data() + b, in, y.data() + o);
+    const int h = pairs ? (o1 - o0) / 2 : 0;
+    for (int i = 0; i < h; ++i) {
+      const int ra = o0 + i, rb = o0 + h + i;
+      const size_t a = size_t(ra) * in, b = size_t(rb) * in;
+      float two[2];
+      if (ty == "f32") t.dot2_f32(x.data(), wf.data() + a, wf.data() + b, in, two);
+      else if (ty == "bf16") t.dot2_bf16(x.data(), w16.data() + a, w16.data() + b, in, two);
+      else t.dot2_f16(x.data(), w16.data() + a, w16.data() + b, in, two);
+      y[ra] = two[0], y[rb] = two[1];
     }
-    for (; o < o1; ++o)
+    for (int o = o0 + 2 * h; o < o1; ++o)
       y[o] = ty == "f32"    ? t.dot_f32(x.data(), wf.data() + size_t(o) * in, in)
              : ty == "bf16" ? t.dot_bf16(x.data(), w16.data() + size_t(o) * in, in)
                             : t.dot_f16(x.data(), w16.data() + size_t(o) * in, in);
