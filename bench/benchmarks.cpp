@@ -96,9 +96,8 @@ double read_seconds(const std::vector<float>& buf, bool all_threads, int reps) {
         pool->parallel_for(parts, [&](int64_t a, int64_t b) {
           for (int64_t p = a; p < b; ++p) {
             const size_t lo = bytes * size_t(p) / size_t(parts) / 64 * 64, hi = bytes * size_t(p + 1) / size_t(parts) / 64 * 64;
-            const size_t half = (hi - lo) / 2 / 64 * 64;
+            const size_t half = (hi - lo) / 2 / 64 * 64;  // a part's last 64 bytes may go unread
             read_streams(base + lo, base + lo + half, half);
-            if (lo + 2 * half < hi) read_streams(base + lo + 2 * half, base + lo + 2 * half, hi - lo - 2 * half);
           }
         });
       },
@@ -236,6 +235,9 @@ json decode_attention(const json& m, bool quick) {
       std::vector<int8_t> k8, v8;
       std::vector<float> ks, vs;
       KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
+      // The stored K and V rows as bytes, for the floor's plain read.
+      const char* kb = reinterpret_cast<const char*>(k.data());
+      const char* vb = reinterpret_cast<const char*>(v.data());
       if (kv_dtype == DType::BF16 || kv_dtype == DType::F16) {
         const bool f16 = kv_dtype == DType::F16;
         uint16_t (*const to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
@@ -243,6 +245,7 @@ json decode_attention(const json& m, bool quick) {
         for (size_t x = 0; x < k.size(); ++x) k16[x] = to16(k[x]), v16[x] = to16(v[x]);
         k = std::vector<float>(), v = std::vector<float>();  // frees them (= {} would keep the capacity)
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data(), f16};
+        kb = reinterpret_cast<const char*>(k16.data()), vb = reinterpret_cast<const char*>(v16.data());
       } else if (kv_dtype == DType::I8) {  // --kv-dtype q8: int8 rows, one f32 scale each
         k8.resize(k.size()), v8.resize(v.size()), ks.resize(k.size() / size_t(hd)), vs.resize(ks.size());
         for (size_t r = 0; r < ks.size(); ++r)
@@ -251,6 +254,7 @@ json decode_attention(const json& m, bool quick) {
         k = std::vector<float>(), v = std::vector<float>();
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false};
         kv.k8 = k8.data(), kv.v8 = v8.data(), kv.k_scale = ks.data(), kv.v_scale = vs.data();
+        kb = reinterpret_cast<const char*>(k8.data()), vb = reinterpret_cast<const char*>(v8.data());
       }
       const QueryBlock qb{q.data(), 1, 1, Hq, hd, ctx - 1, 1.f / 16};
       const int64_t start = 0;
@@ -260,14 +264,7 @@ json decode_attention(const json& m, bool quick) {
       // The floor: the same K and V rows read once by the same threads, one
       // KV head per task as the kernel splits them (q8's row scales, 4 bytes
       // a row, are counted in the bytes but not read).
-      const size_t elem = kv_dtype == DType::I8 ? 1 : kv_dtype == DType::F32 ? 4 : 2;
-      const size_t head_bytes = size_t(ctx) * size_t(hd) * elem;
-      const char* kb = kv_dtype == DType::I8 ? reinterpret_cast<const char*>(k8.data())
-                       : elem == 2           ? reinterpret_cast<const char*>(k16.data())
-                                             : reinterpret_cast<const char*>(k.data());
-      const char* vb = kv_dtype == DType::I8 ? reinterpret_cast<const char*>(v8.data())
-                       : elem == 2           ? reinterpret_cast<const char*>(v16.data())
-                                             : reinterpret_cast<const char*>(v.data());
+      const size_t head_bytes = size_t(ctx) * size_t(hd) * dtype_size(kv_dtype);
       const double bytes = 2.0 * Hkv * ctx * double(kv_row_bytes(kv_dtype, hd));
       const double rows_share = bytes / (2.0 * Hkv * double(head_bytes));
       auto read_kv = [&] {

@@ -50,13 +50,18 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < n; ++i) kf[i] = u(rng), vf[i] = u(rng);
   std::vector<uint16_t> k16, v16;
   std::vector<int8_t> k8, v8;
+  // The stored K and V rows as bytes, for the floor's plain read.
+  const char* kbytes = reinterpret_cast<const char*>(kf.data());
+  const char* vbytes = reinterpret_cast<const char*>(vf.data());
   if (elem == 2) {
     k16.resize(n), v16.resize(n);
     for (size_t i = 0; i < n; ++i)
       k16[i] = type == "f16" ? f32_to_f16(kf[i]) : f32_to_bf16(kf[i]), v16[i] = type == "f16" ? f32_to_f16(vf[i]) : f32_to_bf16(vf[i]);
+    kbytes = reinterpret_cast<const char*>(k16.data()), vbytes = reinterpret_cast<const char*>(v16.data());
   } else if (elem == 1) {
     k8.resize(n), v8.resize(n);
     for (size_t i = 0; i < n; ++i) k8[i] = int8_t(127 * kf[i]), v8[i] = int8_t(127 * vf[i]);
+    kbytes = reinterpret_cast<const char*>(k8.data()), vbytes = reinterpret_cast<const char*>(v8.data());
   }
   if (elem != 4) kf = std::vector<float>(), vf = std::vector<float>();
   const std::vector<float> scales(size_t(kv_heads) * size_t(ctx), 1.f / 127), q(size_t(kv_heads * group * hd), 0.1f);
@@ -86,10 +91,6 @@ int main(int argc, char** argv) {
   // The floor: the same K and V bytes read once by the same two threads, K
   // and V side by side as the kernel reads them, alternated with the kernels
   // so that each run's fraction of it is taken at one moment.
-  const char* kbytes = elem == 4 ? reinterpret_cast<const char*>(kf.data()) : elem == 2 ? reinterpret_cast<const char*>(k16.data())
-                                                                                       : reinterpret_cast<const char*>(k8.data());
-  const char* vbytes = elem == 4 ? reinterpret_cast<const char*>(vf.data()) : elem == 2 ? reinterpret_cast<const char*>(v16.data())
-                                                                                       : reinterpret_cast<const char*>(v8.data());
   const size_t head_bytes = size_t(ctx) * size_t(hd) * elem;
   auto read_heads = [&](int h0, int h1) { read_streams(kbytes + size_t(h0) * head_bytes, vbytes + size_t(h0) * head_bytes, size_t(h1 - h0) * head_bytes); };
   auto read_all = [&] {
