@@ -564,22 +564,25 @@ struct FloorStep {
   double fraction;       // median of the paired floor / step
   double peak_rss_mib;
 };
+// A step decodes one token for each of the session's lockstep sequences.
 FloorStep decode_steps_against_floor(Session& session, double weight_bytes) {
-  session.decode({39});  // warm-up
+  const size_t batch = size_t(session.batch());
+  session.decode(std::vector<int>(batch, 39));  // warm-up
   const double rss = peak_rss_mib();
   const BandwidthProbe probe;
   int token = 40;
-  const AgainstFloor a =
-      against_floor([&] { return weight_bytes / (probe.once_gbs() * 1e9); }, [&] { session.decode({token++}); }, 8);
+  const AgainstFloor a = against_floor([&] { return weight_bytes / (probe.once_gbs() * 1e9); },
+                                       [&] { session.decode(std::vector<int>(batch, token++)); }, 8);
   return {a.kernel_s, a.floor_s, weight_bytes / a.floor_s / 1e9, a.fraction, rss};
 }
 
-// A decode step at `context` positions of synthetic past.
-FloorStep decode_against_floor(const Model& model, int context) {
+// A decode step of `batch` sequences, each at `context` positions of
+// synthetic past.
+FloorStep decode_against_floor(const Model& model, int context, int batch = 1) {
   SessionOptions o;
   o.capacity = context + 16;
-  Session s(model, 1, o);
-  s.fill_synthetic(0, context);
+  Session s(model, batch, o);
+  for (int q = 0; q < batch; ++q) s.fill_synthetic(q, context);
   return decode_steps_against_floor(s, double(model.weights().bytes()));
 }
 
@@ -651,6 +654,21 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
   // Decode at a long synthetic past: the floor is the weights plus the KV the
   // step reads (decode_against_floor's session keeps the default KV storage),
   // both once at the probed bandwidth.
+  // A batched decode (the server's step for several sequences): every
+  // weight byte is still read once a step, so the floor is the weights plus
+  // each sequence's KV at the probed bandwidth.
+  for (int batch : {4, 8}) {
+    constexpr int kContext = 512;
+    reset_peak_rss();
+    const FloorStep f = decode_against_floor(model, kContext, batch);
+    const double kv = batch * kv_bytes_per_step(model.config(), kContext, SessionOptions{}.kv_dtype);
+    const double fraction = f.fraction * (weight_bytes + kv) / weight_bytes;
+    std::printf("%-34s decode of %d sequences at 512: %6.2f tokens/s in all (%.0f%% of the floor of weights + KV); peak RSS %.0f MiB\n",
+                label.c_str(), batch, batch / f.step_s, 100 * fraction, f.peak_rss_mib);
+    row["batch_" + std::to_string(batch)] = {{"decode_tokens_per_s", batch / f.step_s}, {"step_ms", f.step_s * 1e3},
+                                             {"kv_bytes_per_step", kv}, {"fraction_of_floor", fraction},
+                                             {"bandwidth_gbs", f.bandwidth_gbs}, {"peak_rss_mib", f.peak_rss_mib}};
+  }
   for (int context : {4096, 16384}) {
     reset_peak_rss();
     const FloorStep f = decode_against_floor(model, context);

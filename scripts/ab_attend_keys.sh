@@ -3,7 +3,8 @@
 # revision (default HEAD~1) against the working tree's, in one process,
 # alternated (bench/ab/ab_attend_keys.cpp). Both tables, f32/bf16/f16/q8 KV.
 #   scripts/ab_attend_keys.sh [REV] [CONTEXT] [HEAD_DIM]
-# AB=matvec runs the decode matvec row kernels instead (bench/ab/ab_matvec.cpp);
+# AB=matvec runs the decode matvec row kernels instead (bench/ab/ab_matvec.cpp;
+# ROWS=4 for four x rows per call, a batched decode);
 # NEW_FLAGS adds compiler flags to the working tree's build (-D variants).
 set -euo pipefail
 cd "$(dirname "$0")/.."

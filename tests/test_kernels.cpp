@@ -112,6 +112,40 @@ TEST(SimdTables, Dot2GivesEachRowDotsBits) {
   }
 }
 
+// dot4x2 (four x rows against two weight rows, the batched decode matvec)
+// gives each pair exactly dot's bits too, so a sequence's logits do not
+// depend on how many sequences share its decode step.
+TEST(SimdTables, Dot4x2GivesEachPairDotsBits) {
+  std::mt19937 rng(12);
+  for (const simd::KernelTable* t : simd::available()) {
+    SCOPED_TRACE(t->name);
+    for (int n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 257, 1152, 4096}) {
+      std::vector<std::vector<float>> x;
+      for (int r = 0; r < 4; ++r) x.push_back(random_vec(rng, size_t(n)));
+      const float* xp[4] = {x[0].data(), x[1].data(), x[2].data(), x[3].data()};
+      const auto w0 = random_vec(rng, size_t(n)), w1 = random_vec(rng, size_t(n));
+      float got[8];
+      t->dot4x2_f32(xp, w0.data(), w1.data(), n, got);
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(got[r], t->dot_f32(xp[r], w0.data(), n)) << "f32 n " << n << " row " << r;
+        EXPECT_EQ(got[4 + r], t->dot_f32(xp[r], w1.data(), n)) << "f32 n " << n << " row " << r;
+      }
+      const auto b0 = to_bf16(w0), b1 = to_bf16(w1);
+      t->dot4x2_bf16(xp, b0.data(), b1.data(), n, got);
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(got[r], t->dot_bf16(xp[r], b0.data(), n)) << "bf16 n " << n << " row " << r;
+        EXPECT_EQ(got[4 + r], t->dot_bf16(xp[r], b1.data(), n)) << "bf16 n " << n << " row " << r;
+      }
+      const auto h0 = to_f16(w0), h1 = to_f16(w1);
+      t->dot4x2_f16(xp, h0.data(), h1.data(), n, got);
+      for (int r = 0; r < 4; ++r) {
+        EXPECT_EQ(got[r], t->dot_f16(xp[r], h0.data(), n)) << "f16 n " << n << " row " << r;
+        EXPECT_EQ(got[4 + r], t->dot_f16(xp[r], h1.data(), n)) << "f16 n " << n << " row " << r;
+      }
+    }
+  }
+}
+
 TEST(SimdTables, AttendKeysAgreesWithScalarOnlineSoftmax) {
   std::mt19937 rng(11);
   const simd::KernelTable& ref = simd::generic_table();

@@ -4,10 +4,14 @@
 // old and new alternated 15 times. Built and run by scripts/ab_attend_keys.sh
 // with AB=matvec.
 //
+// With ROWS=4 in the environment: four x rows per call (a batched decode),
+// through dot4x2_* where a build has it, else dot4_* one weight row a call.
+//
 // usage: ab_matvec f32|bf16|f16 [avx2]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,9 +26,36 @@ int main(int argc, char** argv) {
   std::string ty = argv[1];
   const bool a2 = argc > 2 && std::string(argv[2]) == "avx2";
   const simd::KernelTable* T[2] = {a2 ? &simd::old_avx2_table() : &simd::old_avx512_table(), a2 ? &simd::new_avx2_table() : &simd::new_avx512_table()};
-  const int out = 16384, in = 4096; const size_t n = size_t(out) * in;
+  // OUT / IN in the environment change the shape (default 16384 x 4096).
+  const int out = std::getenv("OUT") ? std::atoi(std::getenv("OUT")) : 16384, in = std::getenv("IN") ? std::atoi(std::getenv("IN")) : 4096;
+  const size_t n = size_t(out) * in;
   std::vector<float> wf; std::vector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
-  std::vector<float> x(in, 0.5f), y(out);
+  const char* rows_env = std::getenv("ROWS");
+  const bool four = rows_env && std::string(rows_env) == "4";
+  std::vector<float> x(size_t(four ? 4 : 1) * in, 0.5f), y(size_t(four ? 4 : 1) * out);
+  const float* xs[4] = {x.data(), x.data() + (four ? in : 0), x.data() + (four ? 2 * in : 0), x.data() + (four ? 3 * in : 0)};
+  // Four rows: pairs through dot4x2 (across the range's halves, as linear()
+  // runs a batched matvec) where the table has it, else dot4 per row.
+  auto half4 = [&](const simd::KernelTable& t, int o0, int o1) {
+    const bool pairs = ty == "f32" ? t.dot4x2_f32 != nullptr : ty == "bf16" ? t.dot4x2_bf16 != nullptr : t.dot4x2_f16 != nullptr;
+    const int h = pairs ? (o1 - o0) / 2 : 0;
+    float o8[8];
+    for (int i = 0; i < h; ++i) {
+      const int ra = o0 + i, rb = o0 + h + i;
+      const size_t a = size_t(ra) * in, b = size_t(rb) * in;
+      if (ty == "f32") t.dot4x2_f32(xs, wf.data() + a, wf.data() + b, in, o8);
+      else if (ty == "bf16") t.dot4x2_bf16(xs, w16.data() + a, w16.data() + b, in, o8);
+      else t.dot4x2_f16(xs, w16.data() + a, w16.data() + b, in, o8);
+      for (int r = 0; r < 4; ++r) y[size_t(r) * out + ra] = o8[r], y[size_t(r) * out + rb] = o8[4 + r];
+    }
+    for (int o = o0 + 2 * h; o < o1; ++o) {
+      const size_t a = size_t(o) * in;
+      if (ty == "f32") t.dot4_f32(xs, wf.data() + a, in, o8);
+      else if (ty == "bf16") t.dot4_bf16(xs, w16.data() + a, in, o8);
+      else t.dot4_f16(xs, w16.data() + a, in, o8);
+      for (int r = 0; r < 4; ++r) y[size_t(r) * out + o] = o8[r];
+    }
+  };
   // Output rows in pairs through dot2 where the table has it, row i of the
   // thread's range with row i of its second half (as linear() runs a
   // single-row matvec), else one dot per row.
@@ -45,10 +76,22 @@ int main(int argc, char** argv) {
              : ty == "bf16" ? t.dot_bf16(x.data(), w16.data() + size_t(o) * in, in)
                             : t.dot_f16(x.data(), w16.data() + size_t(o) * in, in);
   };
-  auto run = [&](const simd::KernelTable& t) { auto t0 = std::chrono::steady_clock::now(); std::thread th(half, std::cref(t), 0, out / 2); half(t, out / 2, out); th.join(); return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  auto run = [&](const simd::KernelTable& t) {
+    auto t0 = std::chrono::steady_clock::now();
+    if (four) {
+      std::thread th(half4, std::cref(t), 0, out / 2);
+      half4(t, out / 2, out);
+      th.join();
+    } else {
+      std::thread th(half, std::cref(t), 0, out / 2);
+      half(t, out / 2, out);
+      th.join();
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   std::vector<double> tm[2];
   for (int it = 0; it < 15; ++it) for (int w = 0; w < 2; ++w) tm[w].push_back(run(*T[w]));
   for (auto& v : tm) std::sort(v.begin(), v.end());
   double bytes = double(n) * (ty == "f32" ? 4 : 2);
-  printf("%s %s: old %.2f ms (%.1f GB/s) new %.2f ms (%.1f GB/s): new/old speed %.2fx\n", ty.c_str(), a2 ? "avx2" : "avx512", tm[0][7] * 1e3, bytes / tm[0][7] / 1e9, tm[1][7] * 1e3, bytes / tm[1][7] / 1e9, tm[0][7] / tm[1][7]);
+  printf("%s%s %s: old %.2f ms (%.1f GB/s) new %.2f ms (%.1f GB/s): new/old speed %.2fx\n", four ? "4 rows " : "", ty.c_str(), a2 ? "avx2" : "avx512", tm[0][7] * 1e3, bytes / tm[0][7] / 1e9, tm[1][7] * 1e3, bytes / tm[1][7] / 1e9, tm[0][7] / tm[1][7]);
 }

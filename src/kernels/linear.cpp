@@ -28,7 +28,7 @@ RowKernels block_row_kernels() {
           [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
             (t.*Dot4Q8)(s, q, w, n, out);
           },
-          nullptr};
+          nullptr, nullptr};
 }
 }  // namespace
 
@@ -40,6 +40,9 @@ const RowKernels& row_kernels(WeightFormat format) {
       [](const KernelTable&, const uint8_t* w, int n, float* dst) { std::memcpy(dst, w, size_t(n) * 4); }, true, nullptr, nullptr,
       [](const KernelTable& t, const float* x, const uint8_t* w0, const uint8_t* w1, int n, float out[2]) {
         t.dot2_f32(x, as<float>(w0), as<float>(w1), n, out);
+      },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w0, const uint8_t* w1, int n, float out[8]) {
+        t.dot4x2_f32(x, as<float>(w0), as<float>(w1), n, out);
       }};
   static const RowKernels bf16{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_bf16(x, as<uint16_t>(w), n); },
@@ -47,6 +50,9 @@ const RowKernels& row_kernels(WeightFormat format) {
       [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_bf16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr,
       [](const KernelTable& t, const float* x, const uint8_t* w0, const uint8_t* w1, int n, float out[2]) {
         t.dot2_bf16(x, as<uint16_t>(w0), as<uint16_t>(w1), n, out);
+      },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w0, const uint8_t* w1, int n, float out[8]) {
+        t.dot4x2_bf16(x, as<uint16_t>(w0), as<uint16_t>(w1), n, out);
       }};
   static const RowKernels f16{
       [](const KernelTable& t, const float* x, const uint8_t* w, int n) { return t.dot_f16(x, as<uint16_t>(w), n); },
@@ -54,6 +60,9 @@ const RowKernels& row_kernels(WeightFormat format) {
       [](const KernelTable& t, const uint8_t* w, int n, float* dst) { t.expand_f16(as<uint16_t>(w), n, dst); }, false, nullptr, nullptr,
       [](const KernelTable& t, const float* x, const uint8_t* w0, const uint8_t* w1, int n, float out[2]) {
         t.dot2_f16(x, as<uint16_t>(w0), as<uint16_t>(w1), n, out);
+      },
+      [](const KernelTable& t, const float* const x[4], const uint8_t* w0, const uint8_t* w1, int n, float out[8]) {
+        t.dot4x2_f16(x, as<uint16_t>(w0), as<uint16_t>(w1), n, out);
       }};
   static const RowKernels q8_0 = block_row_kernels<&KernelTable::dot_q8, &KernelTable::dot4_q8, &KernelTable::expand_q8,
                                                     &KernelTable::dot_q8_q8, &KernelTable::dot4_q8_q8>();
@@ -71,35 +80,41 @@ const RowKernels& row_kernels(WeightFormat format) {
 
 namespace {
 
-// Outputs [o0, o1) for every row, four rows per weight load; fewer than
-// four rows take two outputs per call where the format has dot2 (each
-// output's bits do not depend on its partner).
+// Outputs [o0, o1) for every row, four rows per weight load. Where the
+// format has dot2 / dot4x2, row i of the range's first half pairs with row
+// i of its second half: two weight streams per thread, where adjacent rows
+// read as one (on a Xeon the bf16 single-row matvec went from 81-82% to
+// 90-92% of the paired bandwidth probe, gemma3-1b bf16 decode from 11.5 to
+// 13.3-14.0 tokens/s). Each output's bits do not depend on its partner.
 void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* x, int rows, const WeightMatrix& w, float* y,
                   int64_t o0, int64_t o1) {
   const int in = w.in;
-  if (rows < 4 && k.dot2) {
-    // Row i of the range's first half pairs with row i of its second half:
-    // two streams per thread, where adjacent rows read as one (on a Xeon
-    // the bf16 matvec went from 81-82% to 90-92% of the paired bandwidth
-    // probe, gemma3-1b bf16 decode from 11.5 to 13.3-14.0 tokens/s).
+  const float* xs[4];
+  int64_t o = o0;
+  if (k.dot2 && k.dot4x2) {
     const int64_t half = (o1 - o0) / 2;
     for (int64_t i = 0; i < half; ++i) {
       const int64_t a = o0 + i, b = o0 + half + i;
-      for (int r = 0; r < rows; ++r) {
+      int r = 0;
+      for (; r + 4 <= rows; r += 4) {
+        for (int j = 0; j < 4; ++j) xs[j] = x + int64_t(r + j) * in;
+        float out[8];
+        k.dot4x2(t, xs, w.row(int(a)), w.row(int(b)), in, out);
+        for (int j = 0; j < 4; ++j) y[int64_t(r + j) * w.out + a] = out[j], y[int64_t(r + j) * w.out + b] = out[4 + j];
+      }
+      for (; r < rows; ++r) {
         float out[2];
         k.dot2(t, x + int64_t(r) * in, w.row(int(a)), w.row(int(b)), in, out);
         y[int64_t(r) * w.out + a] = out[0], y[int64_t(r) * w.out + b] = out[1];
       }
     }
-    for (int64_t o = o0 + 2 * half; o < o1; ++o)
-      for (int r = 0; r < rows; ++r) y[int64_t(r) * w.out + o] = k.dot(t, x + int64_t(r) * in, w.row(int(o)), in);
-    return;
+    o = o0 + 2 * half;  // an odd range's last output
   }
-  for (int64_t o = o0; o < o1; ++o) {
+  for (; o < o1; ++o) {
     const uint8_t* wr = w.row(int(o));
     int r = 0;
     for (; r + 4 <= rows; r += 4) {
-      const float* xs[4] = {x + int64_t(r) * in, x + int64_t(r + 1) * in, x + int64_t(r + 2) * in, x + int64_t(r + 3) * in};
+      for (int j = 0; j < 4; ++j) xs[j] = x + int64_t(r + j) * in;
       float out[4];
       k.dot4(t, xs, wr, in, out);
       for (int j = 0; j < 4; ++j) y[int64_t(r + j) * w.out + o] = out[j];

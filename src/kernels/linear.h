@@ -11,12 +11,13 @@
 
 namespace splitdec {
 
-// Few rows (decode): SIMD dot products, four rows per weight load, threads
-// over output blocks: bandwidth-bound. Many rows (prefill): the weight is cut
+// Few rows (decode): SIMD dot products, four rows per weight load, two
+// weight rows per call (two streams per thread), threads over output
+// blocks: bandwidth-bound. Many rows (prefill): the weight is cut
 // into panels (expanded to f32 per panel unless already f32) and each panel
 // goes to a single-threaded BLAS sgemm on its own thread.
 // `rows_independent`: never BLAS, so each row's result is the same whatever
-// the other rows (dot and dot4 sum a row in one order): a batched decode
+// the other rows (dot, dot2, dot4 and dot4x2 sum a row in one order): a batched decode
 // step gives every sequence the logits it gets alone.
 void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent = false);
 // The same, pinned to one SIMD table and without BLAS (tests of each target).
@@ -42,6 +43,9 @@ struct RowKernels {
   // out[j] = x . row_j for two rows against one x, each exactly dot's bits
   // (f32 / bf16 / f16 only, else null).
   void (*dot2)(const simd::KernelTable& t, const float* x, const uint8_t* row0, const uint8_t* row1, int n, float out[2]);
+  // out[r] = x[r] . row0 and out[4 + r] = x[r] . row1, each exactly dot's
+  // bits (f32 / bf16 / f16 only, else null).
+  void (*dot4x2)(const simd::KernelTable& t, const float* const x[4], const uint8_t* row0, const uint8_t* row1, int n, float out[8]);
 };
 // The one dispatch point from a weight format to its kernels.
 const RowKernels& row_kernels(WeightFormat format);

@@ -101,6 +101,13 @@ struct KernelTable {
   void (*dot2_f32)(const float* x, const float* w0, const float* w1, int n, float out[2]);
   void (*dot2_bf16)(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]);
   void (*dot2_f16)(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]);
+  // out[r] = x_r . w0 and out[4 + r] = x_r . w1 for four x rows against two
+  // weight rows (a batched decode of four or more sequences): each pair
+  // summed exactly as dot_* sums it, two weight streams per call as dot2
+  // gives a single row.
+  void (*dot4x2_f32)(const float* const x[4], const float* w0, const float* w1, int n, float out[8]);
+  void (*dot4x2_bf16)(const float* const x[4], const uint16_t* w0, const uint16_t* w1, int n, float out[8]);
+  void (*dot4x2_f16)(const float* const x[4], const uint16_t* w0, const uint16_t* w1, int n, float out[8]);
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

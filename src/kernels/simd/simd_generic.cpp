@@ -50,6 +50,15 @@ void dot2_bf16(const float* x, const uint16_t* w0, const uint16_t* w1, int n, fl
 void dot2_f16(const float* x, const uint16_t* w0, const uint16_t* w1, int n, float out[2]) {
   out[0] = dot_f16(x, w0, n), out[1] = dot_f16(x, w1, n);
 }
+void dot4x2_f32(const float* const x[4], const float* w0, const float* w1, int n, float out[8]) {
+  dot4_f32(x, w0, n, out), dot4_f32(x, w1, n, out + 4);
+}
+void dot4x2_bf16(const float* const x[4], const uint16_t* w0, const uint16_t* w1, int n, float out[8]) {
+  dot4_bf16(x, w0, n, out), dot4_bf16(x, w1, n, out + 4);
+}
+void dot4x2_f16(const float* const x[4], const uint16_t* w0, const uint16_t* w1, int n, float out[8]) {
+  dot4_f16(x, w0, n, out), dot4_f16(x, w1, n, out + 4);
+}
 void expand_bf16(const uint16_t* w, int n, float* dst) {
   for (int i = 0; i < n; ++i) dst[i] = bf16(w[i]);
 }
@@ -240,7 +249,7 @@ const KernelTable& generic_table() {
                              dot_q4,      dot4_q4,     expand_q4,  dot_q4_q8,  dot4_q4_q8,
                              scale_axpy,  sum_f32,     attend_keys,
                              attend_keys_bf16, attend_keys_f16, attend_keys_q8, expand_q8_rows, gemm_f32, flash_softmax,
-                             dot2_f32,    dot2_bf16,   dot2_f16};
+                             dot2_f32,    dot2_bf16,   dot2_f16,    dot4x2_f32,  dot4x2_bf16, dot4x2_f16};
   return t;
 }
 
