@@ -80,18 +80,22 @@ const RowKernels& row_kernels(WeightFormat format) {
 
 namespace {
 
-// Outputs [o0, o1) for every row, four rows per weight load. Where the
-// format has dot2 / dot4x2, row i of the range's first half pairs with row
-// i of its second half: two weight streams per thread, where adjacent rows
-// read as one (on a Xeon the bf16 single-row matvec went from 81-82% to
-// 90-92% of the paired bandwidth probe, gemma3-1b bf16 decode from 11.5 to
-// 13.3-14.0 tokens/s). Each output's bits do not depend on its partner.
+// Outputs [o0, o1) for every row, four rows per weight load. Below 8 rows,
+// where the format has dot2 / dot4x2, row i of the range's first half pairs
+// with row i of its second half: two weight streams per thread, where
+// adjacent rows read as one (on a Xeon the bf16 single-row matvec went from
+// 81-82% to 90-92% of the paired bandwidth probe, gemma3-1b bf16 decode from
+// 11.5 to 13.3-14.0 tokens/s; 4 sequences 1.15-1.3x). From 8 rows the step
+// is bound by the FMAs rather than the stream, and each four rows would
+// read the pair again: 8 sequences ran 10-20% slower paired on AVX2 (whose
+// dot4x2 is two passes), so they keep one weight row per dot4. Each
+// output's bits do not depend on its partner.
 void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* x, int rows, const WeightMatrix& w, float* y,
                   int64_t o0, int64_t o1) {
   const int in = w.in;
   const float* xs[4];
   int64_t o = o0;
-  if (k.dot2 && k.dot4x2) {
+  if (k.dot2 && k.dot4x2 && rows < 8) {
     const int64_t half = (o1 - o0) / 2;
     for (int64_t i = 0; i < half; ++i) {
       const int64_t a = o0 + i, b = o0 + half + i;
