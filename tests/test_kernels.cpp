@@ -237,6 +237,24 @@ TEST(KvRows, Q8RowsQuantizeWithinHalfAStep) {
   EXPECT_THROW(parse_kv_dtype_flag("q4"), InputError);
 }
 
+// Weight rows start on cache lines (a 64-byte load across two lines costs
+// two), whatever the allocation size; so does an AlignedVector's data.
+TEST(Linear, WeightStorageIsCacheLineAligned) {
+  for (int out : {1, 3, 1000})
+    for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::Q8_0}) {
+      const WeightMatrix w = WeightMatrix::zeros(f, out, 64);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data.data()) % kCacheLine, 0u);
+      if (weight_row_bytes(f, 64) % kCacheLine == 0)
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(w.row(out - 1)) % kCacheLine, 0u);
+    }
+  for (size_t n : {size_t(1), size_t(5), size_t(1) << 20}) {
+    AlignedVector<float> v(n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % kCacheLine, 0u);
+    v.resize(3 * n);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % kCacheLine, 0u);
+  }
+}
+
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
   std::mt19937 rng(5);
   for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0})

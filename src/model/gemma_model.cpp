@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/aligned_vector.h"
 #include "io/safetensors.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
@@ -30,7 +31,7 @@ void Model::embed(const int* tokens, int rows, float* hidden) const {
 // Activations of one layer; kept across the layers of a call so that a
 // decode step allocates once, not once per layer.
 struct Model::LayerScratch {
-  std::vector<float> x, q, k, v, attn, o, gate, up;
+  AlignedVector<float> x, q, k, v, attn, o, gate, up;  // linear()'s rows start on cache lines
 };
 
 void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
@@ -93,7 +94,7 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
 
 void Model::logits(const float* hidden, int rows, float* out, bool rows_independent) const {
   const int H = config_.hidden_size, V = config_.vocab_size;
-  std::vector<float> x(size_t(rows) * H);
+  AlignedVector<float> x(size_t(rows) * H);
   ops::rms_norm(hidden, weights_.final_norm.data(), rows, H, config_.rms_norm_eps, config_.norm_adds_one, x.data());
   linear(x.data(), rows, weights_.output_matrix(), out, rows_independent);
   if (config_.final_logit_softcap) ops::softcap(out, size_t(rows) * size_t(V), *config_.final_logit_softcap);
