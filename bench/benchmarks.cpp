@@ -16,6 +16,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "core/aligned_vector.h"
 #include "core/thread_pool.h"
 #include "generate/generator.h"
 #include "kernels/attention.h"
@@ -229,10 +230,12 @@ json decode_attention(const json& m, bool quick) {
   for (int hd : {256, 512})
     for (int ctx : contexts) {
       const int Hkv = 8, Hq = 16;
-      std::vector<float> k = random_floats(size_t(Hkv) * ctx * hd, 1), v = random_floats(size_t(Hkv) * ctx * hd, 2);
-      std::vector<float> q = random_floats(size_t(Hq) * hd, 3), o(q.size());
-      std::vector<uint16_t> k16, v16;
-      std::vector<int8_t> k8, v8;
+      // Cache-line aligned, as the runtime's KV cache and activations are.
+      const auto aligned = [](const std::vector<float>& x) { return AlignedVector<float>(x.begin(), x.end()); };
+      AlignedVector<float> k = aligned(random_floats(size_t(Hkv) * ctx * hd, 1)), v = aligned(random_floats(size_t(Hkv) * ctx * hd, 2));
+      AlignedVector<float> q = aligned(random_floats(size_t(Hq) * hd, 3)), o(q.size());
+      AlignedVector<uint16_t> k16, v16;
+      AlignedVector<int8_t> k8, v8;
       std::vector<float> ks, vs;
       KvView kv{k.data(), v.data(), 1, Hkv, hd, ctx, false};
       // The stored K and V rows as bytes, for the floor's plain read.
@@ -243,7 +246,7 @@ json decode_attention(const json& m, bool quick) {
         uint16_t (*const to16)(float) = f16 ? f32_to_f16 : f32_to_bf16;
         k16.resize(k.size()), v16.resize(v.size());
         for (size_t x = 0; x < k.size(); ++x) k16[x] = to16(k[x]), v16[x] = to16(v[x]);
-        k = std::vector<float>(), v = std::vector<float>();  // frees them (= {} would keep the capacity)
+        k = AlignedVector<float>(), v = AlignedVector<float>();  // frees them (= {} would keep the capacity)
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false, k16.data(), v16.data(), f16};
         kb = reinterpret_cast<const char*>(k16.data()), vb = reinterpret_cast<const char*>(v16.data());
       } else if (kv_dtype == DType::I8) {  // --kv-dtype q8: int8 rows, one f32 scale each
@@ -251,7 +254,7 @@ json decode_attention(const json& m, bool quick) {
         for (size_t r = 0; r < ks.size(); ++r)
           ks[r] = quantize_kv_row(k.data() + r * size_t(hd), hd, k8.data() + r * size_t(hd)),
           vs[r] = quantize_kv_row(v.data() + r * size_t(hd), hd, v8.data() + r * size_t(hd));
-        k = std::vector<float>(), v = std::vector<float>();
+        k = AlignedVector<float>(), v = AlignedVector<float>();
         kv = {nullptr, nullptr, 1, Hkv, hd, ctx, false};
         kv.k8 = k8.data(), kv.v8 = v8.data(), kv.k_scale = ks.data(), kv.v_scale = vs.data();
         kb = reinterpret_cast<const char*>(k8.data()), vb = reinterpret_cast<const char*>(v8.data());
