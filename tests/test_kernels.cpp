@@ -244,8 +244,9 @@ TEST(Linear, WeightStorageIsCacheLineAligned) {
     for (WeightFormat f : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::Q8_0}) {
       const WeightMatrix w = WeightMatrix::zeros(f, out, 64);
       EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data.data()) % kCacheLine, 0u);
-      if (weight_row_bytes(f, 64) % kCacheLine == 0)
+      if (weight_row_bytes(f, 64) % kCacheLine == 0) {
         EXPECT_EQ(reinterpret_cast<uintptr_t>(w.row(out - 1)) % kCacheLine, 0u);
+      }
     }
   for (size_t n : {size_t(1), size_t(5), size_t(1) << 20}) {
     AlignedVector<float> v(n);
@@ -253,6 +254,32 @@ TEST(Linear, WeightStorageIsCacheLineAligned) {
     v.resize(3 * n);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % kCacheLine, 0u);
   }
+}
+
+// A row's output through the decode kernels does not depend on how many
+// rows share the call (batch sizes that take dot2, dot4x2, dot4 and the
+// pairing rule for x rows past L1), bit for bit, on every table.
+TEST(Linear, EachRowOfABatchGetsItsSoloBits) {
+  std::mt19937 rng(6);
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16})
+    for (int in : {64, 1600}) {
+      const int out = 37;  // odd: a thread's range ends with an unpaired row
+      const auto wf = random_vec(rng, size_t(out) * size_t(in));
+      const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+      for (int rows : {2, 4, 5, 7, 8, 9, 12, 15}) {
+        const auto x = random_vec(rng, size_t(rows) * size_t(in));
+        for (const simd::KernelTable* t : simd::available()) {
+          SCOPED_TRACE(std::string(t->name) + " " + weight_format_name(format) + " in " + std::to_string(in) + " rows " +
+                       std::to_string(rows));
+          std::vector<float> batch(size_t(rows) * size_t(out)), solo(static_cast<size_t>(out));
+          linear_with(*t, x.data(), rows, w, batch.data());
+          for (int r = 0; r < rows; ++r) {
+            linear_with(*t, x.data() + size_t(r) * size_t(in), 1, w, solo.data());
+            for (int o = 0; o < out; ++o) ASSERT_EQ(batch[size_t(r) * size_t(out) + size_t(o)], solo[size_t(o)]) << "row " << r;
+          }
+        }
+      }
+    }
 }
 
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {

@@ -80,22 +80,30 @@ const RowKernels& row_kernels(WeightFormat format) {
 
 namespace {
 
-// Outputs [o0, o1) for every row, four rows per weight load. Below 8 rows,
-// where the format has dot2 / dot4x2, row i of the range's first half pairs
-// with row i of its second half: two weight streams per thread, where
-// adjacent rows read as one (on a Xeon the bf16 single-row matvec went from
-// 81-82% to 90-92% of the paired bandwidth probe, gemma3-1b bf16 decode from
-// 11.5 to 13.3-14.0 tokens/s; 4 sequences 1.15-1.3x). From 8 rows the step
-// is bound by the FMAs rather than the stream, and each four rows would
-// read the pair again: 8 sequences ran 10-20% slower paired on AVX2 (whose
-// dot4x2 is two passes), so they keep one weight row per dot4. Each
-// output's bits do not depend on its partner.
+// Outputs [o0, o1) for every row, four rows per weight load. Where the
+// format has dot2 / dot4x2, row i of the range's first half pairs with row
+// i of its second half: two weight streams per thread, where adjacent rows
+// read as one (on a Xeon the bf16 single-row matvec went from 81-82% to
+// 90-92% of the paired bandwidth probe, gemma3-1b bf16 decode from 11.5 to
+// 13.3-14.0 tokens/s; 4 sequences 1.15-1.3x). Each output's bits do not
+// depend on its partner.
+// From 8 rows the step is bound by the kernel's own loads, not the stream:
+// pairs then pay only where the x rows overflow L1, since a pair halves
+// their traffic from L2 (8-16 rows of 2048-15360: 1.2-1.3x), and only on a
+// table whose dot4x2 runs in one pass (AVX2's two passes ran 8 sequences
+// 10-20% slower; 8 rows of 1152 in L1, 1.1x slower paired on AVX-512).
+constexpr int64_t kL1Bytes = 48 << 10;
+bool pair_rows(const simd::KernelTable& t, const RowKernels& k, int rows, int in) {
+  if (!k.dot2 || !k.dot4x2) return false;
+  return rows < 8 || (t.dot4x2_single_pass && int64_t(rows) * in * int64_t(sizeof(float)) > kL1Bytes);
+}
+
 void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* x, int rows, const WeightMatrix& w, float* y,
                   int64_t o0, int64_t o1) {
   const int in = w.in;
   const float* xs[4];
   int64_t o = o0;
-  if (k.dot2 && k.dot4x2 && rows < 8) {
+  if (pair_rows(t, k, rows, in)) {
     const int64_t half = (o1 - o0) / 2;
     for (int64_t i = 0; i < half; ++i) {
       const int64_t a = o0 + i, b = o0 + half + i;

@@ -108,6 +108,9 @@ struct KernelTable {
   void (*dot4x2_f32)(const float* const x[4], const float* w0, const float* w1, int n, float out[8]);
   void (*dot4x2_bf16)(const float* const x[4], const uint16_t* w0, const uint16_t* w1, int n, float out[8]);
   void (*dot4x2_f16)(const float* const x[4], const uint16_t* w0, const uint16_t* w1, int n, float out[8]);
+  // dot4x2 keeps its 16 accumulators in registers and reads the two weight
+  // rows once (AVX-512); false where it takes two rows twice (AVX2, generic).
+  bool dot4x2_single_pass;
 };
 
 // The best table for this CPU (SPLITDEC_SIMD=generic|avx2|avx512 overrides, for testing).

@@ -249,7 +249,7 @@ const KernelTable& generic_table() {
                              dot_q4,      dot4_q4,     expand_q4,  dot_q4_q8,  dot4_q4_q8,
                              scale_axpy,  sum_f32,     attend_keys,
                              attend_keys_bf16, attend_keys_f16, attend_keys_q8, expand_q8_rows, gemm_f32, flash_softmax,
-                             dot2_f32,    dot2_bf16,   dot2_f16,    dot4x2_f32,  dot4x2_bf16, dot4x2_f16};
+                             dot2_f32,    dot2_bf16,   dot2_f16,    dot4x2_f32,  dot4x2_bf16, dot4x2_f16,  false};
   return t;
 }
 
