@@ -194,7 +194,9 @@ json linear_layers(const json& m, bool quick) {
   for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::Q8_0, WeightFormat::Q4_0}) {
     const char* name = weight_format_name(format);
     const WeightMatrix w = random_matrix(4096, 4096, format, 7);
-    std::vector<float> x = random_floats(size_t(rows_prefill) * 4096, 8), y(size_t(rows_prefill) * 4096);
+    const std::vector<float> xs = random_floats(size_t(rows_prefill) * 4096, 8);
+    const AlignedVector<float> x(xs.begin(), xs.end());  // as the runtime's activations
+    AlignedVector<float> y(size_t(rows_prefill) * 4096);
     const double tp = median_time([&] { linear(x.data(), rows_prefill, w, y.data()); }, 2, 0.5);
     // Decode reads a matrix four times larger than the last-level cache.
     const WeightMatrix big = random_matrix(16384, 4096, format, 9);
@@ -556,7 +558,7 @@ double peak_rss_mib() {
   return 0;
 }
 
-// Decode steps of sequence 0 against the weight-bandwidth floor (every
+// Decode steps of the session's lockstep sequences against the weight-bandwidth floor (every
 // weight byte read once), each step paired with one pass of the bandwidth
 // probe (against_floor). The peak RSS is taken after a warm-up step, before
 // the probe's buffer exists.

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "core/aligned_vector.h"
 #include "kernels/simd/kernel_table.h"
 namespace splitdec::simd { const KernelTable& old_avx512_table(); const KernelTable& new_avx512_table(); const KernelTable& old_avx2_table(); const KernelTable& new_avx2_table(); }
 using namespace splitdec;
@@ -29,10 +30,15 @@ int main(int argc, char** argv) {
   // OUT / IN in the environment change the shape (default 16384 x 4096).
   const int out = std::getenv("OUT") ? std::atoi(std::getenv("OUT")) : 16384, in = std::getenv("IN") ? std::atoi(std::getenv("IN")) : 4096;
   const size_t n = size_t(out) * in;
-  std::vector<float> wf; std::vector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
-  const char* rows_env = std::getenv("ROWS");
-  const bool four = rows_env && std::string(rows_env) == "4";
-  std::vector<float> x(size_t(four ? 4 : 1) * in, 0.5f), y(size_t(four ? 4 : 1) * out);
+  // Cache-line aligned, as the runtime's weights and activations are.
+  AlignedVector<float> wf; AlignedVector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
+  const std::string rows_env = std::getenv("ROWS") ? std::getenv("ROWS") : "1";
+  if (rows_env != "1" && rows_env != "4") {
+    std::fprintf(stderr, "ROWS must be 1 or 4, not %s\n", rows_env.c_str());
+    return 2;
+  }
+  const bool four = rows_env == "4";
+  AlignedVector<float> x(size_t(four ? 4 : 1) * in, 0.5f), y(size_t(four ? 4 : 1) * out);
   const float* xs[4] = {x.data(), x.data() + (four ? in : 0), x.data() + (four ? 2 * in : 0), x.data() + (four ? 3 * in : 0)};
   // Four rows: pairs through dot4x2 (across the range's halves, as linear()
   // runs a batched matvec) where the table has it, else dot4 per row.
