@@ -656,9 +656,6 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
            {"prefill_gflops", gflops}, {"gemm_peak_gflops", peak}, {"prefill_fraction_of_peak", gflops / peak},
            {"decode_tokens_per_s", 1 / decode_s}, {"weight_bytes", weight_bytes}, {"floor_tokens_per_s", 1 / floor_s},
            {"fraction_of_floor", d.fraction}, {"bandwidth_gbs", d.bandwidth_gbs}, {"peak_rss_mib", rss}};
-  // Decode at a long synthetic past: the floor is the weights plus the KV the
-  // step reads (decode_against_floor's session keeps the default KV storage),
-  // both once at the probed bandwidth.
   // A batched decode (the server's step for several sequences): every
   // weight byte is still read once a step, so the floor is the weights plus
   // each sequence's KV at the probed bandwidth.
@@ -668,12 +665,15 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
     const FloorStep f = decode_against_floor(model, kContext, batch);
     const double kv = batch * kv_bytes_per_step(model.config(), kContext, SessionOptions{}.kv_dtype);
     const double fraction = f.fraction * (weight_bytes + kv) / weight_bytes;
-    std::printf("%-34s decode of %d sequences at 512: %6.2f tokens/s in all (%.0f%% of the floor of weights + KV); peak RSS %.0f MiB\n",
-                label.c_str(), batch, batch / f.step_s, 100 * fraction, f.peak_rss_mib);
+    std::printf("%-34s decode of %d sequences at %d: %6.2f tokens/s in all (%.0f%% of the floor of weights + KV); peak RSS %.0f MiB\n",
+                label.c_str(), batch, kContext, batch / f.step_s, 100 * fraction, f.peak_rss_mib);
     row["batch_" + std::to_string(batch)] = {{"decode_tokens_per_s", batch / f.step_s}, {"step_ms", f.step_s * 1e3},
                                              {"kv_bytes_per_step", kv}, {"fraction_of_floor", fraction},
                                              {"bandwidth_gbs", f.bandwidth_gbs}, {"peak_rss_mib", f.peak_rss_mib}};
   }
+  // Decode at a long synthetic past: the floor is the weights plus the KV the
+  // step reads (decode_against_floor's session keeps the default KV storage),
+  // both once at the probed bandwidth.
   for (int context : {4096, 16384}) {
     reset_peak_rss();
     const FloorStep f = decode_against_floor(model, context);
