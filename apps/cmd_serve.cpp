@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -29,16 +30,36 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8080;
   int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
-  int64_t max_length = 4096, max_body_mb = 64;
+  int64_t max_length = 4096, max_body_mb = 64, max_inflight_mb = 256;
+  double header_timeout = 10, body_timeout = 60;
+  int max_connections = 1024;
   int image_tokens = 0;
   bool pan_and_scan = false;
   std::string plan = "split", policy, kv_dtype = "f32", weights;
 };
 
+// Every size flag is checked against a range before anything is sized from
+// it (--max-queue 100000000 once asked for 2x10^8 handler threads).
+void check_range(const char* flag, double value, double lo, double hi) {
+  if (value >= lo && value <= hi) return;
+  char text[160];
+  std::snprintf(text, sizeof text, "%s %.10g is out of range: %.10g to %.10g", flag, value, lo, hi);
+  throw InputError(text);
+}
+
 int run(const ServeFlags& f) {
-  if (f.threads < 0) throw InputError("--threads must be >= 0");
-  if (f.max_length < 2) throw InputError("--max-length must be >= 2");
-  if (f.max_body_mb < 1) throw InputError("--max-body-mb must be >= 1");
+  check_range("--threads", f.threads, 0, 1024);
+  check_range("--max-length", double(f.max_length), 2, 1 << 24);
+  check_range("--max-body-mb", double(f.max_body_mb), 1, 4096);
+  check_range("--max-inflight-mb", double(f.max_inflight_mb), 1, 65536);
+  check_range("--max-sequences", f.max_sequences, 1, 1024);
+  check_range("--max-queue", f.max_queue, 0, 4096);
+  check_range("--max-connections", f.max_connections, 1, 65536);
+  check_range("--prefill-budget", f.prefill_budget, 1, 1 << 20);
+  check_range("--chunk", f.chunk, 1, 1 << 20);
+  check_range("--port", f.port, 0, 65535);
+  check_range("--header-timeout", f.header_timeout, 0.1, 3600);
+  check_range("--body-timeout", f.body_timeout, 0.1, 3600);
   if (!f.media_dir.empty() && !std::filesystem::is_directory(f.media_dir))
     throw InputError("--media-dir " + f.media_dir + " is not a directory");
   set_threads(f.threads);
@@ -63,6 +84,10 @@ int run(const ServeFlags& f) {
   o.model_name = f.model_name.empty() ? std::filesystem::path(f.model).lexically_normal().filename().string() : f.model_name;
   if (o.model_name.empty()) o.model_name = "splitdec";
   o.max_body_bytes = size_t(f.max_body_mb) << 20;
+  o.limits.max_inflight_body_bytes = size_t(f.max_inflight_mb) << 20;
+  o.limits.max_connections = size_t(f.max_connections);
+  o.limits.head_timeout = std::chrono::milliseconds(int64_t(f.header_timeout * 1000));
+  o.limits.body_timeout = std::chrono::milliseconds(int64_t(f.body_timeout * 1000));
   o.image = {f.image_tokens, f.pan_and_scan};
 
   if (::pipe(signal_pipe) != 0) throw Error("cannot create the signal pipe");
@@ -108,6 +133,11 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--media-dir", f->media_dir, "directory whose embedding files requests may name by path");
   cmd->add_option("--model-name", f->model_name, "the model id /v1/models reports (default: the directory's name)");
   cmd->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB (default 64; larger: 413)");
+  cmd->add_option("--max-inflight-mb", f->max_inflight_mb,
+                  "request bodies read or handled at once, in MiB (default 256); more wait, then 503");
+  cmd->add_option("--max-connections", f->max_connections, "open connections (default 1024); more are closed at once");
+  cmd->add_option("--header-timeout", f->header_timeout, "seconds a request's head may take to arrive (default 10; then 408)");
+  cmd->add_option("--body-timeout", f->body_timeout, "seconds a request's body may take to arrive (default 60; then 408)");
   cmd->add_option("--threads", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--plan", f->plan, "single | split | split-copy | unified (default split)");
   cmd->add_option("--policy", f->policy, "mask policy (default: the model family's)");

@@ -20,6 +20,7 @@
 #include "serve/api_error.h"
 #include "serve/base64.h"
 #include "serve/chat_input.h"
+#include "serve/http_listener.h"
 #include "serve/prefill_pieces.h"
 #include "serve_test_support.h"
 #include "test_support.h"
@@ -655,6 +656,224 @@ TEST(Serve, SigtermDrainsInFlightRequestsThenExitsZero) {
   sse_text(got.substr(got.find("\r\n\r\n")), nullptr, &finish);
   EXPECT_TRUE(finish == "length" || finish == "stop") << finish;
   EXPECT_EQ(server.wait(60000), 0);
+}
+
+
+// --- Hostile clients (issue 34): each reproduction bounded in time, loopback only. ---
+
+int status_of(const std::string& response) {
+  return response.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(response.c_str() + 9) : -1;
+}
+
+// GET /health on a fresh connection; the status, -1 when no answer came within `timeout_ms`.
+int health(int port, int timeout_ms = 1000) {
+  RawConnection c(port);
+  c.send_all("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  return status_of(c.read_until("\r\n\r\n", timeout_ms));
+}
+
+TEST(ServeHostile, SlowHeadsHoldNoHandlerAndTimeOut) {
+  TestServerOptions o;
+  o.max_sequences = 1;
+  o.max_queue = 1;  // 10 handler threads
+  o.limits.head_timeout = std::chrono::milliseconds(1500);
+  TestServer s(o);
+  // 30 connections trickle a head, a byte every 100 ms: three times the handler pool.
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 30; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(s.port()));
+    slow.back()->send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (int tick = 0; tick < 8; ++tick) {
+    for (auto& c : slow) c->send_all("X");
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(health(s.port()), 200) << "tick " << tick;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Answer ok = post(s, "/v1/chat/completions", chat_body("Still there?", 3).dump());
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  // Past the head deadline each gets a 408 that names the limit.
+  for (auto& c : slow) {
+    const std::string got = c->read_until("\r\n\r\n{", 5000) + c->read_some(500);
+    EXPECT_EQ(status_of(got), 408) << got;
+    EXPECT_NE(got.find("--header-timeout"), std::string::npos) << got;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
+}
+
+TEST(ServeHostile, SlowBodyTimesOut) {
+  TestServerOptions o;
+  o.limits.body_timeout = std::chrono::milliseconds(1000);
+  TestServer s(o);
+  RawConnection c(s.port());
+  c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"mess");
+  const std::string got = c.read_until("--body-timeout", 5000);
+  EXPECT_EQ(status_of(got), 408) << got;
+}
+
+TEST(ServeHostile, HeadsPastTheLimitsAre431) {
+  TestServer s;
+  {
+    RawConnection c(s.port());  // one enormous header line: refused once the limit is read, not at its end
+    c.send_all("GET /health HTTP/1.1\r\nX-Big: " + std::string(200 << 10, 'a'));
+    const std::string got = c.read_until("}", 5000);
+    EXPECT_EQ(status_of(got), 431) << got.substr(0, 300);
+    EXPECT_NE(got.find("bytes"), std::string::npos) << got.substr(0, 300);
+  }
+  {
+    RawConnection c(s.port());  // many small header lines
+    std::string head = "GET /health HTTP/1.1\r\n";
+    for (int i = 0; i < 500; ++i) head += "X-" + std::to_string(i) + ": 1\r\n";
+    c.send_all(head + "\r\n");
+    const std::string got = c.read_until("}", 5000);
+    EXPECT_EQ(status_of(got), 431) << got.substr(0, 300);
+    EXPECT_NE(got.find("header lines"), std::string::npos) << got.substr(0, 300);
+  }
+  EXPECT_EQ(health(s.port()), 200);
+}
+
+TEST(ServeHostile, BodySizeAndApiKeyAreCheckedBeforeTheBodyIsRead) {
+  TestServerOptions o;
+  o.api_key = "k";
+  TestServer s(o);
+  {
+    // The head alone: the answer comes without a body byte sent.
+    RawConnection c(s.port());
+    c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 900000000000\r\n\r\n");
+    const std::string got = c.read_until("}", 5000);
+    EXPECT_EQ(status_of(got), 413) << got;
+    EXPECT_NE(got.find("--max-body-mb"), std::string::npos) << got;
+  }
+  {
+    RawConnection c(s.port());
+    c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+    const std::string got = c.read_until("}", 5000);
+    EXPECT_EQ(status_of(got), 401) << got;
+  }
+  {
+    RawConnection c(s.port());
+    c.send_all("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer k\r\n\r\n");
+    EXPECT_EQ(status_of(c.read_until("}", 5000)), 411);
+  }
+}
+
+TEST(ServeHostile, DeepOrHugeJsonIsRefusedBeforeItIsParsed) {
+  TestServerOptions o;
+  o.max_body_bytes = 8 << 20;
+  TestServer s(o);
+  json body = chat_body("hi", 2);
+  std::string deep = std::string(1000, '[') + std::string(1000, ']');
+  std::string text = body.dump();
+  text.insert(text.size() - 1, ",\"x\":" + deep);
+  expect_error(post(s, "/v1/chat/completions", text), 400, "nests deeper than 64");
+  std::string many = "[";
+  for (int i = 0; i < 300000; ++i) many += i ? ",[]" : "[]";
+  many += "]";
+  text = body.dump();
+  text.insert(text.size() - 1, ",\"x\":" + many);
+  expect_error(post(s, "/v1/chat/completions", text), 400, "more than 100000 values");
+  EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("hi", 2).dump()).status, 200);
+}
+
+TEST(ServeHostile, NonStreamedClientThatLeavesFreesItsSlot) {
+  TestServerOptions o;
+  o.max_sequences = 1;
+  o.max_queue = 1;
+  o.max_length = 4096;
+  TestServer s(o);
+  // One decoding, one queued behind it; both clients leave without reading.
+  RawConnection running(s.port()), queued(s.port());
+  running.send_all(test::post_request("/v1/chat/completions", chat_body("Tell me a long story.", 4000).dump()));
+  for (int i = 0; i < 100 && metric(s, "splitdec_kv_slots_used") != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  queued.send_all(test::post_request("/v1/chat/completions", chat_body("And another.", 4000).dump()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  queued.close();
+  running.close();
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(wait_for_idle(s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  const Answer ok = post(s, "/v1/chat/completions", chat_body("hi", 2).dump());
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+}
+
+TEST(ServeHostile, BurstOf64ConnectsIsAnsweredWhole) {
+  TestServer s;
+  std::vector<std::thread> clients;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 64; ++i)
+    clients.emplace_back([&] {
+      if (health(s.port(), 10000) == 200) ++answered;
+    });
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(answered.load(), 64);
+}
+
+TEST(ServeHostile, ManyRangesDoNotMultiplyTheAnswer) {
+  TestServer s;
+  std::string ranges = "bytes=0-";
+  for (int i = 0; i < 2000; ++i) ranges += ",0-";
+  RawConnection c(s.port());
+  c.send_all("GET /metrics HTTP/1.1\r\nHost: x\r\nRange: " + ranges + "\r\nConnection: close\r\n\r\n");
+  std::string got;
+  for (std::string more; !(more = c.read_some(2000)).empty();) got += more;
+  EXPECT_EQ(status_of(got), 200);
+  EXPECT_LT(got.size(), size_t(200) << 10);
+}
+
+TEST(ServeHostile, APortInUseIsAnErrorNotShared) {
+  TestServer first;
+  serve::HttpListener second({}, 1, {[](serve::HttpRequest&) { return serve::HttpResponse{}; }, {}, {}, {}});
+  try {
+    second.bind("127.0.0.1", first.port());
+    FAIL() << "a second listener bound a port in use";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("in use"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(second.bind("127.0.0.1", 99999), InputError);
+}
+
+TEST(ServeHostile, MediaDirSymlinkCannotLeadOutside) {
+  const std::string media = test::temp_dir("serve-media-link"), outside = test::temp_dir("serve-outside");
+  TestServerOptions o;
+  o.media_dir = media;
+  TestServer s(o);
+  test::write_file(outside + "/rows.npy",
+                   test::npy_bytes(s.engine().impl().model.config().mm_tokens_per_image, s.engine().hidden_size(), 1.f));
+  std::filesystem::create_symlink(outside + "/rows.npy", media + "/link_out.npy");
+  auto path_part = [](const std::string& path) {
+    return json{{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}, {"path", path}}}}}}}, {"max_tokens", 2}}.dump();
+  };
+  expect_error(post(s, "/v1/chat/completions", path_part("link_out.npy")), 400, "outside");
+  const Answer via_missing = post(s, "/v1/chat/completions", path_part("nonexist/../link_out.npy"));
+  EXPECT_EQ(via_missing.status, 400) << via_missing.raw;
+}
+
+TEST(ServeHostile, SigtermExitsWhileClientsTrickle) {
+  const std::string model = test::tiny_model_dir("tiny-gemma3");
+  test::ServeProcess server("--model " + model + " --max-length 256 --max-sequences 1 --max-queue 1");
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 14; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(server.port()));
+    slow.back()->send_all("POST /v1/chat/completions HTTP/1.1\r\n");
+  }
+  EXPECT_EQ(health(server.port()), 200);
+  server.signal(SIGTERM);
+  EXPECT_EQ(server.wait(10000), 0);
+}
+
+TEST(ServeHostile, ServeRefusesOutOfRangeFlags) {
+  const std::string model = test::tiny_model_dir("tiny-gemma3");
+  const std::string out = test::temp_dir("serve-flags") + "/out.txt";
+  for (const std::string flags : {"--max-queue 100000000", "--port 99999", "--max-sequences 0", "--header-timeout 0"}) {
+    const int rc = std::system((std::string("timeout 60 ") + SPLITDEC_BINARY + " serve --model " + model + " " + flags + " > " +
+                                out + " 2>&1").c_str());
+    EXPECT_NE(rc, 0) << flags;
+    const std::string text = test::read_file(out);
+    EXPECT_NE(text.find(flags.substr(0, flags.find(' '))), std::string::npos) << text;
+    EXPECT_NE(text.find("out of range"), std::string::npos) << text;
+  }
 }
 
 }  // namespace

@@ -18,10 +18,20 @@ size_t stable_length(const std::string& s) {
   return end;
 }
 
+// A byte-fallback piece ("<0xE4>"). A run of them decodes as a whole: all
+// valid UTF-8, or one U+FFFD per byte; so a byte token that follows may
+// change the run's text, valid characters included.
+bool is_byte_piece(const Tokenizer& tok, int token) {
+  if (token < 0 || token >= tok.piece_count()) return false;
+  const std::string p = tok.piece(token);
+  return p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>';
+}
+
 }  // namespace
 
 bool TextStream::push(int token) {
   tokens_.push_back(token);
+  byte_run_ = is_byte_piece(*tok_, token) ? byte_run_ + 1 : 0;
   const size_t searched = text_.size();
   text_ = tok_->decode(tokens_);
   const size_t cut = stops_->find(text_, searched);
@@ -32,7 +42,18 @@ bool TextStream::push(int token) {
 
 std::string TextStream::take_ready(bool finished) {
   size_t end = finished ? text_.size() : stable_length(text_);
-  if (!finished) end = end >= stops_->hold_back() ? end - stops_->hold_back() : 0;
+  if (!finished && byte_run_ > 0) {
+    const std::vector<int> before(tokens_.begin(), tokens_.end() - std::ptrdiff_t(byte_run_));
+    end = std::min(end, tok_->decode(before).size());
+  }
+  if (!finished) {
+    end = end >= stops_->hold_back() ? end - stops_->hold_back() : 0;
+    // Holding back a stop string's length of bytes can end inside a UTF-8
+    // character: release only whole ones, or a chunk ends in a partial
+    // character that a JSON writer turns into U+FFFD (and the stream no
+    // longer adds up to the final text).
+    while (end > emitted_ && end < text_.size() && (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80) --end;
+  }
   std::string ready = end > emitted_ ? text_.substr(emitted_, end - emitted_) : std::string();
   emitted_ = std::max(emitted_, end);
   return ready;

@@ -1,6 +1,7 @@
 // One reply's text as tokens arrive: decoded, cut before a stop string, and
-// released only when final - never half a UTF-8 character (a byte token
-// that may still change the decoded tail), never a prefix of a stop string.
+// released only when final - never half a UTF-8 character, never text of a
+// run of byte tokens that the next byte token may still change, never a
+// prefix of a stop string.
 #pragma once
 
 #include <string>
@@ -27,6 +28,7 @@ class TextStream {
   std::vector<int> tokens_;
   std::string text_;
   size_t emitted_ = 0;
+  size_t byte_run_ = 0;  // byte-fallback tokens at the end of tokens_
 };
 
 }  // namespace splitdec

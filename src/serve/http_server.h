@@ -8,6 +8,8 @@
 #include <string>
 
 #include "media/media_frontend.h"
+#include "serve/http_wire.h"
+#include "serve/json_limits.h"
 #include "serve/scheduler.h"
 
 namespace splitdec {
@@ -22,7 +24,9 @@ struct ServerOptions {
   std::string api_key;    // empty: no authentication
   std::string media_dir;  // empty: media file paths are refused
   std::string model_name; // what /v1/models lists and responses echo
-  size_t max_body_bytes = size_t(64) << 20;
+  size_t max_body_bytes = size_t(64) << 20;  // overrides limits.max_body_bytes
+  HttpLimits limits;  // what a client may cost before a handler sees its request (timeouts, head size, bodies in flight)
+  JsonLimits json;    // request JSON nesting and size, checked before it is parsed
   ImageOptions image;  // requests' defaults (--image-tokens, --pan-and-scan); a request may override them
 };
 

@@ -49,10 +49,16 @@ MediaEmbeddings media_from_path(const std::string& path, const std::string& medi
   std::error_code ec;
   const fs::path root = fs::canonical(media_dir, ec);
   if (ec) throw std::runtime_error("--media-dir " + media_dir + " is not readable: " + ec.message());
-  const fs::path file = fs::weakly_canonical(fs::path(path).is_absolute() ? fs::path(path) : root / path, ec);
+  // canonical() follows every symlink and needs every component to exist:
+  // the check sees the file that would really be read (weakly_canonical left
+  // `missing/../link.png` unresolved and read the link's outside target).
+  const fs::path named = fs::path(path).is_absolute() ? fs::path(path) : root / path;
   const std::string r = root.string() + "/";
-  if (ec || !starts_with(file.string(), r))
-    throw bad_field(param, param + ": '" + path + "' is outside the server's media directory");
+  auto outside = [&] { return bad_field(param, param + ": '" + path + "' is outside the server's media directory"); };
+  if (!starts_with(named.lexically_normal().string(), r)) throw outside();
+  const fs::path file = fs::canonical(named, ec);
+  if (ec) throw bad_field(param, param + ": '" + path + "' is not a file in the media directory");
+  if (!starts_with(file.string(), r)) throw outside();
   if (!fs::is_regular_file(file, ec)) throw bad_field(param, param + ": '" + path + "' is not a file in the media directory");
   try {
     return media.load_file(file.string(), kind);
