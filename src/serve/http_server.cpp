@@ -1,8 +1,10 @@
 #include "serve/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <semaphore>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -76,7 +78,8 @@ struct HttpServer::Impl {
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o, SchedulerOptions s)
       : engine(std::move(e)), options(std::move(o)), metrics(s.max_sequences),
-        scheduler(engine->impl().model, engine->impl().tokenizer.get(), s, metrics) {
+        scheduler(engine->impl().model, engine->impl().tokenizer.get(), s, metrics),
+        encode_slots(std::clamp<std::ptrdiff_t>(options.max_concurrent_encodes, 1, 1024)) {
     if (!engine->impl().tokenizer) throw InputError("serve needs the model's tokenizer (tokenizer.json or tokenizer.model)");
     // Every generation holds a handler thread while it runs or waits for a
     // slot; a few more answer health checks, metrics and refusals meanwhile.
@@ -135,6 +138,21 @@ struct HttpServer::Impl {
     return completion(req, req.path == "/v1/chat/completions");
   }
 
+  // Media encodes run on the cores the decode steps use: at most
+  // `max_concurrent_encodes` at once; a request waits for its turn (and
+  // gives it up if its client leaves meanwhile).
+  std::counting_semaphore<1024> encode_slots;
+  struct EncodeSlot {
+    Impl& s;
+    EncodeSlot(Impl& server, const HttpRequest& req) : s(server) {
+      while (!s.encode_slots.try_acquire_for(250ms)) {
+        if (req.client_gone()) throw ApiError(499, "the client left while its media waited to be encoded");
+        if (s.draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
+      }
+    }
+    ~EncodeSlot() { s.encode_slots.release(); }
+  };
+
   GenerationParams admission(const CompletionRequest& r) const {
     const int64_t capacity = scheduler.capacity(), prompt = r.prompt.seq;
     if (prompt >= capacity)
@@ -155,11 +173,21 @@ struct HttpServer::Impl {
       if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       check_json_limits(req.body, options.json);
       const Engine::Impl& e = engine->impl();
-      const MediaLoader media(e.model.config(), e.frontend, options.image);
-      const CompletionRequest r =
-          parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir, media});
+      auto parse = [&](const MediaLoader& media) {
+        return parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir, media});
+      };
+      // First with media counted, not encoded (decoded and sized only): a
+      // prompt too long for the context is refused before any tower runs.
+      CompletionRequest r = parse(MediaLoader::counting(e.model.config(), e.frontend, options.image));
+      GenerationParams params = admission(r);
+      const auto& kinds = r.prompt.modality;
+      if (std::any_of(kinds.begin(), kinds.end(), [](Modality m) { return m != Modality::Text; })) {
+        EncodeSlot slot(*this, req);
+        r = parse(MediaLoader(e.model.config(), e.frontend, options.image));
+        params = admission(r);
+      }
       std::string().swap(req.body);  // parsed: the body's bytes are not needed while the reply runs
-      auto job = std::make_shared<GenerationJob>(admission(r));
+      auto job = std::make_shared<GenerationJob>(std::move(params));
       switch (scheduler.submit(job)) {
         case Scheduler::Admission::Accepted: break;
         case Scheduler::Admission::QueueFull: {
