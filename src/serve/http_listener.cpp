@@ -432,6 +432,8 @@ struct HttpListener::Impl {
         res = handler(req);
       } catch (const std::exception& e) {
         res = error_response(500, std::string("internal error: ") + e.what());
+      } catch (...) {
+        res = error_response(500, "internal error");
       }
       status = res.status;
       const bool keep = req.keep_alive && !stopping.load();
