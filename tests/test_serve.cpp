@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "serve/base64.h"
 #include "serve/chat_input.h"
 #include "serve/http_listener.h"
+#include "serve/http_wire.h"
 #include "serve/prefill_pieces.h"
 #include "serve_test_support.h"
 #include "test_support.h"
@@ -123,6 +125,91 @@ TEST(ServeUnits, Base64) {
   EXPECT_FALSE(serve::base64_decode("aGVsbG8=x"));
   EXPECT_FALSE(serve::base64_decode("a"));
   EXPECT_EQ(test::base64_encode("hello!!"), "aGVsbG8hIQ==");
+}
+
+// The request head reader alone, on strings: every refusal names its limit.
+TEST(ServeUnits, RequestHeadReader) {
+  using serve::RequestHead;
+  serve::HttpLimits limits;
+  limits.max_head_bytes = 256;
+  limits.max_header_count = 4;
+  limits.max_body_bytes = 1000;
+  auto read = [&](const std::string& s) { return serve::read_request_head(s, limits); };
+  EXPECT_EQ(read("GET /health HTTP/1.1\r\nHost: x\r\n").state, RequestHead::State::NeedMore);
+  RequestHead h = read("POST /v1/completions?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n{\"prompt\"");
+  ASSERT_EQ(h.state, RequestHead::State::Ready) << h.reason;
+  EXPECT_EQ(h.request.method, "POST");
+  EXPECT_EQ(h.request.path, "/v1/completions");
+  EXPECT_EQ(h.request.query, "a=1");
+  EXPECT_EQ(h.body_bytes, 12u);
+  EXPECT_EQ(h.head_bytes, std::string("POST /v1/completions?a=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n").size());
+  EXPECT_TRUE(h.request.keep_alive);
+  ASSERT_NE(h.request.header("host"), nullptr);
+  // Bare LFs, HTTP/1.0 (closes unless asked), an absolute-form target.
+  h = read("GET http://example/health HTTP/1.0\nConnection: Keep-Alive\n\n");
+  ASSERT_EQ(h.state, RequestHead::State::Ready) << h.reason;
+  EXPECT_EQ(h.request.path, "/health");
+  EXPECT_TRUE(h.request.keep_alive);
+  EXPECT_FALSE(read("GET / HTTP/1.0\r\n\r\n").request.keep_alive);
+  EXPECT_FALSE(read("GET / HTTP/1.1\r\nConnection: close\r\n\r\n").request.keep_alive);
+  EXPECT_TRUE(read("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n").expect_continue);
+  auto refused = [&](const std::string& s, int status, const std::string& fragment) {
+    const RequestHead r = read(s);
+    EXPECT_EQ(r.state, RequestHead::State::Refused) << s;
+    EXPECT_EQ(r.status, status) << s;
+    EXPECT_NE(r.reason.find(fragment), std::string::npos) << r.reason;
+  };
+  refused("GET / HTTP/1.1\r\nX: " + std::string(300, 'a'), 431, "256 bytes");
+  refused("GET / HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\n\r\n", 431, "limit is 4");
+  refused("POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", 413, "1000 bytes");
+  refused("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n", 400, "Content-Length");
+  refused("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400, "Content-Length");
+  refused("POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "conflicting");
+  refused("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411, "Content-Length");
+  refused("POST / HTTP/1.1\r\n\r\n", 411, "Content-Length");
+  refused("GET / HTTP/2.0\r\n\r\n", 505, "HTTP/1.1");
+  refused("GET / HTTP/1.1\r\n folded\r\n\r\n", 400, "folded");
+  refused("GET / HTTP/1.1\r\nno colon\r\n\r\n", 400, "header line");
+  refused("G(T / HTTP/1.1\r\n\r\n", 400, "method");
+  refused("GET HTTP/1.1\r\n\r\n", 400, "request line");
+  refused("POST / HTTP/1.1\r\nExpect: magic\r\nContent-Length: 1\r\n\r\n", 417, "100-continue");
+}
+
+// Mutated heads (fixed seeds, bounded): the reader answers every one with
+// NeedMore, Ready or a named refusal, and never reads past what it was given.
+TEST(ServeUnits, RequestHeadReaderFuzz) {
+  serve::HttpLimits limits;
+  limits.max_head_bytes = 512;
+  const std::vector<std::string> seeds = {
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\nAuthorization: Bearer k\r\n\r\n{}",
+      "GET /health HTTP/1.0\nConnection: keep-alive\n\n", "GET / HTTP/1.1\r\nExpect: 100-continue\r\n\r\n"};
+  std::mt19937 rng(7);
+  const std::string alphabet = std::string("\r\n: \t-/0123456789abcHTP") + char(0) + char(0xff);
+  int ready = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = seeds[rng() % seeds.size()];
+    for (int k = int(rng() % 6); k >= 0; --k) {
+      const size_t at = rng() % (s.size() + 1);
+      switch (rng() % 4) {
+        case 0: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        case 1: if (at < s.size()) s.erase(at, 1); break;
+        case 2: if (at < s.size()) s[at] = alphabet[rng() % alphabet.size()]; break;
+        default: s.insert(at, std::string(rng() % 600, alphabet[rng() % alphabet.size()])); break;
+      }
+    }
+    const serve::RequestHead h = serve::read_request_head(s, limits);
+    if (h.state == serve::RequestHead::State::Ready) {
+      ++ready;
+      EXPECT_LE(h.head_bytes, s.size());
+      EXPECT_LE(h.head_bytes, limits.max_head_bytes);
+    } else if (h.state == serve::RequestHead::State::Refused) {
+      ++refused;
+      EXPECT_FALSE(h.reason.empty());
+      EXPECT_GE(h.status, 400);
+    }
+  }
+  EXPECT_GT(ready, 100);
+  EXPECT_GT(refused, 100);
 }
 
 TEST(ServeUnits, PrefillPiecesNeverSplitAMediaBlock) {
