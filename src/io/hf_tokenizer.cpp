@@ -58,7 +58,8 @@ std::string string_pattern(const json& p, const std::string& source, const std::
 
 // An integer field, range-checked before any conversion: nlohmann's get<int>
 // would silently wrap 2^40 to 0.
-int64_t bounded_integer(const json& v, int64_t lo, int64_t hi, const std::string& source, const std::string& what) {
+int64_t bounded_integer(const json& v, int64_t lo, int64_t hi, const std::string& source, const std::string& what,
+                        const std::string& limit) {
   bool in_range = false;
   int64_t x = 0;
   if (v.is_number_unsigned()) {
@@ -71,14 +72,14 @@ int64_t bounded_integer(const json& v, int64_t lo, int64_t hi, const std::string
   }
   if (!in_range)
     throw FormatError(source + ": " + what + " " + v.dump() + " is not an integer in [" + std::to_string(lo) + ", " +
-                      std::to_string(hi) + "]");
+                      std::to_string(hi) + "] (" + limit + ")");
   return x;
 }
 
 // A token id: its table is allocated up to the largest id.
 int token_id(const json& v, const std::string& source, const std::string& what) {
-  return int(bounded_integer(v, 0, hf::kMaxVocabularySize - 1, source,
-                             what + " (ids lie below " + limit_text("kMaxVocabularySize", hf::kMaxVocabularySize) + ")"));
+  return int(bounded_integer(v, 0, hf::kMaxVocabularySize - 1, source, what,
+                             "ids lie below " + limit_text("kMaxVocabularySize", hf::kMaxVocabularySize)));
 }
 
 void check_count(size_t count, size_t limit, const char* limit_name, const std::string& source, const std::string& field,
@@ -103,7 +104,7 @@ void add_growth(double* growth, const std::string& from, const std::string& to, 
     char text[64];
     std::snprintf(text, sizeof text, "%g", hf::kMaxTextGrowth);
     throw FormatError(source + ": the Replace steps of " + field + " can grow text more than " + text +
-                      " times (kMaxTextGrowth; the product of content / pattern lengths)");
+                      " times (kMaxTextGrowth = " + text + "; growth is the product of content / pattern lengths)");
   }
 }
 
@@ -200,10 +201,11 @@ void HfTokenizer::Impl::parse_decoder(const json& d, const std::string& source) 
     if (content.empty() || (hf::utf8_decode(content, 0, &len), len != content.size()))
       unsupported(source, "decoder.content", d["content"]);
     DecodeStep s{DecodeStep::kStrip, {}, {}, hf::utf8_decode(content, 0, &len), 0, 0};
-    s.start = size_t(bounded_integer(member(d, "start", source, "decoder"), 0, hf::kMaxStripCount, source,
-                                     "decoder.start (kMaxStripCount)"));
-    s.stop = size_t(bounded_integer(member(d, "stop", source, "decoder"), 0, hf::kMaxStripCount, source,
-                                    "decoder.stop (kMaxStripCount)"));
+    const std::string strip_limit = limit_text("kMaxStripCount", hf::kMaxStripCount);
+    s.start = size_t(bounded_integer(member(d, "start", source, "decoder"), 0, hf::kMaxStripCount, source, "decoder.start",
+                                     strip_limit));
+    s.stop = size_t(bounded_integer(member(d, "stop", source, "decoder"), 0, hf::kMaxStripCount, source, "decoder.stop",
+                                    strip_limit));
     decoders.push_back(std::move(s));
   } else {
     unsupported(source, "decoder.type", d["type"]);
@@ -219,7 +221,8 @@ std::unique_ptr<HfTokenizer> HfTokenizer::open(const std::string& path) {
   // The size first: the whole file is read into memory.
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  if (size < 0 || uint64_t(size) > hf::kMaxTokenizerJsonBytes)
+  if (size < 0) throw FormatError(path + ": cannot read (not a regular file)");
+  if (uint64_t(size) > hf::kMaxTokenizerJsonBytes)
     throw FormatError(path + ": " + std::to_string(size) + " bytes, more than the limit for a tokenizer.json (" +
                       limit_text("kMaxTokenizerJsonBytes", int64_t(hf::kMaxTokenizerJsonBytes)) + ")");
   in.seekg(0, std::ios::beg);
@@ -264,7 +267,7 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
     vocab.reserve(vocab_json.size());
     int max_id = -1;
     for (const auto& [piece, id] : vocab_json.items()) {
-      const int i = token_id(id, source, "model.vocab gives \"" + piece + "\" the id");
+      const int i = token_id(id, source, "model.vocab \"" + piece + "\": id");
       vocab.emplace(piece, i);
       max_id = std::max(max_id, i);
     }
@@ -303,7 +306,7 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
         hf::AddedToken token;
         token.content = bounded_string(member(a, "content", source, "added_tokens entry"), source, "added_tokens.content");
         token.id = token_id(member(a, "id", source, "added_tokens entry"), source,
-                            "added_tokens entry \"" + token.content + "\" has the id");
+                            "added_tokens entry \"" + token.content + "\": id");
         token.special = flag(a, "special", false);
         token.single_word = flag(a, "single_word", false);
         token.lstrip = flag(a, "lstrip", false);
