@@ -11,6 +11,17 @@
 
 namespace splitdec::cli {
 
+// Integer flags are checked as text, before CLI11 converts them: CLI11 reads
+// "-1" into an unsigned flag as 2^64-1, saturates an int64 flag past its
+// range, and takes "010" as octal. Decimal only, within [lo, hi]; the error
+// names the flag and the range. Attach with ->transform(): the text is passed
+// on rewritten without leading zeros (->check() would hand CLI11 the original).
+CLI::Validator integer_in(int64_t lo, int64_t hi);
+// Seeds are 0..2^64-1; -1 is refused (there is no "random seed" value).
+CLI::Validator seed_value();
+// --threads: 0 is all cores; more than this is a typo, not a machine.
+inline constexpr int kMaxThreadsFlag = 4096;
+
 struct SessionFlags {
   std::string plan = "split";
   std::string policy;

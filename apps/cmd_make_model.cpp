@@ -14,7 +14,7 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
   auto layers = std::make_shared<int>(0);
   cmd->add_option("--preset", o->preset, "tiny-gemma3 | tiny-gemma4 | tiny-gemma4-unified | gemma3-1b | gemma3-12b | gemma4-12b | gemma4-12b-attention | gemma4-31b")->required();
   cmd->add_option("--out", o->out_dir, "output directory")->required();
-  cmd->add_option("--seed", o->seed, "random seed (same seed, same bytes)");
+  cmd->add_option("--seed", o->seed, "random seed (same seed, same bytes)")->transform(seed_value());
   cmd->add_option("--dtype", *dtype, "f32 | bf16 | f16 (default: f32 tiny, bf16 full-size)");
   cmd->add_option("--layers", *layers, "keep only the first N layers");
   cmd->callback([cmd, o, dtype, layers, &run] {

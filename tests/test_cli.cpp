@@ -175,7 +175,7 @@ TEST(Cli, A1200TokenImageRunsAtDefaultSettings) {
 
 TEST(Cli, SessionErrors) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
-  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"chunk size", "0"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"--chunk", "[1, 1048576]", "got 0"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --plan fast", {"fast", "split-copy"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --kv-dtype f8", {"--kv-dtype f8", "q8"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --weights q3", {"weights format 'q3'", "q8", "q4"});
@@ -307,6 +307,36 @@ TEST(Cli, HostileNumbersInInputsAreClearErrors) {
   expect_fails_with("generate --model " + dir + " --input " + work, {work.c_str(), "directory"});
   // A KV cache larger than the machine is a clear error, not bad_alloc.
   expect_fails_with(ok + " --max-new-tokens 2000000000", {"--max-new-tokens"});
+}
+
+// Numeric flags are checked as text, with the flag and its range in the
+// error: CLI11 alone read "--seed -1" as 2^64-1, saturated 2^64 to 2^64-1,
+// and took "--max-length 0" (the default's marker) as given.
+TEST(Cli, NumericFlagsOutsideTheirRangeAreRefused) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string generate = "generate --model " + dir + " --prompt 'hello there' ";
+  expect_fails_with(generate + "--seed -1", {"--seed", "seeds are 0..18446744073709551615", "got -1"});
+  expect_fails_with(generate + "--seed 18446744073709551616", {"--seed", "seeds are 0..18446744073709551615"});
+  expect_fails_with(generate + "--seed 1e3", {"--seed", "got 1e3"});
+  expect_fails_with(generate + "--max-length 0", {"--max-length", "[1, 2147483648]", "got 0"});
+  expect_fails_with(generate + "--max-length -5", {"--max-length", "got -5"});
+  expect_fails_with(generate + "--max-length 99999999999999999999", {"--max-length", "[1, 2147483648]"});
+  expect_fails_with(generate + "--max-new-tokens -1", {"--max-new-tokens", "[0, 2147483647]"});
+  expect_fails_with(generate + "--top-k -1", {"--top-k", "[0, 2147483647]"});
+  expect_fails_with(generate + "--threads -1", {"--threads", "[0, 4096]"});
+  expect_fails_with("chat --model " + dir + " --max-new-tokens 0", {"--max-new-tokens", "[1, 2147483647]"});
+  expect_fails_with("bench --threads -2", {"--threads", "[0, 4096]"});
+  expect_fails_with("make-model --preset tiny-gemma3 --out " + test::temp_dir("cli-seed") + "/m --seed -1",
+                    {"--seed", "seeds are 0..18446744073709551615"});
+  // The ends of the ranges are accepted; a leading zero is decimal, not octal.
+  const auto top = test::run_splitdec(generate + "--seed 18446744073709551615 --temperature 1 --max-new-tokens 2");
+  EXPECT_EQ(top.exit_code, 0) << top.output;
+  const auto ten = test::run_splitdec(generate + "--seed 10 --temperature 1 --max-new-tokens 4 --json");
+  const auto zero_ten = test::run_splitdec(generate + "--seed 010 --temperature 1 --max-new-tokens 4 --json");
+  ASSERT_EQ(ten.exit_code, 0) << ten.output;
+  ASSERT_EQ(zero_ten.exit_code, 0) << zero_ten.output;
+  auto tokens = [](const std::string& out) { return nlohmann::json::parse(out.substr(0, out.find('\n')))["tokens"]; };
+  EXPECT_EQ(tokens(zero_ten.output), tokens(ten.output));
 }
 
 // The reproduction from the hostile run: a reply that fills the cache after

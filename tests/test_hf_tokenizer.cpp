@@ -264,6 +264,59 @@ TEST(HfTokenizer, UnsupportedPartsNameTheFieldAndValue) {
   EXPECT_THROW(HfTokenizer::from_json("{not json", "bad.json"), FormatError);
 }
 
+// A hostile tokenizer.json fails at load, before any large allocation, with
+// an error that names the limit and the field (hf_tokenizer_limits.h).
+TEST(HfTokenizer, HostileFilesHitNamedLimits) {
+  auto expect_error = [](const std::string& text, const std::vector<std::string>& fragments) {
+    try {
+      HfTokenizer::from_json(text, "hostile.json");
+      ADD_FAILURE() << "no error; expected " << fragments[0];
+    } catch (const FormatError& e) {
+      for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  };
+  auto replace = [](const std::string& from, const std::string& to) {
+    return json{{"type", "Replace"}, {"pattern", {{"String", from}}}, {"content", to}};
+  };
+  // 40 Replace steps each doubling the text once grew one process to 19 GB.
+  json j = tiny_json(json::array());
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};
+  for (int k = 0; k < 40; ++k) j["normalizer"]["normalizers"].push_back(replace("a", "aa"));
+  expect_error(j.dump(), {"normalizer", "kMaxTextGrowth", "16"});
+  // Steps that do not grow the text are bounded in number, nesting included.
+  j["normalizer"]["normalizers"] = json::array();
+  for (int k = 0; k < 100; ++k) j["normalizer"]["normalizers"].push_back(replace("a", "b"));
+  expect_error(j.dump(), {"normalizer", "kMaxNormalizerSteps", "64"});
+  // 5000 nested Sequences: refused at the 65th, before the recursion goes deep.
+  json plain = tiny_json(json::array());
+  plain["normalizer"] = nullptr;
+  std::string nested = plain.dump();
+  std::string chain;
+  for (int k = 0; k < 5000; ++k) chain += R"({"type": "Sequence", "normalizers": [)";
+  chain += replace(" ", "_").dump();
+  for (int k = 0; k < 5000; ++k) chain += "]}";
+  const std::string key = "\"normalizer\":null";
+  nested.replace(nested.find(key), key.size(), "\"normalizer\":" + chain);
+  expect_error(nested, {"normalizer", "kMaxNormalizerSteps"});
+  j = tiny_json(json::array());
+  j["decoder"]["decoders"].push_back(replace("a", std::string(20, 'b')));
+  expect_error(j.dump(), {"decoder", "kMaxTextGrowth"});
+  j = tiny_json(json::array());
+  j["normalizer"]["pattern"]["String"] = std::string(2000, 'x');
+  expect_error(j.dump(), {"normalizer.pattern", "2000 bytes", "kMaxPatternBytes = 1024"});
+  // Ids are range-checked, not wrapped: 2^40 used to become 0.
+  j = tiny_json(json::array(), json::array({{{"id", int64_t(1) << 40}, {"content", "<big>"}, {"special", true}}}));
+  expect_error(j.dump(), {"added_tokens", "<big>", "1099511627776", "[0, 4194303]", "kMaxVocabularySize"});
+  j = tiny_json(json::array(), json::array({{{"id", -1}, {"content", "<neg>"}}}));
+  expect_error(j.dump(), {"<neg>", "-1", "[0, 4194303]"});
+  j = tiny_json(json::array());
+  j["model"]["vocab"]["zz"] = int64_t(1) << 40;
+  expect_error(j.dump(), {"model.vocab", "zz", "1099511627776"});
+  j = tiny_json(json::array());
+  j["decoder"]["decoders"].push_back({{"type", "Strip"}, {"content", " "}, {"start", -1}, {"stop", 0}});
+  expect_error(j.dump(), {"decoder.start", "-1", "kMaxStripCount"});
+}
+
 TEST(HfTokenizer, OpenDirPrefersTokenizerJson) {
   const std::string dir = test::temp_dir("hf-open-dir");
   test::write_file(dir + "/tokenizer.json", tiny_json(pairs({{"a", "b"}})).dump());

@@ -591,6 +591,61 @@ TEST(AudioErrors, EmptyAudio) {
                            "empty WAV");
 }
 
+// "fLaC" and one STREAMINFO block that gives `total_samples` (36 bits; 0
+// means "unknown"), then no audio frames.
+Bytes flac_header_only(uint64_t total_samples, int channels, uint32_t rate = 16000, int bits = 16) {
+  Bytes b = {'f', 'L', 'a', 'C', 0x80 /* last block, STREAMINFO */, 0, 0, 34, 0x10, 0x00, 0x10, 0x00, 0, 0, 0, 0, 0, 0};
+  const uint64_t packed = (uint64_t(rate) << 44) | (uint64_t(channels - 1) << 41) | (uint64_t(bits - 1) << 36) |
+                          (total_samples & ((uint64_t(1) << 36) - 1));
+  for (int k = 7; k >= 0; --k) b.push_back(uint8_t(packed >> (8 * k)));
+  b.insert(b.end(), 16, 0);  // MD5: unset
+  return b;
+}
+
+// A FLAC with no samples: STREAMINFO's total of 0 means "unknown", which
+// libsndfile reports as 2^63-1 frames; that must read as "no audio samples",
+// not as a file 9.6 billion years long.
+TEST(AudioErrors, FlacWithNoSamples) {
+  TempDir dir;
+  for (const int channels : {1, 2}) {
+    const fs::path path = dir.path / ("silence" + std::to_string(channels) + ".flac");
+    write_bytes(path, flac_header_only(0, channels));
+    expect_error<InputError>([&] { read_audio_file(path.string()); }, {"silence", ".flac", "no audio samples"},
+                             "0-sample FLAC");
+  }
+  // Unknown length with frames behind it: read to the end, all of them.
+  const fs::path unknown = dir.path / "unknown.flac";
+  {
+    SF_INFO info{};
+    info.samplerate = 16000;
+    info.channels = 1;
+    info.format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
+    SNDFILE* out = sf_open(unknown.c_str(), SFM_WRITE, &info);
+    ASSERT_NE(out, nullptr) << sf_strerror(nullptr);
+    std::vector<short> ramp(300);
+    for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = short(i);
+    ASSERT_EQ(sf_writef_short(out, ramp.data(), 300), 300);
+    sf_close(out);
+  }
+  {
+    std::fstream f(unknown, std::ios::in | std::ios::out | std::ios::binary);
+    char packed[8];
+    f.seekg(18);
+    f.read(packed, 8);
+    packed[3] = char(packed[3] & 0xF0);  // the total's top 4 bits share a byte with bits per sample
+    std::fill(packed + 4, packed + 8, char(0));
+    f.seekp(18);
+    f.write(packed, 8);
+  }
+  const AudioClip clip = read_audio_file(unknown.string());
+  ASSERT_EQ(clip.samples.size(), 300u);
+  EXPECT_EQ(clip.samples[299], 299.0f / 32768.0f);
+  // A STREAMINFO claiming samples with no frames behind it: no samples either.
+  const fs::path liar = dir.path / "liar.flac";
+  write_bytes(liar, flac_header_only(1000, 1));
+  expect_error<Error>([&] { read_audio_file(liar.string()); }, {"liar.flac"}, "frameless FLAC");
+}
+
 // A canonical 44-byte WAV header for `data_bytes` of PCM.
 Bytes wav_header(uint32_t data_bytes, int bits, int channels = 1, uint32_t rate = 16000) {
   Bytes h;
@@ -614,6 +669,16 @@ Bytes wav_header(uint32_t data_bytes, int bits, int channels = 1, uint32_t rate 
   h.insert(h.end(), {'d', 'a', 't', 'a'});
   le32(data_bytes);
   return h;
+}
+
+TEST(AudioErrors, TooManyChannelsAreRefusedFromTheHeader) {
+  TempDir dir;
+  const fs::path path = dir.path / "wide.wav";
+  Bytes bytes = wav_header(100 * 2 * 4, 16, 100);
+  bytes.resize(bytes.size() + 100 * 2 * 4);
+  write_bytes(path, bytes);
+  expect_error<Error>([&] { read_audio_file(path.string()); }, {"wide.wav", "100 channels", "kMaxAudioChannels"},
+                      "100-channel WAV");
 }
 
 TEST(AudioErrors, HeaderClaimingBillionsOfFramesIsRefused) {

@@ -163,6 +163,12 @@ TEST(Quantize, RefusesBadOptionsByName) {
   fails({.model_dir = src, .out_dir = test::temp_dir("q") + "/new", .weights = "q8-f32act", .keep = {}, .progress = {}}, "q8 or q4");
   fails({.model_dir = src, .out_dir = test::temp_dir("q") + "/new", .weights = "q5", .keep = {}, .progress = {}}, "'q5'");
   fails({.model_dir = src, .out_dir = src, .weights = "q8", .keep = {}, .progress = {}}, "source folder");
+  // A --keep glob that matches nothing (a typo, or a malformed '[') is refused, naming it, before anything is written.
+  const std::string unwritten = test::temp_dir("q") + "/new";
+  fails({.model_dir = src, .out_dir = unwritten, .weights = "q8", .keep = {"["}, .progress = {}}, "--keep '[' matches no tensor");
+  fails({.model_dir = src, .out_dir = unwritten, .weights = "q8", .keep = {"*embed_tokens*", "*embed_tokns*"}, .progress = {}},
+        "--keep '*embed_tokns*' matches no tensor");
+  EXPECT_FALSE(fs::exists(unwritten));
   fails({.model_dir = src, .out_dir = quantized_copy(src, "q8"), .weights = "q8", .keep = {}, .progress = {}}, "not empty");
 }
 
@@ -244,6 +250,24 @@ TEST(Quantize, RefusesQuantizedSourcesAndCleansUpAfterAFailure) {
     EXPECT_NE(std::string(e.what()).find("layers.5.mlp.down_proj.weight"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(fs::exists(out)) << "the failed run left its output";
+  // A NaN or Inf in a tensor copied as stored (a norm, or a --keep matrix) is refused the same way.
+  const std::string inf_norm = edited_copy(src, [](std::vector<TensorToWrite>& ts) {
+    TensorToWrite& t = find(ts, "model.language_model.norm.weight");
+    const float x = std::numeric_limits<float>::infinity();
+    std::memcpy(t.bytes.data() + 4, &x, 4);
+  });
+  for (const std::vector<std::string>& keep : {std::vector<std::string>{}, std::vector<std::string>{"*layers.5.mlp.down_proj*"}}) {
+    const std::string where = keep.empty() ? inf_norm : nan;
+    const std::string name = keep.empty() ? "model.language_model.norm.weight" : "layers.5.mlp.down_proj.weight";
+    try {
+      quantize_model(QuantizeOptions{.model_dir = where, .out_dir = out, .weights = "q8", .keep = keep, .progress = {}});
+      ADD_FAILURE() << "copied a non-finite " << name;
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("non-finite value (NaN or Inf) at element"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out));
+  }
   const std::string empty = test::temp_dir("q-fail-empty");  // an existing empty --out stays, emptied
   EXPECT_THROW(quantize_model(QuantizeOptions{.model_dir = nan, .out_dir = empty, .weights = "q8", .keep = {}, .progress = {}}),
                FormatError);

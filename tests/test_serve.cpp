@@ -21,8 +21,10 @@
 #include "serve/api_error.h"
 #include "serve/base64.h"
 #include "serve/chat_input.h"
+#include "serve/completion_request.h"
 #include "serve/http_listener.h"
 #include "serve/http_wire.h"
+#include "serve/media_input.h"
 #include "serve/prefill_pieces.h"
 #include "serve_test_support.h"
 #include "test_support.h"
@@ -253,6 +255,75 @@ TEST(ServeUnits, ChatFormIsTheTemplatesForm) {
   EXPECT_THROW(serve::chat_prompt({}, tok, c, t), serve::ApiError);
   // A literal media marker in the text is refused by the media expansion, as a 400.
   EXPECT_THROW(serve::chat_prompt({{"user", {text("a <start_of_image> b")}}}, tok, c, t), serve::ApiError);
+}
+
+// Every sampling field is checked against its own range, and the error's
+// param is that field (top_p: 0 used to be reported as temperature).
+TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
+  const auto engine = Engine::load(test::tiny_model_dir("tiny-gemma3"));
+  const ModelConfig& config = engine->impl().model.config();
+  const MediaLoader media(config);
+  const serve::RequestContext ctx{*engine->impl().tokenizer, config, *engine->impl().chat_template, "", media};
+  auto refused = [&](const std::string& field, const json& value, const std::vector<std::string>& fragments) {
+    json body = chat_body("hi", 4);
+    body[field] = value;
+    try {
+      serve::parse_completion_request(body.dump(), true, ctx);
+      ADD_FAILURE() << field << " = " << value.dump() << " was accepted";
+    } catch (const serve::ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, field) << e.what();
+      for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  };
+  refused("top_p", 0, {"top_p: 0", "(0, 1]"});
+  refused("top_p", 1.5, {"top_p", "(0, 1]"});
+  refused("min_p", 1, {"min_p: 1", "[0, 1)"});
+  refused("temperature", -1, {"temperature", "[0, 2]"});
+  refused("top_k", -1, {"top_k", "[0, 1073741824]"});
+  refused("repetition_penalty", 0, {"repetition_penalty"});
+  // 2^64 parses as a float: reported with the range, not as the wrong type.
+  refused("seed", json::parse("18446744073709551616"), {"seed", "not an integer in [0, 18446744073709551615]"});
+  refused("seed", -1, {"seed: -1", "[0, 18446744073709551615]"});
+  refused("seed", 1.5, {"seed", "[0, 18446744073709551615]"});
+  refused("seed", "7", {"seed: expected an integer, got string"});
+  refused("max_tokens", json::parse("1e30"), {"max_tokens", "[0, 2147483647]"});
+  // The ends of each range are accepted.
+  json body = chat_body("hi", 4);
+  body["seed"] = UINT64_MAX;
+  body["top_p"] = 1;
+  body["min_p"] = 0;
+  const serve::CompletionRequest r = serve::parse_completion_request(body.dump(), true, ctx);
+  EXPECT_EQ(r.sampling.seed, UINT64_MAX);
+  body["seed"] = 0;
+  EXPECT_EQ(serve::parse_completion_request(body.dump(), true, ctx).sampling.seed, 0u);
+}
+
+// Bytes that are no media format: a failed image decode naming the accepted
+// formats (base64 of "hello" used to be read as a broken safetensors header).
+TEST(ServeUnits, UndecodableImageBytesNameTheAcceptedFormats) {
+  const ModelConfig& config = test::tiny_model("tiny-gemma3").config();
+  const MediaLoader media(config);
+  for (const std::string& payload : {std::string("hello"), std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09")}) {
+    try {
+      serve::media_from_data_url("data:image/png;base64," + test::base64_encode(payload), media, Modality::Image,
+                                 "messages[0].content[0].image_url");
+      ADD_FAILURE() << "accepted";
+    } catch (const serve::ApiError& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(e.param, "messages[0].content[0].image_url");
+      for (const char* f : {"could not be decoded as an image", "PNG or JPEG", ".npy, .safetensors"})
+        EXPECT_NE(what.find(f), std::string::npos) << what;
+      EXPECT_EQ(what.find("safetensors header"), std::string::npos) << what;
+    }
+  }
+  try {
+    serve::media_from_data_url("data:audio/wav;base64," + test::base64_encode("hello"), media, Modality::Audio, "input_audio");
+    ADD_FAILURE() << "accepted";
+  } catch (const serve::ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("could not be decoded as audio: not WAV or FLAC (found text)"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Serve, RoutesAndReplies) {

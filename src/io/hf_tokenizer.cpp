@@ -1,7 +1,8 @@
 #include "io/hf_tokenizer.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "io/hf_added_tokens.h"
 #include "io/hf_bpe.h"
+#include "io/hf_tokenizer_limits.h"
 #include "io/hf_utf8.h"
 
 namespace splitdec {
@@ -34,13 +36,76 @@ const json& member(const json& object, const char* key, const std::string& sourc
   return object.at(key);
 }
 
+std::string limit_text(const char* name, int64_t value) { return name + std::string(" = ") + std::to_string(value); }
+
+// A string that goes into a pattern or a replacement: at most kMaxPatternBytes.
+std::string bounded_string(const json& s, const std::string& source, const std::string& field) {
+  std::string text = s.get<std::string>();
+  if (text.size() > hf::kMaxPatternBytes)
+    throw FormatError(source + ": " + field + " is " + std::to_string(text.size()) + " bytes, more than the limit (" +
+                      limit_text("kMaxPatternBytes", int64_t(hf::kMaxPatternBytes)) + ")");
+  return text;
+}
+
 // {"String": s} patterns only: Regex patterns would need a regex engine
 // that matches Rust's (onig/fancy-regex) exactly.
 std::string string_pattern(const json& p, const std::string& source, const std::string& field) {
   if (p.is_object() && p.size() == 1 && p.contains("String") && p["String"].is_string() &&
       !p["String"].get<std::string>().empty())
-    return p["String"].get<std::string>();
+    return bounded_string(p["String"], source, field);
   unsupported(source, field, p);
+}
+
+// An integer field, range-checked before any conversion: nlohmann's get<int>
+// would silently wrap 2^40 to 0.
+int64_t bounded_integer(const json& v, int64_t lo, int64_t hi, const std::string& source, const std::string& what,
+                        const std::string& limit) {
+  bool in_range = false;
+  int64_t x = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    in_range = hi >= 0 && u <= uint64_t(hi) && int64_t(u) >= lo;
+    x = in_range ? int64_t(u) : 0;
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+    in_range = x >= lo && x <= hi;
+  }
+  if (!in_range)
+    throw FormatError(source + ": " + what + " " + v.dump() + " is not an integer in [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "] (" + limit + ")");
+  return x;
+}
+
+// A token id: its table is allocated up to the largest id.
+int token_id(const json& v, const std::string& source, const std::string& what) {
+  return int(bounded_integer(v, 0, hf::kMaxVocabularySize - 1, source, what,
+                             "ids lie below " + limit_text("kMaxVocabularySize", hf::kMaxVocabularySize)));
+}
+
+void check_count(size_t count, size_t limit, const char* limit_name, const std::string& source, const std::string& field,
+                 const char* what) {
+  if (count > limit)
+    throw FormatError(source + ": " + field + " holds " + std::to_string(count) + " " + what + ", more than the limit (" +
+                      limit_text(limit_name, int64_t(limit)) + ")");
+}
+
+// One step of a chain (normalizer or decoder), counted as it is parsed.
+void count_step(size_t* steps, size_t limit, const char* limit_name, const std::string& source, const std::string& field) {
+  if (++*steps > limit)
+    throw FormatError(source + ": " + field + " has more than " + std::to_string(limit) + " steps (" +
+                      limit_text(limit_name, int64_t(limit)) + ", Sequence nodes included)");
+}
+
+// A Replace step multiplies the worst-case text length by max(1, |to| / |from|).
+void add_growth(double* growth, const std::string& from, const std::string& to, const std::string& source,
+                const std::string& field) {
+  *growth *= std::max(1.0, double(to.size()) / double(from.size()));
+  if (*growth > hf::kMaxTextGrowth) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", hf::kMaxTextGrowth);
+    throw FormatError(source + ": the Replace steps of " + field + " can grow text more than " + text +
+                      " times (kMaxTextGrowth = " + text + "; growth is the product of content / pattern lengths)");
+  }
 }
 
 bool flag(const json& object, const char* key, bool fallback) {
@@ -91,6 +156,9 @@ struct HfTokenizer::Impl {
   std::vector<bool> has_piece;
   bool has_decoder = false;
   std::vector<DecodeStep> decoders;
+  // Counted while parsing, for the limits.
+  size_t normalizer_steps = 0, decoder_steps = 0;
+  double normalizer_growth = 1, decoder_growth = 1;
 
   void parse_normalizer(const json& n, const std::string& source);
   void parse_decoder(const json& d, const std::string& source);
@@ -99,10 +167,12 @@ struct HfTokenizer::Impl {
 };
 
 void HfTokenizer::Impl::parse_normalizer(const json& n, const std::string& source) {
+  count_step(&normalizer_steps, hf::kMaxNormalizerSteps, "kMaxNormalizerSteps", source, "normalizer");
   const std::string type = member(n, "type", source, "normalizer").get<std::string>();
   if (type == "Replace") {
     normalizer.emplace_back(string_pattern(member(n, "pattern", source, "normalizer"), source, "normalizer.pattern"),
-                            member(n, "content", source, "normalizer").get<std::string>());
+                            bounded_string(member(n, "content", source, "normalizer"), source, "normalizer.content"));
+    add_growth(&normalizer_growth, normalizer.back().first, normalizer.back().second, source, "normalizer");
   } else if (type == "Sequence") {
     for (const auto& step : member(n, "normalizers", source, "normalizer")) parse_normalizer(step, source);
   } else {
@@ -111,26 +181,31 @@ void HfTokenizer::Impl::parse_normalizer(const json& n, const std::string& sourc
 }
 
 void HfTokenizer::Impl::parse_decoder(const json& d, const std::string& source) {
+  count_step(&decoder_steps, hf::kMaxDecoderSteps, "kMaxDecoderSteps", source, "decoder");
   const std::string type = member(d, "type", source, "decoder").get<std::string>();
   if (type == "Sequence") {
     for (const auto& step : member(d, "decoders", source, "decoder")) parse_decoder(step, source);
   } else if (type == "Replace") {
     DecodeStep s{DecodeStep::kReplace, {}, {}, 0, 0, 0};
     s.from = string_pattern(member(d, "pattern", source, "decoder"), source, "decoder.pattern");
-    s.to = member(d, "content", source, "decoder").get<std::string>();
+    s.to = bounded_string(member(d, "content", source, "decoder"), source, "decoder.content");
+    add_growth(&decoder_growth, s.from, s.to, source, "decoder");
     decoders.push_back(std::move(s));
   } else if (type == "ByteFallback") {
     decoders.push_back({DecodeStep::kByteFallback, {}, {}, 0, 0, 0});
   } else if (type == "Fuse") {
     decoders.push_back({DecodeStep::kFuse, {}, {}, 0, 0, 0});
   } else if (type == "Strip") {
-    const std::string content = member(d, "content", source, "decoder").get<std::string>();
+    const std::string content = bounded_string(member(d, "content", source, "decoder"), source, "decoder.content");
     size_t len = 0;
     if (content.empty() || (hf::utf8_decode(content, 0, &len), len != content.size()))
       unsupported(source, "decoder.content", d["content"]);
     DecodeStep s{DecodeStep::kStrip, {}, {}, hf::utf8_decode(content, 0, &len), 0, 0};
-    s.start = member(d, "start", source, "decoder").get<size_t>();
-    s.stop = member(d, "stop", source, "decoder").get<size_t>();
+    const std::string strip_limit = limit_text("kMaxStripCount", hf::kMaxStripCount);
+    s.start = size_t(bounded_integer(member(d, "start", source, "decoder"), 0, hf::kMaxStripCount, source, "decoder.start",
+                                     strip_limit));
+    s.stop = size_t(bounded_integer(member(d, "stop", source, "decoder"), 0, hf::kMaxStripCount, source, "decoder.stop",
+                                    strip_limit));
     decoders.push_back(std::move(s));
   } else {
     unsupported(source, "decoder.type", d["type"]);
@@ -143,14 +218,25 @@ HfTokenizer::~HfTokenizer() = default;
 std::unique_ptr<HfTokenizer> HfTokenizer::open(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw FormatError(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json(ss.str(), path);
+  // The size first: the whole file is read into memory.
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw FormatError(path + ": cannot read (not a regular file)");
+  if (uint64_t(size) > hf::kMaxTokenizerJsonBytes)
+    throw FormatError(path + ": " + std::to_string(size) + " bytes, more than the limit for a tokenizer.json (" +
+                      limit_text("kMaxTokenizerJsonBytes", int64_t(hf::kMaxTokenizerJsonBytes)) + ")");
+  in.seekg(0, std::ios::beg);
+  std::string text(size_t(size), '\0');
+  if (!in.read(text.data(), size)) throw FormatError(path + ": cannot read");
+  return from_json(text, path);
 }
 
 std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const std::string& source) {
   std::unique_ptr<HfTokenizer> t(new HfTokenizer());
   Impl& m = *t->impl_;
+  if (text.size() > hf::kMaxTokenizerJsonBytes)
+    throw FormatError(source + ": " + std::to_string(text.size()) + " bytes, more than the limit for a tokenizer.json (" +
+                      limit_text("kMaxTokenizerJsonBytes", int64_t(hf::kMaxTokenizerJsonBytes)) + ")");
   try {
     json j = json::parse(text);
     if (!j.is_object()) throw FormatError(source + ": not a tokenizer.json object");
@@ -177,16 +263,18 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
     std::unordered_map<std::string, int> vocab;
     const json& vocab_json = member(model, "vocab", source, "model");
     if (!vocab_json.is_object()) unsupported(source, "model.vocab", json("(not an object)"));
+    check_count(vocab_json.size(), size_t(hf::kMaxVocabularySize), "kMaxVocabularySize", source, "model.vocab", "pieces");
     vocab.reserve(vocab_json.size());
     int max_id = -1;
     for (const auto& [piece, id] : vocab_json.items()) {
-      const int i = id.get<int>();
-      if (i < 0) throw FormatError(source + ": model.vocab gives \"" + piece + "\" the id " + std::to_string(i));
+      const int i = token_id(id, source, "model.vocab \"" + piece + "\": id");
       vocab.emplace(piece, i);
       max_id = std::max(max_id, i);
     }
     std::vector<std::pair<std::string, std::string>> merges;
     const json& merges_json = member(model, "merges", source, "model");
+    if (!merges_json.is_array()) unsupported(source, "model.merges", json("(not an array)"));
+    check_count(merges_json.size(), hf::kMaxMerges, "kMaxMerges", source, "model.merges", "merges");
     merges.reserve(merges_json.size());
     for (const auto& mj : merges_json) {
       if (mj.is_array() && mj.size() == 2) {
@@ -211,11 +299,14 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
     }
 
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-      for (const auto& a : j["added_tokens"]) {
+      const json& added = j["added_tokens"];
+      if (!added.is_array()) unsupported(source, "added_tokens", json("(not an array)"));
+      check_count(added.size(), hf::kMaxAddedTokens, "kMaxAddedTokens", source, "added_tokens", "tokens");
+      for (const auto& a : added) {
         hf::AddedToken token;
-        token.id = member(a, "id", source, "added_tokens entry").get<int>();
-        token.content = member(a, "content", source, "added_tokens entry").get<std::string>();
-        if (token.id < 0) unsupported(source, "added_tokens.id", a["id"]);
+        token.content = bounded_string(member(a, "content", source, "added_tokens entry"), source, "added_tokens.content");
+        token.id = token_id(member(a, "id", source, "added_tokens entry"), source,
+                            "added_tokens entry \"" + token.content + "\": id");
         token.special = flag(a, "special", false);
         token.single_word = flag(a, "single_word", false);
         token.lstrip = flag(a, "lstrip", false);

@@ -1,7 +1,9 @@
 // A Hugging Face tokenizer.json, read natively: the parts Gemma's files use
 // (Replace normalizers, a Split pre-tokenizer on a string, BPE with byte
 // fallback, Replace/ByteFallback/Fuse/Strip decoders, added tokens). Anything
-// else in the file is a FormatError that names the field and its value.
+// else in the file is a FormatError that names the field and its value, and
+// so is a file past a bound of hf_tokenizer_limits.h (sizes, counts, ids,
+// chain lengths, text growth).
 #pragma once
 
 #include <memory>

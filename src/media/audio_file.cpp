@@ -103,20 +103,26 @@ AudioClip read_audio_file(const std::string& path) {
     throw InputError(path + ": the audio header gives a sample rate of " + std::to_string(rate) + " Hz; splitdec reads " +
                      std::to_string(kMinAudioInputRate) + " to " + std::to_string(kMaxAudioInputRate) +
                      " Hz (resampled to 16 kHz)");
-  if (info.channels < 1) throw FormatError(path + ": the audio header gives " + std::to_string(info.channels) + " channels");
-  if (info.frames <= 0) throw InputError(path + ": the audio file holds no samples (empty)");
+  if (info.channels < 1 || info.channels > kMaxAudioChannels)
+    throw FormatError(path + ": the audio header gives " + std::to_string(info.channels) + " channels; splitdec reads 1 to " +
+                      std::to_string(kMaxAudioChannels) + " (kMaxAudioChannels)");
+  // libsndfile reports a FLAC whose STREAMINFO total is 0 ("unknown") as
+  // SF_COUNT_MAX frames: the length is then what the reading finds, under the
+  // same limit. Any other count is the header's claim, checked before allocating.
+  const bool length_known = info.frames != SF_COUNT_MAX;
+  if (info.frames <= 0) throw InputError(path + ": no audio samples (the audio data is empty)");
   // kMaxAudioFrames at 16 kHz: the same duration at the file's rate.
   const int64_t max_frames = kMaxAudioFrames * rate / kAudioSampleRate;
   const std::string limit = "the limit of " + std::to_string(max_frames) + " frames at " + std::to_string(rate) +
                             " Hz (kMaxAudioFrames, " + minutes(kMaxAudioFrames, kAudioSampleRate) + " minutes)";
-  if (info.frames > max_frames)
+  if (length_known && info.frames > max_frames)
     throw InputError(path + ": the audio header gives " + std::to_string(info.frames) + " frames (" +
                      minutes(info.frames, rate) + " minutes), more than " + limit);
 
   AudioClip clip;
   std::optional<AudioResampler> resampler;
   if (rate != kAudioSampleRate) resampler.emplace(rate, kAudioSampleRate);
-  clip.samples.reserve(size_t(AudioResampler::output_length(info.frames, rate, kAudioSampleRate)));
+  if (length_known) clip.samples.reserve(size_t(AudioResampler::output_length(info.frames, rate, kAudioSampleRate)));
   const size_t channels = size_t(info.channels);
   std::vector<float> block(size_t(kBlockFrames) * channels);
   std::vector<float> mono(static_cast<size_t>(kBlockFrames));
@@ -140,7 +146,7 @@ AudioClip read_audio_file(const std::string& path) {
   }
   if (sf_error(file.get()) != SF_ERR_NO_ERROR)
     throw FormatError(path + ": the audio data is corrupt (libsndfile: " + sf_strerror(file.get()) + ")");
-  if (frames == 0) throw InputError(path + ": the audio file holds no samples (empty)");
+  if (frames == 0) throw InputError(path + ": no audio samples (the audio data is empty)");
   if (resampler) resampler->finish(clip.samples);
   return clip;
 }

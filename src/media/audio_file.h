@@ -15,6 +15,9 @@ constexpr int kAudioSampleRate = 16000;
 // Longer clips are refused before their samples are allocated (a hostile
 // header can claim billions of frames): 30 minutes at 16 kHz, 110 MiB of floats.
 constexpr int64_t kMaxAudioFrames = int64_t(30) * 60 * kAudioSampleRate;
+// Channels are averaged; a read block holds 4096 frames of all of them. WAV
+// allows 65535 (libsndfile 1024); real speech files have 1 or 2, surround 8.
+constexpr int kMaxAudioChannels = 64;
 
 struct AudioClip {
   int sample_rate = kAudioSampleRate;

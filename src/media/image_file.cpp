@@ -67,28 +67,6 @@ bool is_jpeg(const uint8_t* data, size_t size) {
   return size >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF;
 }
 
-// For the error message when a file is neither PNG nor JPEG.
-std::string describe_other_format(const uint8_t* data, size_t size) {
-  if (size == 0) return "an empty file";
-  if (starts_with(data, size, "GIF87a", 6) || starts_with(data, size, "GIF89a", 6)) return "a GIF image";
-  if (starts_with(data, size, "BM", 2)) return "what looks like a BMP image";
-  if (size >= 12 && starts_with(data, size, "RIFF", 4) && std::memcmp(data + 8, "WEBP", 4) == 0) return "a WebP image";
-  if (starts_with(data, size, "II*\0", 4) || starts_with(data, size, "MM\0*", 4)) return "a TIFF image";
-  if (size >= 12 && std::memcmp(data + 4, "ftyp", 4) == 0) return "an ISO media file (HEIC/AVIF/MP4)";
-  if (size >= 12 && starts_with(data, size, "RIFF", 4) && std::memcmp(data + 8, "WAVE", 4) == 0) return "a WAV file";
-  if (starts_with(data, size, "fLaC", 4)) return "a FLAC file";
-  size_t printable = 0;
-  const size_t n = size < 64 ? size : 64;
-  for (size_t i = 0; i < n; ++i)
-    if ((data[i] >= 0x20 && data[i] < 0x7F) || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') ++printable;
-  if (printable == n) return "text";
-  char hex[3 * 8 + 1] = {};
-  for (size_t i = 0; i < 8 && i < size; ++i) std::snprintf(hex + 3 * i, 4, "%02x ", data[i]);
-  std::string h(hex);
-  if (!h.empty()) h.pop_back();
-  return "unknown data starting with bytes " + h;
-}
-
 // Zero sizes and the pixel limit, from the header, before any allocation.
 void check_size(const std::string& name, const char* format, uint64_t width, uint64_t height) {
   const std::string dims = std::to_string(width) + " x " + std::to_string(height);
@@ -607,6 +585,27 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& name) 
 }
 
 }  // namespace
+
+std::string describe_other_format(const uint8_t* data, size_t size) {
+  if (size == 0) return "an empty file";
+  if (starts_with(data, size, "GIF87a", 6) || starts_with(data, size, "GIF89a", 6)) return "a GIF image";
+  if (starts_with(data, size, "BM", 2)) return "what looks like a BMP image";
+  if (size >= 12 && starts_with(data, size, "RIFF", 4) && std::memcmp(data + 8, "WEBP", 4) == 0) return "a WebP image";
+  if (starts_with(data, size, "II*\0", 4) || starts_with(data, size, "MM\0*", 4)) return "a TIFF image";
+  if (size >= 12 && std::memcmp(data + 4, "ftyp", 4) == 0) return "an ISO media file (HEIC/AVIF/MP4)";
+  if (size >= 12 && starts_with(data, size, "RIFF", 4) && std::memcmp(data + 8, "WAVE", 4) == 0) return "a WAV file";
+  if (starts_with(data, size, "fLaC", 4)) return "a FLAC file";
+  size_t printable = 0;
+  const size_t n = size < 64 ? size : 64;
+  for (size_t i = 0; i < n; ++i)
+    if ((data[i] >= 0x20 && data[i] < 0x7F) || data[i] == '\n' || data[i] == '\r' || data[i] == '\t') ++printable;
+  if (printable == n) return "text";
+  char hex[3 * 8 + 1] = {};
+  for (size_t i = 0; i < 8 && i < size; ++i) std::snprintf(hex + 3 * i, 4, "%02x ", data[i]);
+  std::string h(hex);
+  if (!h.empty()) h.pop_back();
+  return "unknown data starting with bytes " + h;
+}
 
 bool looks_like_image(const uint8_t* data, size_t size) { return is_png(data, size) || is_jpeg(data, size); }
 

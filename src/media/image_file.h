@@ -25,5 +25,8 @@ RgbImage read_image_file(const std::string& path);
 RgbImage decode_image(const uint8_t* data, size_t size, const std::string& name);
 // True when the bytes start like a PNG or JPEG file.
 bool looks_like_image(const uint8_t* data, size_t size);
+// What bytes that are neither PNG nor JPEG look like, for error messages
+// ("a GIF image", "text", "unknown data starting with bytes ...").
+std::string describe_other_format(const uint8_t* data, size_t size);
 
 }  // namespace splitdec

@@ -34,6 +34,20 @@ std::string read_head(const std::string& path, size_t n) {
 
 const char* kind_name(Modality kind) { return kind == Modality::Audio ? "audio" : "image"; }
 
+// A safetensors file has no magic: an 8-byte header length, then the JSON header.
+bool looks_like_safetensors(const std::string& bytes) { return bytes.size() > 8 && bytes[8] == '{'; }
+
+// Bytes that are no format this loader reads: said as a failed decode, with
+// what they look like and what is accepted.
+[[noreturn]] void undecodable(const std::string& bytes, const std::string& name, Modality kind) {
+  const std::string found = describe_other_format(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (kind == Modality::Audio)
+    throw InputError(name + ": could not be decoded as audio: not WAV or FLAC (found " + found +
+                     "); audio is WAV or FLAC, or post-projector embeddings (.npy, .safetensors)");
+  throw InputError(name + ": could not be decoded as an image: not PNG or JPEG (found " + found +
+                   "); images are PNG or JPEG, or post-projector embeddings (.npy, .safetensors)");
+}
+
 }  // namespace
 
 MediaLoader::MediaLoader(const ModelConfig& config, std::shared_ptr<const MediaFrontend> frontend, ImageOptions image)
@@ -109,6 +123,7 @@ MediaEmbeddings MediaLoader::load_bytes(const std::string& bytes, const std::str
   // file, removed before returning.
   const bool npy = bytes.rfind("\x93NUMPY", 0) == 0;
   const bool audio = looks_like_audio(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  if (!npy && !audio && !looks_like_safetensors(bytes)) undecodable(bytes, name, kind);
   const char* suffix = npy ? ".npy" : audio ? ".audio" : ".safetensors";
   std::string path = (std::filesystem::temp_directory_path() / "splitdec-media-XXXXXX").string() + suffix;
   const int fd = mkstemps(path.data(), int(std::strlen(suffix)));

@@ -32,13 +32,20 @@ bool kept(const std::string& name, const std::vector<std::string>& patterns) {
                      [&](const std::string& p) { return ::fnmatch(p.c_str(), name.c_str(), 0) == 0; });
 }
 
-// Copies v's bytes into the writer 8 MiB at a time, dropping the source's pages.
+// Copies v's bytes into the writer 8 MiB at a time, dropping the source's
+// pages. A NaN or Inf is refused by name, as the loader would refuse it: a
+// written folder should load.
 void copy_tensor(const TensorStore& store, const TensorView& v, SafetensorsWriter& out) {
-  constexpr size_t kPiece = size_t(8) << 20;
+  const size_t element = dtype_size(v.dtype);
+  const size_t kPiece = (size_t(8) << 20) / element * element;
   for (size_t off = 0; off < v.nbytes; off += kPiece) {
     TensorView piece = v;
     piece.data = v.data + off;
     piece.nbytes = std::min(kPiece, v.nbytes - off);
+    piece.shape = {int64_t(piece.nbytes / element)};
+    if (const int64_t bad = piece.first_non_finite(); bad >= 0)
+      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
+                        std::to_string(int64_t(off / element) + bad) + "; quantize copies it as stored and refuses it");
     out.write(piece.data, piece.nbytes);
     store.release(piece);
   }
@@ -106,6 +113,16 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     plans.push_back(p);
   }
   for (const SafetensorsWriter::Entry& e : entries) summary.bytes_out += tensor_nbytes(e.dtype, e.shape);
+  // A pattern that matches nothing is a typo or a malformed glob ('['), not a choice.
+  for (const std::string& pattern : o.keep) {
+    const bool matches = std::any_of(store.tensors().begin(), store.tensors().end(),
+                                     [&](const auto& t) { return kept(t.first, {pattern}); });
+    if (!matches)
+      throw InputError("--keep '" + pattern + "' matches no tensor of " + o.model_dir + " (" +
+                       std::to_string(store.tensors().size()) + " tensors" +
+                       (store.tensors().empty() ? "" : ", e.g. '" + store.tensors().begin()->first + "'") +
+                       "); --keep takes a glob over tensor names, such as '*embed_tokens*'");
+  }
 
   fs::create_directories(o.out_dir, ec);
   if (ec) throw InputError("--out " + o.out_dir + ": cannot create directory: " + ec.message());

@@ -1,6 +1,7 @@
 #include "serve/completion_request.h"
 
 #include <nlohmann/json.hpp>
+#include <cstdio>
 #include <mutex>
 #include <random>
 
@@ -38,27 +39,62 @@ const json* field(const json& body, const char* name) {
   return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
-std::optional<double> number(const json& body, const char* name, double lo, double hi) {
+// 1, 0.001, 100 (json's dump writes 1.0).
+std::string short_number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
+// Whether an end of a range is included: top_p is (0, 1], min_p [0, 1).
+enum class End { kClosed, kOpen };
+
+std::optional<double> number(const json& body, const char* name, double lo, double hi, End lo_end = End::kClosed,
+                             End hi_end = End::kClosed) {
   const json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_number()) throw wrong_type(name, "a number", *v);
   const double x = v->get<double>();
-  if (!(x >= lo && x <= hi))
-    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range [" + json(lo).dump() + ", " + json(hi).dump() + "]");
+  const bool above_lo = lo_end == End::kOpen ? x > lo : x >= lo;
+  const bool below_hi = hi_end == End::kOpen ? x < hi : x <= hi;
+  if (!(above_lo && below_hi))
+    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range " + (lo_end == End::kOpen ? "(" : "[") +
+                              short_number(lo) + ", " + short_number(hi) + (hi_end == End::kOpen ? ")" : "]"));
   return x;
+}
+
+ApiError not_an_integer_in(const std::string& name, const json& v, const std::string& lo, const std::string& hi) {
+  return bad_field(name, name + ": " + v.dump() + " is not an integer in [" + lo + ", " + hi + "]");
+}
+
+// JSON has one number type: a value past 2^64-1 (or written as 1e3 or 5.0)
+// parses as a float. Such a number is reported with the field's range, not
+// as the wrong type.
+void require_integer(const std::string& name, const json& v, const std::string& lo, const std::string& hi) {
+  if (v.is_number_float()) throw not_an_integer_in(name, v, lo, hi);
+  if (!v.is_number_integer()) throw wrong_type(name, "an integer", v);
 }
 
 std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
   const json* v = field(body, name);
   if (!v) return std::nullopt;
-  if (!v->is_number_integer()) throw wrong_type(name, "an integer", *v);
-  // Large unsigned values do not fit int64: range-check as double first.
-  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi))
-    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  const std::string lo_text = std::to_string(lo), hi_text = std::to_string(hi);
+  require_integer(name, *v, lo_text, hi_text);
+  // Large unsigned values do not fit int64: compare as unsigned first.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi)) throw not_an_integer_in(name, *v, lo_text, hi_text);
   const int64_t x = v->get<int64_t>();
-  if (x < lo || x > hi)
-    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (x < lo || x > hi) throw not_an_integer_in(name, *v, lo_text, hi_text);
   return x;
+}
+
+// The whole uint64 range: the sampler's generator takes 64 bits.
+std::optional<uint64_t> unsigned64(const json& body, const char* name) {
+  const json* v = field(body, name);
+  if (!v) return std::nullopt;
+  const std::string hi = std::to_string(UINT64_MAX);
+  require_integer(name, *v, "0", hi);
+  if (!v->is_number_unsigned()) throw not_an_integer_in(name, *v, "0", hi);  // negative
+  return v->get<uint64_t>();
 }
 
 std::optional<bool> boolean(const json& body, const char* name) {
@@ -72,13 +108,14 @@ SamplingOptions sampling(const json& body) {
   SamplingOptions s;
   // OpenAI's default temperature is 1; 0 asks for greedy decoding.
   s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));
-  s.top_p = float(number(body, "top_p", 0, 1).value_or(1.0));
+  // Each range is the sampler's (SamplingOptions::validate), checked here so
+  // that the error names the field.
+  s.top_p = float(number(body, "top_p", 0, 1, End::kOpen).value_or(1.0));
   s.top_k = int(integer(body, "top_k", 0, 1 << 30).value_or(0));
-  s.min_p = float(number(body, "min_p", 0, 1).value_or(0.0));
+  s.min_p = float(number(body, "min_p", 0, 1, End::kClosed, End::kOpen).value_or(0.0));
   s.repetition_penalty = float(number(body, "repetition_penalty", 1e-3, 100).value_or(1.0));
-  if (const json* v = field(body, "seed")) {
-    if (!v->is_number_integer()) throw wrong_type("seed", "an integer", *v);
-    s.seed = v->is_number_unsigned() ? v->get<uint64_t>() : uint64_t(v->get<int64_t>());
+  if (const auto seed = unsigned64(body, "seed")) {
+    s.seed = *seed;
   } else {
     static std::random_device device;
     static std::mutex m;
@@ -87,9 +124,9 @@ SamplingOptions sampling(const json& body) {
   }
   s.sample = s.temperature > 0;
   try {
-    s.validate();
+    s.validate();  // the checks above cover it; a miss is still a 400, naming no field rather than a wrong one
   } catch (const Error& e) {
-    throw bad_field("temperature", e.what());
+    throw bad_field("", e.what());
   }
   return s;
 }
