@@ -82,6 +82,10 @@ std::string token_soup(Rng& rng) {
 }
 
 std::string mutate(Rng& rng, std::string source) {
+  if (rng.below(3) == 0) {  // one number or filter into an expression, so that most still parse and render
+    const size_t open = source.find("{{", rng.below(source.size()));
+    if (open != std::string::npos) return source.insert(open + 2, " " + rng.pick(kNumbers) + rng.pick(kNumberFilters) + " ~ ");
+  }
   const size_t edits = 1 + rng.below(4);
   for (size_t e = 0; e < edits && !source.empty(); ++e) {
     const size_t at = rng.below(source.size());
@@ -168,8 +172,8 @@ std::vector<Seed> real_templates() {
 
 jinja::Limits fuzz_limits() {
   jinja::Limits limits;  // depths as shipped; work and memory smaller, to keep the run short
-  limits.max_steps = 200'000;
-  limits.max_loop_iterations = 100'000;
+  limits.max_steps = 50'000;
+  limits.max_loop_iterations = 20'000;
   limits.max_output_bytes = 1u << 20;
   limits.max_list_items = 100'000;
   limits.max_built_bytes = 32u << 20;
@@ -194,7 +198,7 @@ void check_one(const std::string& source, const ordered_json& context, const jin
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   tally.slowest_s = std::max(tally.slowest_s, seconds);
-  EXPECT_LT(seconds, 2.0) << "template: " << ordered_json(source.substr(0, 400)).dump();
+  EXPECT_LT(seconds, 5.0) << "template: " << ordered_json(source.substr(0, 400)).dump();
 }
 
 void report(const char* what, const Tally& tally) {
@@ -207,7 +211,7 @@ TEST(TemplateFuzz, TokenSoup) {
   Rng rng(1);
   Tally tally;
   const ordered_json context = fuzz_context();
-  for (int k = 0; k < 1500; ++k) check_one(token_soup(rng), context, fuzz_limits(), tally);
+  for (int k = 0; k < 2000; ++k) check_one(token_soup(rng), context, fuzz_limits(), tally);
   report("token_soup", tally);
 }
 
@@ -217,7 +221,7 @@ TEST(TemplateFuzz, MutatedRealTemplates) {
   const std::vector<Seed> seeds = real_templates();
   for (const Seed& seed : seeds) check_one(seed.source, seed.context, fuzz_limits(), tally);  // unmutated: all render
   EXPECT_EQ(tally.refused, 0);
-  for (int k = 0; k < 1500; ++k) {
+  for (int k = 0; k < 2000; ++k) {
     const Seed& seed = rng.pick(seeds);
     check_one(mutate(rng, seed.source), seed.context, fuzz_limits(), tally);
   }
