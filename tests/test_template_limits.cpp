@@ -78,6 +78,10 @@ TEST(TemplateLimits, NestedBracketsAndPrefixOperatorsAreRefusedWhileParsing) {
   EXPECT_TRUE(names(error_of(repeat("{% if 1 %}", 100000)), "max_depth"));
 }
 
+TEST(TemplateLimits, LiteralPastTheStringCapIsRefusedWhileParsing) {
+  EXPECT_TRUE(names(error_of("{{ '" + std::string((16u << 20) + 1, 'a') + "' }}"), "max_output_bytes"));
+}
+
 TEST(TemplateLimits, ChainsWithinTheLimitStillRender) {
   EXPECT_EQ(render("{{ 1" + repeat("+1", 200) + " }}"), "201");
   EXPECT_EQ(render("{{ 'a'" + repeat("|upper", 200) + " }}"), "A");

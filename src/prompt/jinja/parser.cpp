@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "prompt/jinja/eval_failure.h"
 #include "prompt/jinja/filters.h"
 #include "prompt/jinja/template_error.h"
 
@@ -375,7 +376,11 @@ class Parser {
       std::string s;
       while (peek().kind == TK::String) s += next().text;  // adjacent literals join, as in Python
       auto e = make(EK::Literal, tok.line);
-      e->literal = Value::string(std::move(s));
+      try {
+        e->literal = Value::string(std::move(s));
+      } catch (const EvalFailure& f) {  // a literal past max_output_bytes
+        fail(f.message, "");
+      }
       return e;
     }
     if (tok.kind == TK::Int || tok.kind == TK::Float) {

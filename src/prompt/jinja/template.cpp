@@ -15,6 +15,7 @@ struct Template::Parsed {
 
 Template::Template(std::string_view source, Limits limits) : limits_(limits) {
   auto parsed = std::make_shared<Parsed>();
+  const RenderBudget literals(limits);  // string literals are held to this template's max_output_bytes
   parsed->body = parse(tokenize(source), limits);
   parsed_ = std::move(parsed);
 }
