@@ -38,6 +38,7 @@ struct Expr {
   std::vector<ExprPtr> children;
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;
+  int height = 1;  // of the tree under and including this node (Limits::max_expression_depth)
 };
 
 struct Stmt;

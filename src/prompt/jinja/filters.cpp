@@ -1,11 +1,15 @@
 #include "prompt/jinja/filters.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include "prompt/jinja/eval_failure.h"
+#include "prompt/jinja/int_math.h"
 #include "prompt/jinja/methods.h"
+#include "prompt/jinja/render_budget.h"
 #include "prompt/jinja/string_ops.h"
 
 namespace splitdec::jinja {
@@ -22,13 +26,14 @@ using K = Value::Kind;
 List iterate(const std::string& filter, const Value& v) {
   switch (v.kind()) {
     case K::Undefined: return {};
-    case K::List: return v.as_list();
+    case K::List: charge_items(v.as_list().size()); return v.as_list();
     case K::Dict: {
       List keys;
       for (const auto& [k, unused] : v.as_dict().entries) keys.push_back(Value::string(k));
       return keys;
     }
     case K::String: {
+      check_list_items(code_point_count(v.as_string()));
       List chars;
       for (char32_t c : utf8_decode(v.as_string())) chars.push_back(Value::string(utf8_encode(std::u32string(1, c))));
       return chars;
@@ -50,22 +55,43 @@ Value sort_key(const Value& v, bool case_sensitive) {
   return !case_sensitive && v.is(K::String) ? Value::string(to_lower(v.as_string())) : v;
 }
 
+// Python's float(s) for a str: surrounding white space, a sign, decimal or
+// exponent notation, inf and nan; nullopt where Python raises ValueError.
+std::optional<double> parse_float(const std::string& text) {
+  std::string s = py_strip(text, std::nullopt, true, true);
+  const bool negative = !s.empty() && s[0] == '-';
+  if (!s.empty() && (s[0] == '+' || s[0] == '-')) s.erase(0, 1);
+  if (s.empty() || s[0] == '+' || s[0] == '-') return std::nullopt;
+  double d = 0;
+  const auto [end, error] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (end != s.data() + s.size()) return std::nullopt;
+  if (error == std::errc::result_out_of_range) d = std::strtod(s.c_str(), nullptr);  // inf or 0, as Python rounds
+  else if (error != std::errc()) return std::nullopt;
+  return negative ? -d : d;
+}
+
+// Jinja's int filter: int(x), else int(float(x)), else the default. Values
+// Python would hold as a big int, and infinities, are an error here (int64).
 Value to_int(const Value& v, const Value& fallback) {
   switch (v.kind()) {
     case K::Int: return v;
     case K::Bool: return Value::integer(v.as_bool() ? 1 : 0);
-    case K::Float: return Value::integer(static_cast<int64_t>(v.as_double()));
+    case K::Float:
+      if (std::isnan(v.as_double())) return fallback;  // Python's ValueError, which Jinja catches
+      return Value::integer(float_to_int(v.as_double(), "filter 'int'"));
     case K::String: {
-      const std::string s = py_strip(v.as_string(), std::nullopt, true, true);
-      try {
-        size_t used = 0;
-        const int64_t i = std::stoll(s, &used);
-        if (used == s.size()) return Value::integer(i);
-        const double d = std::stod(s, &used);
-        if (used == s.size()) return Value::integer(static_cast<int64_t>(d));
-      } catch (const std::exception&) {
+      std::string s = py_strip(v.as_string(), std::nullopt, true, true);
+      const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+      if (s.size() > sign && std::all_of(s.begin() + static_cast<ptrdiff_t>(sign), s.end(), ::isdigit)) {
+        int64_t i = 0;
+        const char* first = s.data() + (s[0] == '+' ? 1 : 0);
+        if (std::from_chars(first, s.data() + s.size(), i).ec != std::errc())
+          throw EvalFailure{"filter 'int': " + s.substr(0, 40) + " does not fit in a 64-bit integer"};
+        return Value::integer(i);
       }
-      return fallback;
+      const std::optional<double> d = parse_float(s);
+      if (!d || std::isnan(*d)) return fallback;
+      return Value::integer(float_to_int(*d, "filter 'int'"));
     }
     default: return fallback;
   }
@@ -73,8 +99,10 @@ Value to_int(const Value& v, const Value& fallback) {
 
 Value indent(const std::string& s, const CallArgs& args) {
   const Value& width_arg = args.get(0, "width");
-  const std::string pad = width_arg.is(K::String) ? width_arg.as_string()
-                                                  : std::string(static_cast<size_t>(width_arg.is(K::Int) ? width_arg.as_int() : 4), ' ');
+  // Python's ' ' * width: empty when negative; a width past the string cap is refused before building.
+  const int64_t width = std::max<int64_t>(0, width_arg.is(K::Int) ? width_arg.as_int() : 4);
+  if (!width_arg.is(K::String)) check_string_bytes(static_cast<size_t>(width));
+  const std::string pad = width_arg.is(K::String) ? width_arg.as_string() : std::string(static_cast<size_t>(width), ' ');
   const bool first = flag(args.get(1, "first"), false);
   const bool blank = flag(args.get(2, "blank"), false);
   std::vector<std::string> lines = py_split(py_replace(s + "\n", "\r\n", "\n"), std::string("\n"));
@@ -83,7 +111,9 @@ Value indent(const std::string& s, const CallArgs& args) {
   for (size_t k = 0; k < lines.size(); ++k) {
     if (k > 0) out += "\n";
     const bool indent_it = (k > 0 || first) && (blank || !lines[k].empty());
-    out += (indent_it ? pad : "") + lines[k];
+    check_string_bytes(out.size() + (indent_it ? pad.size() : 0) + lines[k].size());
+    if (indent_it) out += pad;
+    out += lines[k];
   }
   return Value::string(out);
 }
@@ -97,8 +127,9 @@ Value attribute_of(const Value& item, const std::string& dotted) {
       const Value* found = v.as_dict().find(part);
       v = found ? *found : Value();
     } else if (v.is(K::List) && !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)) {
-      const size_t index = std::stoul(part);
-      v = index < v.as_list().size() ? v.as_list()[index] : Value();
+      size_t index = 0;
+      const bool fits = std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc();
+      v = fits && index < v.as_list().size() ? v.as_list()[index] : Value();
     } else {
       return Value();
     }
@@ -150,8 +181,7 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
   }
   if (name == "tojson") {
     const Value& indent_arg = args.get(0, "indent");
-    return Value::string(input.to_json(indent_arg.is(K::Int) ? static_cast<int>(indent_arg.as_int()) : 0,
-                                       flag(args.named("sort_keys"), false)));
+    return Value::string(input.to_json(indent_arg.is(K::Int) ? indent_arg.as_int() : 0, flag(args.named("sort_keys"), false)));
   }
   if (name == "first" || name == "last") {
     const List items = iterate(name, input);
@@ -167,14 +197,12 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
   if (name == "int") return to_int(input, args.get(0, "default").is_undefined() ? Value::integer(0) : args.get(0, "default"));
   if (name == "float") {
     if (input.is_number()) return Value::real(input.as_double());
-    try {
-      if (input.is(K::String)) return Value::real(std::stod(input.as_string()));
-    } catch (const std::exception&) {
-    }
+    if (input.is(K::String))
+      if (const std::optional<double> d = parse_float(input.as_string())) return Value::real(*d);
     return args.get(0, "default").is_undefined() ? Value::real(0) : args.get(0, "default");
   }
   if (name == "abs") {
-    if (input.is(K::Int)) return Value::integer(input.as_int() < 0 ? -input.as_int() : input.as_int());
+    if (input.is(K::Int)) return Value::integer(int_abs(input.as_int()));
     if (input.is(K::Float)) return Value::real(std::fabs(input.as_double()));
     bad_input(name, input);
   }
@@ -190,8 +218,12 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     const Value& attr = args.get(1, "attribute");
     std::string out;
     bool first = true;
+    const std::string separator = args.get(0, "d").str();
     for (const Value& item : iterate(name, input)) {
-      out += (first ? "" : args.get(0, "d").str()) + (attr.is(K::String) ? attribute_of(item, attr.as_string()) : item).str();
+      const std::string text = (attr.is(K::String) ? attribute_of(item, attr.as_string()) : item).str();
+      check_string_bytes(out.size() + (first ? 0 : separator.size()) + text.size());
+      if (!first) out += separator;
+      out += text;
       first = false;
     }
     return Value::string(std::move(out));
@@ -247,7 +279,7 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
       Value total = args.get(1, "start").is_undefined() ? Value::integer(0) : args.get(1, "start");
       for (const Value& v : items) {
         if (!v.is_number() || !total.is_number()) bad_input(name, v);
-        total = total.is(K::Int) && v.is(K::Int) ? Value::integer(total.as_int() + v.as_int())
+        total = total.is(K::Int) && v.is(K::Int) ? Value::integer(int_add(total.as_int(), v.as_int(), "sum"))
                                                  : Value::real(total.as_double() + v.as_double());
       }
       return total;
@@ -325,8 +357,8 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args) {
     if (!v.is(K::Int)) throw EvalFailure{"test '" + name + "' needs an integer, not a '" + v.type_name() + "'"};
     const int64_t by = name == "divisibleby" ? (a0.is(K::Int) ? a0.as_int() : 0) : 2;
     if (by == 0) throw EvalFailure{"test 'divisibleby' needs a non-zero integer"};
-    const int64_t rem = ((v.as_int() % by) + by) % by;
-    return name == "odd" ? rem == 1 : rem == 0;
+    const int64_t rem = int_floor_mod(v.as_int(), by);
+    return name == "odd" ? rem != 0 : rem == 0;
   }
   if (name == "equalto" || name == "eq" || name == "==" || name == "sameas") return v == a0;
   if (name == "ne" || name == "!=") return !(v == a0);
@@ -335,7 +367,8 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args) {
   if (name == "gt" || name == ">") return less_than(a0, v);
   if (name == "ge" || name == ">=") return !less_than(v, a0);
   if (name == "in") {
-    if (a0.is(K::String) && v.is(K::String)) return a0.as_string().find(v.as_string()) != std::string::npos;
+    if (a0.is(K::String) && v.is(K::String))
+      return charge_scan(a0.as_string().size()), a0.as_string().find(v.as_string()) != std::string::npos;
     if (a0.is(K::List)) return std::find(a0.as_list().begin(), a0.as_list().end(), v) != a0.as_list().end();
     if (a0.is_mapping()) return v.is(K::String) && a0.as_dict().find(v.as_string());
     return false;

@@ -1,6 +1,7 @@
 #include "prompt/jinja/methods.h"
 
 #include "prompt/jinja/eval_failure.h"
+#include "prompt/jinja/render_budget.h"
 #include "prompt/jinja/string_ops.h"
 
 namespace splitdec::jinja {
@@ -51,6 +52,7 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
   if (name == "capitalize") return Value::string(py_capitalize(s));
   if (name == "replace")
     return Value::string(py_replace(s, string_arg(a0, name), string_arg(args.get(1, ""), name), int_arg(args.get(2, "count"), -1)));
+  if (name == "find" || name == "count") charge_scan(s.size());
   if (name == "find") {
     const size_t at = s.find(string_arg(a0, name));
     return Value::integer(at == std::string::npos ? -1 : static_cast<int64_t>(code_point_count(s.substr(0, at))));
@@ -65,7 +67,13 @@ std::optional<Value> string_method(const std::string& s, const std::string& name
   if (name == "join") {
     if (!a0.is(Value::Kind::List)) throw EvalFailure{"join() takes a list"};
     std::string out;
-    for (size_t k = 0; k < a0.as_list().size(); ++k) out += (k ? s : "") + string_arg(a0.as_list()[k], name);
+    charge_items(a0.as_list().size());
+    for (size_t k = 0; k < a0.as_list().size(); ++k) {
+      const std::string& item = string_arg(a0.as_list()[k], name);
+      check_string_bytes(out.size() + (k ? s.size() : 0) + item.size());
+      if (k) out += s;
+      out += item;
+    }
     return Value::string(std::move(out));
   }
   if (name == "splitlines") {

@@ -1,8 +1,10 @@
 #include "prompt/jinja/parser.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string_view>
 
+#include "prompt/jinja/eval_failure.h"
 #include "prompt/jinja/filters.h"
 #include "prompt/jinja/template_error.h"
 
@@ -36,7 +38,8 @@ ExprPtr make(EK kind, int line, std::string name = {}) {
 
 class Parser {
  public:
-  Parser(const std::vector<Token>& tokens, int max_depth) : t_(tokens), max_depth_(max_depth) {}
+  Parser(const std::vector<Token>& tokens, const Limits& limits)
+      : t_(tokens), max_depth_(limits.max_depth), max_expression_depth_(limits.max_expression_depth) {}
 
   Body parse_template() {
     std::string ended_by;
@@ -218,6 +221,20 @@ class Parser {
 
   // ---- expressions -------------------------------------------------------
 
+  // Sets e's height from its children, now all attached, and refuses a tree
+  // past the limit: chains (`a+b+...`, `x|f|f...`) grow it link by link.
+  ExprPtr grown(ExprPtr e) {
+    int below = 0;
+    for (const auto& c : e->children)
+      if (c) below = std::max(below, c->height);
+    for (const auto& [name, c] : e->kwargs) below = std::max(below, c->height);
+    e->height = below + 1;
+    if (e->height > max_expression_depth_)
+      fail("an expression nests deeper than the limit of " + std::to_string(max_expression_depth_) +
+           " (max_expression_depth)");
+    return e;
+  }
+
   ExprPtr parse_expression(bool with_condexpr = true) { return with_condexpr ? parse_condexpr() : parse_or(); }
 
   ExprPtr parse_condexpr() {
@@ -229,7 +246,7 @@ class Parser {
       c->children.push_back(std::move(e));
       c->children.push_back(parse_or());
       c->children.push_back(skip_name("else") ? parse_condexpr() : nullptr);
-      e = std::move(c);
+      e = grown(std::move(c));
     }
     return e;
   }
@@ -238,7 +255,7 @@ class Parser {
     auto e = make(EK::Binary, line, std::move(op));
     e->children.push_back(std::move(l));
     e->children.push_back(std::move(r));
-    return e;
+    return grown(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -266,7 +283,7 @@ class Parser {
     DepthGuard guard(*this);
     auto e = make(EK::Unary, next().line, "not");
     e->children.push_back(parse_not());
-    return e;
+    return grown(std::move(e));
   }
 
   ExprPtr parse_compare() {
@@ -336,6 +353,7 @@ class Parser {
       const Token& tok = next();
       e = make(EK::Unary, tok.line, tok.text);
       e->children.push_back(parse_unary(false));
+      e = grown(std::move(e));
     } else {
       e = parse_postfix(parse_primary());
     }
@@ -358,7 +376,11 @@ class Parser {
       std::string s;
       while (peek().kind == TK::String) s += next().text;  // adjacent literals join, as in Python
       auto e = make(EK::Literal, tok.line);
-      e->literal = Value::string(std::move(s));
+      try {
+        e->literal = Value::string(std::move(s));
+      } catch (const EvalFailure& f) {  // a literal past max_output_bytes
+        fail(f.message, "");
+      }
       return e;
     }
     if (tok.kind == TK::Int || tok.kind == TK::Float) {
@@ -382,7 +404,7 @@ class Parser {
         tuple->children.push_back(parse_expression());
       }
       expect_op(")", "to close '('");
-      return tuple;
+      return grown(std::move(tuple));
     }
     if (skip_op("[")) {
       auto list = make(EK::ListLit, tok.line);
@@ -391,7 +413,7 @@ class Parser {
         if (skip_op("]")) break;
         list->children.push_back(parse_expression());
       }
-      return list;
+      return grown(std::move(list));
     }
     if (skip_op("{")) {
       auto dict = make(EK::DictLit, tok.line);
@@ -402,7 +424,7 @@ class Parser {
         expect_op(":", "after a dict key");
         dict->children.push_back(parse_expression());
       }
-      return dict;
+      return grown(std::move(dict));
     }
     fail("unexpected " + describe(tok) + " in an expression");
   }
@@ -415,7 +437,7 @@ class Parser {
         if (peek().kind == TK::Int) attr->name = next().text;  // x.0 reads item 0
         else attr->name = expect_name("after '.'");
         attr->children.push_back(std::move(e));
-        e = std::move(attr);
+        e = grown(std::move(attr));
       } else if (skip_op("[")) {
         e = parse_subscript(std::move(e), tok.line);
       } else if (is_op("(")) {
@@ -446,12 +468,12 @@ class Parser {
       auto e = make(EK::Subscript, line);
       e->children.push_back(std::move(target));
       e->children.push_back(std::move(parts[0]));
-      return e;
+      return grown(std::move(e));
     }
     auto e = make(EK::Slice, line);
     e->children.push_back(std::move(target));
     for (auto& p : parts) e->children.push_back(std::move(p));
-    return e;
+    return grown(std::move(e));
   }
 
   // Arguments of a call, filter or test: positional, then name=value.
@@ -477,7 +499,7 @@ class Parser {
     auto call = make(EK::Call, peek().line);
     call->children.push_back(std::move(callee));
     parse_args(*call);
-    return call;
+    return grown(std::move(call));
   }
 
   ExprPtr parse_filter(ExprPtr operand) {
@@ -486,7 +508,7 @@ class Parser {
     if (!is_known_filter(f->name)) p_ -= 1, fail("unknown filter '" + f->name + "'", "");
     f->children.push_back(std::move(operand));
     if (is_op("(")) parse_args(*f);
-    return f;
+    return grown(std::move(f));
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
@@ -509,7 +531,7 @@ class Parser {
                      is_name("not") || is_name("is"))) {
           test->children.push_back(parse_postfix(parse_primary()));  // `x is divisibleby 3`
         }
-        e = std::move(test);
+        e = grown(std::move(test));
       } else if (is_op("(")) {
         e = parse_call(std::move(e));
       } else {
@@ -521,11 +543,12 @@ class Parser {
   const std::vector<Token>& t_;
   size_t p_ = 0;
   int max_depth_;
+  int max_expression_depth_;
   int depth_ = 0;
 };
 
 }  // namespace
 
-Body parse(const std::vector<Token>& tokens, int max_depth) { return Parser(tokens, max_depth).parse_template(); }
+Body parse(const std::vector<Token>& tokens, const Limits& limits) { return Parser(tokens, limits).parse_template(); }
 
 }  // namespace splitdec::jinja

@@ -6,7 +6,9 @@
 
 #include "prompt/jinja/eval_failure.h"
 #include "prompt/jinja/filters.h"
+#include "prompt/jinja/int_math.h"
 #include "prompt/jinja/methods.h"
+#include "prompt/jinja/render_budget.h"
 #include "prompt/jinja/string_ops.h"
 #include "prompt/jinja/template_error.h"
 
@@ -25,22 +27,18 @@ std::string operand_types(const std::string& op, const Value& a, const Value& b)
   return "'" + op + "' cannot combine a '" + a.type_name() + "' and a '" + b.type_name() + "'";
 }
 
-// a op b on int64, refusing overflow (Python's ints never overflow; ours would wrap).
-template <class Op>
-int64_t checked(Op op, int64_t a, int64_t b) {
-  int64_t r = 0;
-  if (op(a, b, &r)) throw EvalFailure{"integer overflow"};
-  return r;
+// How many items range(start, stop, step) has, without overflowing on the way.
+uint64_t range_length(int64_t start, int64_t stop, int64_t step) {
+  if (step > 0 ? start >= stop : start <= stop) return 0;
+  const uint64_t span = step > 0 ? static_cast<uint64_t>(stop) - static_cast<uint64_t>(start) - 1
+                                 : static_cast<uint64_t>(start) - static_cast<uint64_t>(stop) - 1;
+  const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : uint64_t{0} - static_cast<uint64_t>(step);
+  return span / stride + 1;
 }
-
-bool negate_overflows(int64_t a, int64_t, int64_t* r) { return __builtin_sub_overflow(int64_t{0}, a, r); }
-bool add_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }
-bool sub_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }
-bool mul_overflows(int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }
 
 class Renderer {
  public:
-  Renderer(const Dict& context, const Limits& limits) : limits_(limits) {
+  Renderer(const Dict& context, RenderBudget& budget) : limits_(budget.limits()), budget_(budget) {
     frames_.emplace_back();
     install_globals();
     for (const auto& [name, value] : context.entries) frames_[0][name] = value;
@@ -106,28 +104,43 @@ class Renderer {
     const int64_t stop = n == 1 ? args.positional[0].as_int() : args.positional[1].as_int();
     const int64_t step = n == 3 ? args.positional[2].as_int() : 1;
     if (step == 0) throw EvalFailure{"range() step must not be zero"};
+    const uint64_t length = range_length(start, stop, step);  // checked before anything is built
+    if (length > static_cast<uint64_t>(limits_.max_loop_iterations))
+      throw EvalFailure{"range() is longer than the limit of " + std::to_string(limits_.max_loop_iterations) +
+                        " (max_loop_iterations)"};
+    check_list_items(length);
     List out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (static_cast<int64_t>(out.size()) >= limits_.max_loop_iterations)
-        throw EvalFailure{"range() is longer than the limit of " + std::to_string(limits_.max_loop_iterations) +
-                          " (max_loop_iterations)"};
-      out.push_back(Value::integer(i));
-    }
+    out.reserve(length);
+    for (uint64_t k = 0; k < length; ++k)  // start + k * step stays between start and stop
+      out.push_back(Value::integer(static_cast<int64_t>(static_cast<uint64_t>(start) + k * static_cast<uint64_t>(step))));
     return Value::list(std::move(out));
   }
 
   // ---- output --------------------------------------------------------------
 
-  void check_size(size_t bytes) const {
-    if (bytes > limits_.max_output_bytes)
+  void emit(const std::string& s) {
+    if (out_->size() + s.size() > limits_.max_output_bytes)
       throw EvalFailure{"output grows past the limit of " + std::to_string(limits_.max_output_bytes) +
                         " bytes (max_output_bytes)"};
-  }
-
-  void emit(const std::string& s) {
-    check_size(out_->size() + s.size());
     *out_ += s;
   }
+
+  // Counts the evaluations in progress (eval and exec recurse into each
+  // other, macro bodies included) and charges one step for each.
+  struct Nesting {
+    Renderer& r;
+    explicit Nesting(Renderer& renderer) : r(renderer) {
+      if (++r.render_depth_ > r.limits_.max_render_depth) {
+        --r.render_depth_;
+        throw EvalFailure{"evaluation nests deeper than the limit of " + std::to_string(r.limits_.max_render_depth) +
+                          " (max_render_depth)"};
+      }
+      r.budget_.charge_steps(1);
+    }
+    ~Nesting() { --r.render_depth_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+  };
 
   // Renders `body` into a string of its own (macro bodies, set blocks).
   std::string capture(const Body& body) {
@@ -156,6 +169,7 @@ class Renderer {
 
   Flow exec(const Stmt& s) {
     try {
+      const Nesting nesting(*this);
       return exec_stmt(s);
     } catch (const EvalFailure& f) {
       throw TemplateError(where(s.line) + f.message);
@@ -191,6 +205,10 @@ class Renderer {
       const Value target = lookup(s.names[0]);
       if (!target.is(K::Namespace))
         throw EvalFailure{"'set " + s.names[0] + "." + s.attr + "' needs '" + s.names[0] + "' to be a namespace()"};
+      // No namespace inside a namespace (so no cycles), and the namespace stays within the nesting limit.
+      if (v.is(K::Namespace) || v.holds_namespace())
+        throw EvalFailure{"a namespace cannot hold a namespace ('" + s.names[0] + "." + s.attr + "')"};
+      check_value_depth(v.depth() + 1);
       target.namespace_dict().set(s.attr, std::move(v));
       return;
     }
@@ -212,7 +230,7 @@ class Renderer {
   List loop_items(const Value& iterable) {
     switch (iterable.kind()) {
       case K::Undefined: return {};
-      case K::List: return iterable.as_list();
+      case K::List: charge_items(iterable.as_list().size()); return iterable.as_list();
       case K::String:
       case K::Dict: return apply_filter("list", iterable, {}).as_list();
       default: throw EvalFailure{"'for' cannot iterate over a '" + std::string(iterable.type_name()) + "'"};
@@ -220,6 +238,7 @@ class Renderer {
   }
 
   void count_iteration() {
+    budget_.charge_steps(1);
     if (++iterations_ > limits_.max_loop_iterations)
       throw EvalFailure{"loops ran more than the limit of " + std::to_string(limits_.max_loop_iterations) +
                         " iterations (max_loop_iterations)"};
@@ -308,6 +327,7 @@ class Renderer {
 
   Value eval(const Expr& e) {
     try {
+      const Nesting nesting(*this);
       return eval_node(e);
     } catch (const EvalFailure& f) {
       throw TemplateError(where(e.line) + f.message);
@@ -354,7 +374,7 @@ class Renderer {
       case EK::Unary: {
         const Value v = eval(*e.children[0]);
         if (e.name == "not") return Value::boolean(!v.truthy());
-        if (v.is(K::Int)) return Value::integer(e.name == "-" ? checked(negate_overflows, v.as_int(), 0) : v.as_int());
+        if (v.is(K::Int)) return Value::integer(e.name == "-" ? int_neg(v.as_int()) : v.as_int());
         if (v.is(K::Float)) return Value::real(e.name == "-" ? -v.as_double() : v.as_double());
         throw EvalFailure{"unary '" + e.name + "' cannot take a '" + v.type_name() + "'"};
       }
@@ -416,11 +436,15 @@ class Renderer {
     };
     const int64_t start = clamp(parts[0], given[0], step > 0 ? 0 : n - 1);
     const int64_t stop = clamp(parts[1], given[1], step > 0 ? n : -1);
+    // Counted first, so that a huge step cannot overflow `i` (start + k * step stays in [-1, n]).
+    const uint64_t count = range_length(start, stop, step);
+    charge_items(count);
     std::u32string out_text;
     List out_list;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-      if (is_string) out_text += text[static_cast<size_t>(i)];
-      else out_list.push_back(target.as_list()[static_cast<size_t>(i)]);
+    for (uint64_t k = 0; k < count; ++k) {
+      const auto i = static_cast<size_t>(static_cast<uint64_t>(start) + k * static_cast<uint64_t>(step));
+      if (is_string) out_text += text[i];
+      else out_list.push_back(target.as_list()[i]);
     }
     return is_string ? Value::string(utf8_encode(out_text)) : Value::list(std::move(out_list));
   }
@@ -450,8 +474,10 @@ class Renderer {
     if (op == "or") return a.truthy() ? a : eval(*e.children[1]);
     const Value b = eval(*e.children[1]);
     if (op == "~") {
-      check_size(a.str().size() + b.str().size());
-      return Value::string(a.str() + b.str());
+      std::string left = a.str();
+      const std::string right = b.str();
+      check_string_bytes(left.size() + right.size());
+      return Value::string(std::move(left) + right);
     }
     if (op == "==") return Value::boolean(a == b);
     if (op == "!=") return Value::boolean(!(a == b));
@@ -471,36 +497,40 @@ class Renderer {
     return arithmetic(op, a, b);
   }
 
-  Value arithmetic(const std::string& op, const Value& a, const Value& b) {
+  static Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     const bool ints = a.is(K::Int) && b.is(K::Int);
     const bool nums = (a.is_number() || a.is(K::Bool)) && (b.is_number() || b.is(K::Bool));
     auto num = [](const Value& v) { return v.is(K::Bool) ? (v.as_bool() ? 1.0 : 0.0) : v.as_double(); };
     auto integer = [](const Value& v) { return v.is(K::Bool) ? int64_t{v.as_bool()} : v.as_int(); };
     const bool int_like = nums && !a.is(K::Float) && !b.is(K::Float);
     if (op == "+") {
-      if (int_like) return Value::integer(checked(add_overflows, integer(a), integer(b)));
+      if (int_like) return Value::integer(int_add(integer(a), integer(b)));
       if (nums) return Value::real(num(a) + num(b));
       if (a.is(K::String) && b.is(K::String)) {
-        check_size(a.as_string().size() + b.as_string().size());
+        check_string_bytes(a.as_string().size() + b.as_string().size());
         return Value::string(a.as_string() + b.as_string());
       }
       if (a.is(K::List) && b.is(K::List)) {
+        check_list_items(a.as_list().size() + b.as_list().size());
         List items = a.as_list();
         items.insert(items.end(), b.as_list().begin(), b.as_list().end());
         return Value::list(std::move(items));
       }
     } else if (op == "-") {
-      if (int_like) return Value::integer(checked(sub_overflows, integer(a), integer(b)));
+      if (int_like) return Value::integer(int_sub(integer(a), integer(b)));
       if (nums) return Value::real(num(a) - num(b));
     } else if (op == "*") {
-      if (int_like) return Value::integer(checked(mul_overflows, integer(a), integer(b)));
+      if (int_like) return Value::integer(int_mul(integer(a), integer(b)));
       if (nums) return Value::real(num(a) * num(b));
       if ((a.is(K::String) && b.is(K::Int)) || (a.is(K::Int) && b.is(K::String))) {
         const std::string& s = a.is(K::String) ? a.as_string() : b.as_string();
         const int64_t times = std::max<int64_t>(0, a.is(K::Int) ? a.as_int() : b.as_int());
-        check_size(static_cast<size_t>(times) > limits_.max_output_bytes ? limits_.max_output_bytes + 1
-                                                                        : s.size() * static_cast<size_t>(times));
+        if (s.empty() || times == 0) return Value::string("");
+        // Checked before building; s is not empty, so times passes first and the product cannot wrap.
+        check_string_bytes(static_cast<size_t>(times));
+        check_string_bytes(s.size() * static_cast<size_t>(times));
         std::string out;
+        out.reserve(s.size() * static_cast<size_t>(times));
         for (int64_t k = 0; k < times; ++k) out += s;
         return Value::string(std::move(out));
       }
@@ -508,42 +538,33 @@ class Renderer {
       if (nums) {
         if (num(b) == 0) throw EvalFailure{"division by zero in '" + op + "'"};
         if (op == "/") return Value::real(num(a) / num(b));
-        if (int_like) {  // Python floors toward negative infinity
-          const int64_t x = integer(a), y = integer(b);
-          int64_t q = x / y, m = x % y;
-          if (m != 0 && ((m < 0) != (y < 0))) --q, m += y;
-          return Value::integer(op == "//" ? q : m);
-        }
+        if (int_like) return Value::integer(op == "//" ? int_floor_div(integer(a), integer(b)) : int_floor_mod(integer(a), integer(b)));
+        // Python's float // and %: floored, the remainder takes the divisor's sign.
         const double q = std::floor(num(a) / num(b));
         return Value::real(op == "//" ? q : num(a) - q * num(b));
       }
     } else if (op == "**") {
-      if (ints && b.as_int() >= 0) {  // by squaring, so a huge exponent fails fast on overflow
-        int64_t result = 1, base = a.as_int();
-        for (int64_t exp = b.as_int(); exp > 0; exp >>= 1) {
-          if ((exp & 1) && __builtin_mul_overflow(result, base, &result)) throw EvalFailure{"integer overflow in '**'"};
-          if (exp > 1 && __builtin_mul_overflow(base, base, &base)) throw EvalFailure{"integer overflow in '**'"};
-        }
-        return Value::integer(result);
-      }
+      if (ints && b.as_int() >= 0) return Value::integer(int_pow(a.as_int(), b.as_int()));
       if (nums) return Value::real(std::pow(num(a), num(b)));
     }
     throw EvalFailure{operand_types(op, a, b)};
   }
 
   const Limits& limits_;
+  RenderBudget& budget_;
   std::vector<Frame> frames_;
   size_t floor_ = 1;  // lookups read frames [floor_, top] and then the globals (frame 0)
   std::string* out_ = nullptr;
   Value block_input_;
-  int depth_ = 0;
+  int depth_ = 0;         // macro calls in progress
+  int render_depth_ = 0;  // evaluations in progress
   int64_t iterations_ = 0;
 };
 
 }  // namespace
 
-std::string render(const Body& body, const Dict& context, const Limits& limits) {
-  return Renderer(context, limits).run(body);
+std::string render(const Body& body, const Dict& context, RenderBudget& budget) {
+  return Renderer(context, budget).run(body);
 }
 
 }  // namespace splitdec::jinja

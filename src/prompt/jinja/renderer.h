@@ -7,11 +7,12 @@
 #include <string>
 
 #include "prompt/jinja/ast.h"
-#include "prompt/jinja/limits.h"
+#include "prompt/jinja/render_budget.h"
 
 namespace splitdec::jinja {
 
-// Throws TemplateError naming the line of the failing construct.
-std::string render(const Body& body, const Dict& context, const Limits& limits);
+// Throws TemplateError naming the line of the failing construct; charges
+// `budget`, which must be the thread's current one.
+std::string render(const Body& body, const Dict& context, RenderBudget& budget);
 
 }  // namespace splitdec::jinja

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "prompt/jinja/render_budget.h"
+
 namespace splitdec::jinja {
 namespace {
 
@@ -59,6 +61,7 @@ std::string map_case(std::string_view s, char32_t (*f)(char32_t)) {
 }  // namespace
 
 std::u32string utf8_decode(std::string_view s) {
+  charge_scan(s.size());
   std::u32string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
@@ -131,6 +134,7 @@ std::string py_strip(std::string_view s, const std::optional<std::string>& chars
 }
 
 std::vector<std::string> py_split(std::string_view s, const std::optional<std::string>& sep, int64_t maxsplit) {
+  charge_scan(s.size());
   std::vector<std::string> parts;
   if (sep) {
     size_t start = 0;
@@ -138,6 +142,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
       const size_t at = (maxsplit < 0 || static_cast<int64_t>(parts.size()) < maxsplit) ? s.find(*sep, start)
                                                                                         : std::string_view::npos;
       if (at == std::string_view::npos || sep->empty()) break;
+      check_list_items(parts.size() + 2);  // a string of separators splits into more parts than it has bytes
       parts.emplace_back(s.substr(start, at - start));
       start = at + sep->size();
     }
@@ -156,13 +161,31 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
       break;
     }
     const size_t start = i;
+    check_list_items(parts.size() + 1);
     while (i < text.size() && !is_py_space(text[i])) ++i;
     parts.push_back(utf8_encode(std::u32string_view(text).substr(start, i - start)));
   }
   return parts;
 }
 
+// The result's size, checked before building: replacing into a long string
+// can multiply it.
+static void check_replaced_size(std::string_view s, std::string_view old, std::string_view with, int64_t count) {
+  if (with.size() <= old.size()) return;  // cannot grow
+  uint64_t n = 0;
+  if (old.empty()) {
+    n = code_point_count(s) + 1;
+  } else {
+    for (size_t at = s.find(old); at != std::string_view::npos; at = s.find(old, at + old.size())) ++n;
+  }
+  if (count >= 0) n = std::min<uint64_t>(n, static_cast<uint64_t>(count));
+  check_string_bytes(static_cast<size_t>(n));  // so that the product below cannot wrap (with is within the cap)
+  check_string_bytes(s.size() + static_cast<size_t>(n) * (with.size() - old.size()));
+}
+
 std::string py_replace(std::string_view s, std::string_view old, std::string_view with, int64_t count) {
+  charge_scan(s.size());
+  check_replaced_size(s, old, with, count);
   std::string out;
   if (old.empty()) {  // Python inserts `with` around every code point
     const std::u32string text = utf8_decode(s);

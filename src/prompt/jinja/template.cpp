@@ -1,6 +1,7 @@
 #include "prompt/jinja/template.h"
 
 #include "prompt/jinja/ast.h"
+#include "prompt/jinja/eval_failure.h"
 #include "prompt/jinja/lexer.h"
 #include "prompt/jinja/parser.h"
 #include "prompt/jinja/renderer.h"
@@ -14,7 +15,8 @@ struct Template::Parsed {
 
 Template::Template(std::string_view source, Limits limits) : limits_(limits) {
   auto parsed = std::make_shared<Parsed>();
-  parsed->body = parse(tokenize(source), limits.max_depth);
+  const RenderBudget literals(limits);  // string literals are held to this template's max_output_bytes
+  parsed->body = parse(tokenize(source), limits);
   parsed_ = std::move(parsed);
 }
 
@@ -26,20 +28,29 @@ Template& Template::operator=(Template&&) noexcept = default;
 
 namespace {
 
+// The context is converted under the render's budget: its values count
+// against the same limits as the ones the template builds.
 template <class Json>
-Dict context_of(const Json& context) {
+std::string render_with(const Body& body, const Json& context, const Limits& limits) {
   if (!context.is_object()) throw TemplateError("chat template: the render context must be a JSON object");
-  return Value::from_json(context).as_dict();
+  RenderBudget budget(limits);
+  Dict variables;
+  try {
+    variables = Value::from_json(context).as_dict();
+  } catch (const EvalFailure& f) {
+    throw TemplateError("chat template: the render context: " + f.message);
+  }
+  return render(body, variables, budget);
 }
 
 }  // namespace
 
 std::string Template::render(const nlohmann::ordered_json& context) const {
-  return jinja::render(parsed_->body, context_of(context), limits_);
+  return render_with(parsed_->body, context, limits_);
 }
 
 std::string Template::render(const nlohmann::json& context) const {
-  return jinja::render(parsed_->body, context_of(context), limits_);
+  return render_with(parsed_->body, context, limits_);
 }
 
 }  // namespace splitdec::jinja

@@ -6,37 +6,45 @@
 #include <cstdio>
 
 #include "prompt/jinja/eval_failure.h"
+#include "prompt/jinja/render_budget.h"
 
 namespace splitdec::jinja {
 namespace {
 
+// `level`: the containers around j, refused on the way down so that a deep
+// context cannot exhaust the stack here.
 template <class Json>
-Value from_json_impl(const Json& j) {
+Value from_json_impl(const Json& j, int level) {
   using T = nlohmann::detail::value_t;
+  if (j.is_structured()) check_value_depth(level + 1);
   switch (j.type()) {
     case T::boolean: return Value::boolean(j.template get<bool>());
     case T::number_integer: return Value::integer(j.template get<int64_t>());
-    case T::number_unsigned: return Value::integer(static_cast<int64_t>(j.template get<uint64_t>()));
+    case T::number_unsigned: {  // past INT64_MAX only a float holds it (Python's int would)
+      const uint64_t u = j.template get<uint64_t>();
+      return u <= static_cast<uint64_t>(INT64_MAX) ? Value::integer(static_cast<int64_t>(u)) : Value::real(static_cast<double>(u));
+    }
     case T::number_float: return Value::real(j.template get<double>());
     case T::string: return Value::string(j.template get<std::string>());
     case T::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& item : j) items.push_back(from_json_impl(item));
+      for (const auto& item : j) items.push_back(from_json_impl(item, level + 1));
       return Value::list(std::move(items));
     }
     case T::object: {
       Dict d;
-      for (const auto& [key, item] : j.items()) d.entries.emplace_back(key, from_json_impl(item));
+      for (const auto& [key, item] : j.items()) d.entries.emplace_back(key, from_json_impl(item, level + 1));
       return Value::dict(std::move(d));
     }
     default: return Value::none();
   }
 }
 
-std::string py_quote(const std::string& s) {
+void append_py_quoted(std::string& out, const std::string& s) {
+  charge_scan(s.size());
   const char quote = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
-  std::string out(1, quote);
+  out += quote;
   for (char c : s) {
     if (c == quote || c == '\\') out += '\\', out += c;
     else if (c == '\n') out += "\\n";
@@ -48,11 +56,13 @@ std::string py_quote(const std::string& s) {
       out += buf;
     } else out += c;
   }
-  return out + quote;
+  out += quote;
+  check_string_bytes(out.size());
 }
 
-std::string json_quote(const std::string& s) {
-  std::string out = "\"";
+void append_json_quoted(std::string& out, const std::string& s) {
+  charge_scan(s.size());
+  out += '"';
   for (char c : s) {
     switch (c) {
       case '"': out += "\\\""; break;
@@ -72,7 +82,8 @@ std::string json_quote(const std::string& s) {
         }
     }
   }
-  return out + "\"";
+  out += '"';
+  check_string_bytes(out.size());
 }
 
 bool numeric(const Value& v) { return v.is_number() || v.is(Value::Kind::Bool); }
@@ -104,24 +115,37 @@ Value Value::real(double f) {
   return v;
 }
 Value Value::string(std::string s) {
+  note_string_built(s.size());
   Value v;
   v.kind_ = Kind::String;
   v.s_ = std::make_shared<const std::string>(std::move(s));
   return v;
 }
 Value Value::list(List items) {
+  note_items_built(items.size(), sizeof(Value));
   Value v;
+  v.depth_ = 1;
+  for (const Value& item : items) v.take_nesting_of(item);
   v.kind_ = Kind::List;
   v.list_ = std::make_shared<const List>(std::move(items));
   return v;
 }
 Value Value::dict(Dict d) {
+  // Only capped: a dict's size is fixed by the template's source (a literal,
+  // keyword arguments, a loop's `loop`) or the context, so the steps that
+  // evaluate it pay for it, and only lists and strings can accumulate.
+  check_list_items(d.entries.size());
   Value v;
+  v.depth_ = 1;
+  for (const auto& [key, item] : d.entries) v.take_nesting_of(item);
   v.kind_ = Kind::Dict;
   v.dict_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
 Value Value::name_space(Dict d) {
+  for (const auto& [key, item] : d.entries)
+    if (item.is(Kind::Namespace) || item.holds_namespace())
+      throw EvalFailure{"a namespace cannot hold a namespace ('" + key + "')"};
   Value v = dict(std::move(d));
   v.kind_ = Kind::Namespace;
   return v;
@@ -132,8 +156,17 @@ Value Value::function(Function f) {
   v.fn_ = std::make_shared<const Function>(std::move(f));
   return v;
 }
-Value Value::from_json(const nlohmann::json& j) { return from_json_impl(j); }
-Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
+// A container is one level deeper than its deepest item.
+void Value::take_nesting_of(const Value& item) {
+  if (item.depth_ + 1 > depth_) {
+    depth_ = item.depth_ + 1;
+    check_value_depth(depth_);
+  }
+  holds_namespace_ = holds_namespace_ || item.holds_namespace_ || item.is(Kind::Namespace);
+}
+
+Value Value::from_json(const nlohmann::json& j) { return from_json_impl(j, 0); }
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_impl(j, 0); }
 
 bool Value::truthy() const {
   switch (kind_) {
@@ -158,68 +191,114 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
-  switch (kind_) {
-    case Kind::Undefined: return "";
-    case Kind::None: return "None";
-    case Kind::Bool: return b_ ? "True" : "False";
-    case Kind::Int: return std::to_string(i_);
-    case Kind::Float: return float_repr(f_);
-    case Kind::String: return py_quote(*s_);
-    case Kind::List: {
-      std::string out = "[";
-      for (size_t k = 0; k < list_->size(); ++k) out += (k ? ", " : "") + (*list_)[k].repr();
-      return out + "]";
-    }
-    case Kind::Dict:
-    case Kind::Namespace: {
-      std::string out = kind_ == Kind::Namespace ? "<Namespace {" : "{";
-      for (size_t k = 0; k < dict_->entries.size(); ++k)
-        out += (k ? ", " : "") + py_quote(dict_->entries[k].first) + ": " + dict_->entries[k].second.repr();
-      return out + (kind_ == Kind::Namespace ? "}>" : "}");
-    }
-    case Kind::Function: return "<function>";
-  }
-  return "";
+  std::string out;
+  append_repr(out);
+  return out;
 }
 
-std::string Value::to_json(int indent, bool sort_keys, int depth) const {
+// Appends, checking the size as it goes: a value that shares one list many
+// times over can print far larger than it is.
+void Value::append_repr(std::string& out) const {
+  charge_steps(1);
+  switch (kind_) {
+    case Kind::Undefined: break;
+    case Kind::None: out += "None"; break;
+    case Kind::Bool: out += b_ ? "True" : "False"; break;
+    case Kind::Int: out += std::to_string(i_); break;
+    case Kind::Float: out += float_repr(f_); break;
+    case Kind::String: append_py_quoted(out, *s_); break;
+    case Kind::List:
+      out += '[';
+      for (size_t k = 0; k < list_->size(); ++k) {
+        if (k) out += ", ";
+        (*list_)[k].append_repr(out);
+      }
+      out += ']';
+      break;
+    case Kind::Dict:
+    case Kind::Namespace:
+      out += kind_ == Kind::Namespace ? "<Namespace {" : "{";
+      for (size_t k = 0; k < dict_->entries.size(); ++k) {
+        if (k) out += ", ";
+        append_py_quoted(out, dict_->entries[k].first);
+        out += ": ";
+        dict_->entries[k].second.append_repr(out);
+      }
+      out += kind_ == Kind::Namespace ? "}>" : "}";
+      break;
+    case Kind::Function: out += "<function>"; break;
+  }
+  check_string_bytes(out.size());
+}
+
+std::string Value::to_json(int64_t indent, bool sort_keys) const {
+  if (indent > 0) check_string_bytes(static_cast<size_t>(indent));  // so indent * level below cannot wrap
+  std::string out;
+  append_json(out, indent, sort_keys, 0);
+  return out;
+}
+
+void Value::append_json(std::string& out, int64_t indent, bool sort_keys, int64_t depth) const {
   // Python's json.dumps as transformers' tojson calls it: ", " and ": "
   // without indent, "," and ": " with it; non-ASCII kept as is.
-  const std::string pad = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * (depth + 1)), ' ') : "";
-  const std::string close_pad = indent > 0 ? "\n" + std::string(static_cast<size_t>(indent * depth), ' ') : "";
-  const std::string sep = indent > 0 ? "," : ", ";
+  charge_steps(1);
+  auto newline = [&](int64_t level) {
+    if (indent <= 0) return;
+    check_string_bytes(out.size() + static_cast<size_t>(indent) * static_cast<size_t>(level));  // indent <= the string cap
+    out += '\n';
+    out.append(static_cast<size_t>(indent * level), ' ');
+  };
+  const char* sep = indent > 0 ? "," : ", ";
   switch (kind_) {
     case Kind::Undefined:
-    case Kind::None: return "null";
-    case Kind::Bool: return b_ ? "true" : "false";
-    case Kind::Int: return std::to_string(i_);
+    case Kind::None: out += "null"; break;
+    case Kind::Bool: out += b_ ? "true" : "false"; break;
+    case Kind::Int: out += std::to_string(i_); break;
     case Kind::Float:
-      if (std::isnan(f_)) return "NaN";
-      if (std::isinf(f_)) return f_ > 0 ? "Infinity" : "-Infinity";
-      return float_repr(f_);
-    case Kind::String: return json_quote(*s_);
-    case Kind::List: {
-      if (list_->empty()) return "[]";
-      std::string out = "[";
-      for (size_t k = 0; k < list_->size(); ++k)
-        out += (k ? sep : "") + pad + (*list_)[k].to_json(indent, sort_keys, depth + 1);
-      return out + close_pad + "]";
-    }
+      if (std::isnan(f_)) out += "NaN";
+      else if (std::isinf(f_)) out += f_ > 0 ? "Infinity" : "-Infinity";
+      else out += float_repr(f_);
+      break;
+    case Kind::String: append_json_quoted(out, *s_); break;
+    case Kind::List:
+      if (list_->empty()) {
+        out += "[]";
+        break;
+      }
+      out += '[';
+      for (size_t k = 0; k < list_->size(); ++k) {
+        if (k) out += sep;
+        newline(depth + 1);
+        (*list_)[k].append_json(out, indent, sort_keys, depth + 1);
+      }
+      newline(depth);
+      out += ']';
+      break;
     case Kind::Dict:
     case Kind::Namespace: {
-      if (dict_->entries.empty()) return "{}";
-      auto entries = dict_->entries;
+      if (dict_->entries.empty()) {
+        out += "{}";
+        break;
+      }
+      std::vector<const std::pair<std::string, Value>*> entries;
+      for (const auto& entry : dict_->entries) entries.push_back(&entry);
       if (sort_keys)
-        std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::string out = "{";
-      for (size_t k = 0; k < entries.size(); ++k)
-        out += (k ? sep : "") + pad + json_quote(entries[k].first) + ": " +
-               entries[k].second.to_json(indent, sort_keys, depth + 1);
-      return out + close_pad + "}";
+        std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+      out += '{';
+      for (size_t k = 0; k < entries.size(); ++k) {
+        if (k) out += sep;
+        newline(depth + 1);
+        append_json_quoted(out, entries[k]->first);
+        out += ": ";
+        entries[k]->second.append_json(out, indent, sort_keys, depth + 1);
+      }
+      newline(depth);
+      out += '}';
+      break;
     }
     case Kind::Function: throw EvalFailure{"tojson: a function is not JSON serializable"};
   }
-  return "null";
+  check_string_bytes(out.size());
 }
 
 const char* Value::type_name() const {
@@ -240,6 +319,7 @@ const char* Value::type_name() const {
 
 bool operator==(const Value& a, const Value& b) {
   using K = Value::Kind;
+  charge_steps(1);  // `unique` and `in` compare n^2 and n times
   if (numeric(a) && numeric(b)) {
     if (a.is(K::Int) && b.is(K::Int)) return a.as_int() == b.as_int();
     return number_of(a) == number_of(b);
@@ -248,7 +328,7 @@ bool operator==(const Value& a, const Value& b) {
   switch (a.kind()) {
     case K::Undefined:
     case K::None: return true;
-    case K::String: return a.as_string() == b.as_string();
+    case K::String: return charge_scan(a.as_string().size()), a.as_string() == b.as_string();
     case K::List: return a.as_list() == b.as_list();
     case K::Dict: {
       const auto& x = a.as_dict().entries;
@@ -267,11 +347,12 @@ bool operator==(const Value& a, const Value& b) {
 
 bool less_than(const Value& a, const Value& b) {
   using K = Value::Kind;
+  charge_steps(1);
   if (numeric(a) && numeric(b)) {
     if (a.is(K::Int) && b.is(K::Int)) return a.as_int() < b.as_int();
     return number_of(a) < number_of(b);
   }
-  if (a.is(K::String) && b.is(K::String)) return a.as_string() < b.as_string();
+  if (a.is(K::String) && b.is(K::String)) return charge_scan(a.as_string().size()), a.as_string() < b.as_string();
   if (a.is(K::List) && b.is(K::List)) {
     const auto& x = a.as_list();
     const auto& y = b.as_list();

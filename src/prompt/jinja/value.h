@@ -53,17 +53,30 @@ class Value {
   Dict& namespace_dict() const { return *dict_; }  // namespaces are shared and mutable
   const Function& as_function() const { return *fn_; }
 
+  // Lists and dicts inside each other (0 for a scalar); at most
+  // Limits::max_value_depth when built, as the factories refuse more. A
+  // namespace may gain deeper attributes later, but namespaces hold no
+  // namespaces, so a value's true depth stays under twice the limit.
+  int depth() const { return depth_; }
+  bool holds_namespace() const { return holds_namespace_; }  // a namespace is inside (cycles need one)
+
   bool truthy() const;
   std::string str() const;   // Python str(): what {{ x }} prints
   std::string repr() const;  // Python repr(): how a value prints inside a list or dict
-  std::string to_json(int indent, bool sort_keys, int depth = 0) const;  // the tojson filter
+  std::string to_json(int64_t indent, bool sort_keys) const;  // the tojson filter
   const char* type_name() const;
 
   friend bool operator==(const Value& a, const Value& b);
 
  private:
+  void append_repr(std::string& out) const;
+  void append_json(std::string& out, int64_t indent, bool sort_keys, int64_t depth) const;
+  void take_nesting_of(const Value& item);
+
   Kind kind_ = Kind::Undefined;
   bool b_ = false;
+  bool holds_namespace_ = false;
+  int depth_ = 0;
   int64_t i_ = 0;
   double f_ = 0;
   std::shared_ptr<const std::string> s_;
