@@ -32,7 +32,7 @@ struct ServeFlags {
   int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
   int64_t max_length = 4096, max_body_mb = 64, max_inflight_mb = 256;
   double header_timeout = 10, body_timeout = 60;
-  int max_connections = 1024, max_encodes = 1;
+  int max_connections = 1024, max_encodes = 1, max_media = 16;
   int image_tokens = 0;
   bool pan_and_scan = false;
   std::string plan = "split", policy, kv_dtype = "f32", weights;
@@ -59,6 +59,7 @@ int run(const ServeFlags& f) {
   check_range("--chunk", f.chunk, 1, 1 << 20);
   check_range("--port", f.port, 0, 65535);
   check_range("--max-encodes", f.max_encodes, 1, 1024);
+  check_range("--max-media", f.max_media, 0, 4096);
   check_range("--header-timeout", f.header_timeout, 0.1, 3600);
   check_range("--body-timeout", f.body_timeout, 0.1, 3600);
   if (!f.media_dir.empty() && !std::filesystem::is_directory(f.media_dir))
@@ -88,6 +89,7 @@ int run(const ServeFlags& f) {
   o.limits.max_inflight_body_bytes = size_t(f.max_inflight_mb) << 20;
   o.limits.max_connections = size_t(f.max_connections);
   o.max_concurrent_encodes = f.max_encodes;
+  o.max_media = f.max_media;
   o.limits.head_timeout = std::chrono::milliseconds(int64_t(f.header_timeout * 1000));
   o.limits.body_timeout = std::chrono::milliseconds(int64_t(f.body_timeout * 1000));
   o.image = {f.image_tokens, f.pan_and_scan};
@@ -140,6 +142,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--max-connections", f->max_connections, "open connections (default 1024); more are closed at once");
   cmd->add_option("--max-encodes", f->max_encodes,
                   "requests whose media are decoded and encoded at once (default 1); others wait their turn");
+  cmd->add_option("--max-media", f->max_media, "media parts one request may hold (default 16; more: 400)");
   cmd->add_option("--header-timeout", f->header_timeout, "seconds a request's head may take to arrive (default 10; then 408)");
   cmd->add_option("--body-timeout", f->body_timeout, "seconds a request's body may take to arrive (default 60; then 408)");
   cmd->add_option("--threads", f->threads, "worker threads (default: all cores)");

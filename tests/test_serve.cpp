@@ -1034,5 +1034,24 @@ TEST(ServeHostile, ServeRefusesOutOfRangeFlags) {
   }
 }
 
+
+TEST(ServeHostile, HugePromptTextAndTooManyMediaAreRefusedBeforeWork) {
+  TestServerOptions o;
+  o.max_body_bytes = 8 << 20;
+  TestServer s(o);
+  // 4 MB of text cannot fit 256 positions however it tokenizes: refused untokenized.
+  expect_error(post(s, "/v1/chat/completions", chat_body(std::string(4 << 20, 'a'), 2).dump()), 400,
+               "more than the context length can hold");
+  json completion = {{"prompt", std::string(4 << 20, 'a')}, {"max_tokens", 2}};
+  expect_error(post(s, "/v1/completions", completion.dump()), 400, "more than the context length can hold");
+  // 17 media parts: the 17th is refused before it is decoded.
+  const std::string rows = "data:application/octet-stream;base64," +
+      test::base64_encode(test::npy_bytes(s.engine().impl().model.config().mm_tokens_per_image, s.engine().hidden_size(), 1.f));
+  json parts = json::array();
+  for (int i = 0; i < 17; ++i) parts.push_back({{"type", "image_url"}, {"image_url", {{"url", rows}}}});
+  const json many = {{"messages", {{{"role", "user"}, {"content", parts}}}}, {"max_tokens", 2}};
+  expect_error(post(s, "/v1/chat/completions", many.dump()), 400, "at most 16 media parts");
+}
+
 }  // namespace
 }  // namespace splitdec

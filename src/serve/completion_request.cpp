@@ -194,10 +194,19 @@ MessagePart media_part(const json& part, const std::string& param, const Request
   return out;
 }
 
+void check_text_bytes(size_t bytes, const RequestContext& ctx, const char* param) {
+  if (bytes > ctx.max_text_bytes)
+    throw ApiError(400, std::string(param) + ": the prompt's text is " + std::to_string(bytes) +
+                            " bytes, more than the context length can hold in any tokenization (" +
+                            std::to_string(ctx.max_text_bytes) + " bytes)",
+                   param, "context_length_exceeded");
+}
+
 std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
   const json* v = field(body, "messages");
   if (!v) throw ApiError(400, "messages: required", "messages", "missing_field");
   if (!v->is_array()) throw wrong_type("messages", "an array", *v);
+  size_t text_bytes = 0, media = 0;
   std::vector<ChatMessage> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
@@ -222,12 +231,18 @@ std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
           if (!text || !text->is_string()) throw bad_field("messages", p + ".text: expected a string");
           msg.parts.push_back({Modality::Text, text->get<std::string>(), {}});
         } else {
+          if (++media > ctx.max_media)
+            throw bad_field("messages", p + ": a request may hold at most " + std::to_string(ctx.max_media) +
+                                            " media parts (--max-media)");
           msg.parts.push_back(media_part(part, p, ctx));
         }
       }
     } else {
       throw wrong_type(where + ".content", "a string or an array of content parts", *content);
     }
+    for (const MessagePart& part : msg.parts)
+      if (part.kind == Modality::Text) text_bytes += part.text.size();
+    check_text_bytes(text_bytes, ctx, "messages");
     out.push_back(std::move(msg));
   }
   return out;
@@ -237,7 +252,10 @@ PromptBatch completion_prompt(const json& body, const RequestContext& ctx) {
   const json* v = field(body, "prompt");
   if (!v) throw ApiError(400, "prompt: required", "prompt", "missing_field");
   if (v->is_array() && v->size() == 1 && (*v)[0].is_string()) v = &(*v)[0];
-  if (v->is_string()) return text_prompt(v->get<std::string>(), ctx.tokenizer, ctx.config);
+  if (v->is_string()) {
+    check_text_bytes(v->get_ref<const std::string&>().size(), ctx, "prompt");
+    return text_prompt(v->get<std::string>(), ctx.tokenizer, ctx.config);
+  }
   if (v->is_array() && !v->empty() && (*v)[0].is_number_integer()) {
     // Token ids, fed as they are (no BOS added).
     PromptBatch p;
@@ -316,7 +334,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     image.pan_and_scan = *pan;
   }
   const MediaLoader loader = ctx.media.with_image_options(image);
-  const RequestContext request_ctx{ctx.tokenizer, ctx.config, ctx.chat_template, ctx.media_dir, loader};
+  const RequestContext request_ctx{ctx.tokenizer, ctx.config, ctx.chat_template, ctx.media_dir, loader, ctx.max_text_bytes,
+                                   ctx.max_media};
   try {
     r.prompt = chat ? chat_prompt(messages(body, request_ctx), ctx.tokenizer, ctx.config, ctx.chat_template)
                     : completion_prompt(body, request_ctx);

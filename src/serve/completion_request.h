@@ -36,6 +36,12 @@ struct RequestContext {
   const ChatTemplate& chat_template;
   std::string media_dir;  // empty: file paths are refused
   const MediaLoader& media;  // images, audio and embeddings files to rows
+  // Refused before any tokenizing or encoding: prompt text (the messages'
+  // text parts, or a completion's prompt) longer than this cannot fit the
+  // context (the server passes context x the longest piece's bytes x 2), and
+  // more media parts than `max_media` in one request.
+  size_t max_text_bytes = SIZE_MAX;
+  size_t max_media = SIZE_MAX;
 };
 
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const RequestContext& context);

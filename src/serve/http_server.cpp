@@ -10,6 +10,7 @@
 
 #include "api/api_internal.h"
 #include "core/error.h"
+#include "io/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
 #include "serve/http_listener.h"
@@ -95,7 +96,15 @@ struct HttpServer::Impl {
       return error_response(ApiError(status, message, "", "", status_type(status)));
     };
     http = std::make_unique<HttpListener>(limits, threads, std::move(cb));
+    // No tokenization puts more text bytes in one token than its piece
+    // holds (twice that, for normalizers that shrink text): more text than
+    // this cannot fit the context, whatever it tokenizes to.
+    const Tokenizer& tok = *engine->impl().tokenizer;
+    size_t longest = 1;
+    for (int i = 0; i < tok.piece_count(); ++i) longest = std::max(longest, tok.piece(i).size());
+    max_text_bytes = size_t(s.session.capacity) * longest * 2 + 4096;
   }
+  size_t max_text_bytes = 0;
 
   void open_response() {
     std::lock_guard<std::mutex> lock(open_m);
@@ -174,7 +183,8 @@ struct HttpServer::Impl {
       check_json_limits(req.body, options.json);
       const Engine::Impl& e = engine->impl();
       auto parse = [&](const MediaLoader& media) {
-        return parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir, media});
+        return parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir,
+                                                         media, max_text_bytes, size_t(options.max_media)});
       };
       // First with media counted, not encoded (decoded and sized only): a
       // prompt too long for the context is refused before any tower runs.

@@ -27,6 +27,7 @@ struct ServerOptions {
   size_t max_body_bytes = size_t(64) << 20;  // overrides limits.max_body_bytes
   HttpLimits limits;  // what a client may cost before a handler sees its request (timeouts, head size, bodies in flight)
   JsonLimits json;    // request JSON nesting and size, checked before it is parsed
+  int max_media = 16;  // media parts in one request (--max-media)
   int max_concurrent_encodes = 1;  // media decoded and encoded at once (--max-encodes); more requests wait
   ImageOptions image;  // requests' defaults (--image-tokens, --pan-and-scan); a request may override them
 };
