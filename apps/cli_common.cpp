@@ -105,7 +105,8 @@ void PromptFlags::add_to(CLI::App& app) {
   app.add_option("--system", system, "the system turn (with --chat)");
   app.add_option("--image", images, "an image (PNG, JPEG) or its embeddings file, before the text (repeatable, in order)");
   app.add_option("--audio", audio, "an audio clip (WAV, FLAC; 16 kHz) or its embeddings file, before the text (repeatable)");
-  app.add_option("--image-tokens", image_tokens, "Gemma-4 soft tokens per image: 70, 140, 280, 560, 1120 (default: the model's)");
+  app.add_option("--image-tokens", image_tokens, "Gemma-4 soft tokens per image: 70, 140, 280, 560, 1120 (default: the model's)")
+      ->transform(integer_in(0, INT32_MAX));
   app.add_flag("--pan-and-scan", pan_and_scan,
                "Gemma-3: also encode 2-4 crops of a wide or tall image (HF's do_pan_and_scan; 256 tokens each)");
 }
