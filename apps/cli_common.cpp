@@ -20,7 +20,8 @@ bool parse_decimal(std::string& text, bool negative_ok, int64_t* as_signed, uint
   const char* first = text.data();
   const char* last = text.data() + text.size();
   const char* digits = first + (negative ? 1 : 0);
-  if ((negative && !negative_ok) || digits == last || !std::all_of(digits, last, [](char c) { return c >= '0' && c <= '9'; }))
+  if ((negative && !negative_ok) || digits == last ||
+      !std::all_of(digits, last, [](char c) { return c >= '0' && c <= '9'; }))
     return false;
   const auto r = negative_ok ? std::from_chars(first, last, *as_signed) : std::from_chars(first, last, *as_unsigned);
   if (r.ec != std::errc() || r.ptr != last) return false;
@@ -50,8 +51,7 @@ CLI::Validator seed_value() {
         const std::string given = text;
         int64_t unused = 0;
         uint64_t x = 0;
-        if (!parse_decimal(text, false, &unused, &x))
-          return "seeds are 0..18446744073709551615 (got " + given + ")";
+        if (!parse_decimal(text, false, &unused, &x)) return "seeds are 0..18446744073709551615 (got " + given + ")";
         return {};
       },
       "0..2^64-1");
@@ -62,12 +62,14 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("--policy", policy, "mask policy (default: the model family's)");
   app.add_option("--chunk", chunk, "prefill chunk size (default 256)")->transform(integer_in(1, 1 << 20));
   // 2^31: the session's limit on KV capacity (pipeline/session.cpp).
-  app.add_option("--max-length", max_length, "KV capacity in positions (default: generate, what the prompt and "
-                                              "--max-new-tokens need; chat, 4096)")
+  app.add_option("--max-length", max_length,
+                 "KV capacity in positions (default: generate, what the prompt and "
+                 "--max-new-tokens need; chat, 4096)")
       ->transform(integer_in(1, int64_t(1) << 31));
   app.add_flag("--trace", trace, "print each chunk and step: positions, path, KV bytes allocated/copied");
   app.add_flag("-v,--verbose", verbose, "report the KV cache size per layer type");
-  app.add_option("--threads", threads, "worker threads, 0 for all cores (default)")->transform(integer_in(0, kMaxThreadsFlag));
+  app.add_option("--threads", threads, "worker threads, 0 for all cores (default)")
+      ->transform(integer_in(0, kMaxThreadsFlag));
   app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16 | q8 (int8 rows with one f32 scale each)");
   app.add_option("--weights", weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
 }
@@ -105,7 +107,9 @@ void PromptFlags::add_to(CLI::App& app) {
   app.add_option("--system", system, "the system turn (with --chat)");
   app.add_option("--image", images, "an image (PNG, JPEG) or its embeddings file, before the text (repeatable, in order)");
   app.add_option("--audio", audio, "an audio clip (WAV, FLAC; 16 kHz) or its embeddings file, before the text (repeatable)");
-  app.add_option("--image-tokens", image_tokens, "Gemma-4 soft tokens per image: 70, 140, 280, 560, 1120 (default: the model's)");
+  app.add_option("--image-tokens", image_tokens,
+                 "Gemma-4 soft tokens per image: 70, 140, 280, 560, 1120 (default: the model's)")
+      ->transform(integer_in(0, INT32_MAX));
   app.add_flag("--pan-and-scan", pan_and_scan,
                "Gemma-3: also encode 2-4 crops of a wide or tall image (HF's do_pan_and_scan; 256 tokens each)");
 }
@@ -147,7 +151,8 @@ void SamplingFlags::add_to(CLI::App& app) {
   app.add_option("--top-p", top_p, "keep the smallest set whose probability reaches p");
   app.add_option("--min-p", min_p, "drop tokens below min-p times the top probability");
   app.add_option("--repetition-penalty", repetition_penalty, "penalise tokens already seen (HF rule)");
-  app.add_option("--seed", seed, "sampling seed (default 0; the same seed gives the same sample)")->transform(seed_value());
+  app.add_option("--seed", seed, "sampling seed (default 0; the same seed gives the same sample)")
+      ->transform(seed_value());
   app.add_option("--stop", stop, "stop string (repeatable)");
 }
 

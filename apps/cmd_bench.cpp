@@ -12,7 +12,8 @@ void add_bench(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_flag("--quick", o->quick, "finish in under two minutes");
   cmd->add_option("--json", o->json_path, "write results as JSON");
   cmd->add_option("--plot", o->plot_path, "write decode cost against context as SVG");
-  cmd->add_option("--threads", *threads, "worker threads, 0 for all cores (default)")->transform(integer_in(0, kMaxThreadsFlag));
+  cmd->add_option("--threads", *threads, "worker threads, 0 for all cores (default)")
+      ->transform(integer_in(0, kMaxThreadsFlag));
   cmd->add_option("--only", o->only,
                   "sections to run: linear, decode_attention, plan_decode, prefill, media, whole_model, quantized, ttft (comma-separated)");
   cmd->add_option("--model", o->model_dir,

@@ -88,7 +88,8 @@ void add_chat(CLI::App& app, std::function<int()>& run_fn) {
       ->transform(integer_in(1, INT32_MAX));
   cmd->add_option("--system", f->system, "the system turn");
   cmd->add_option("--image-tokens", f->image_tokens,
-                  "Gemma-4 soft tokens per /image file: 70, 140, 280, 560, 1120 (default: the model's)");
+                  "Gemma-4 soft tokens per /image file: 70, 140, 280, 560, 1120 (default: the model's)")
+      ->transform(integer_in(0, INT32_MAX));
   cmd->add_flag("--pan-and-scan", f->pan_and_scan,
                 "Gemma-3: also encode 2-4 crops of a wide or tall /image file (HF's do_pan_and_scan)");
   f->session.add_to(*cmd);

@@ -40,7 +40,9 @@ void add_embed_media(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--model", f->model, "model directory")->required();
   cmd->add_option("--image", f->image, "an image file (PNG, JPEG)");
   cmd->add_option("--audio", f->audio, "an audio file (WAV, FLAC; 16 kHz)");
-  cmd->add_option("--image-tokens", f->image_tokens, "Gemma-4 soft tokens: 70, 140, 280, 560, 1120 (default: the model's)");
+  cmd->add_option("--image-tokens", f->image_tokens,
+                  "Gemma-4 soft tokens: 70, 140, 280, 560, 1120 (default: the model's)")
+      ->transform(integer_in(0, INT32_MAX));
   cmd->add_flag("--pan-and-scan", f->pan_and_scan,
                 "Gemma-3: the original's rows, then each pan-and-scan crop's (HF's do_pan_and_scan)");
   cmd->add_option("--out", f->out, "the .npy file to write (float32 [n, hidden])")->required();

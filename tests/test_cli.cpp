@@ -175,7 +175,8 @@ TEST(Cli, A1200TokenImageRunsAtDefaultSettings) {
 
 TEST(Cli, SessionErrors) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
-  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0", {"--chunk", "[1, 1048576]", "got 0"});
+  expect_fails_with("generate --model " + dir + " --prompt 'hello there' --chunk 0",
+                    {"--chunk", "[1, 1048576]", "got 0"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --plan fast", {"fast", "split-copy"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --kv-dtype f8", {"--kv-dtype f8", "q8"});
   expect_fails_with("generate --model " + dir + " --prompt 'hello there' --weights q3", {"weights format 'q3'", "q8", "q4"});

@@ -165,8 +165,13 @@ TEST(Quantize, RefusesBadOptionsByName) {
   fails({.model_dir = src, .out_dir = src, .weights = "q8", .keep = {}, .progress = {}}, "source folder");
   // A --keep glob that matches nothing (a typo, or a malformed '[') is refused, naming it, before anything is written.
   const std::string unwritten = test::temp_dir("q") + "/new";
-  fails({.model_dir = src, .out_dir = unwritten, .weights = "q8", .keep = {"["}, .progress = {}}, "--keep '[' matches no tensor");
-  fails({.model_dir = src, .out_dir = unwritten, .weights = "q8", .keep = {"*embed_tokens*", "*embed_tokns*"}, .progress = {}},
+  fails({.model_dir = src, .out_dir = unwritten, .weights = "q8", .keep = {"["}, .progress = {}},
+        "--keep '[' matches no tensor");
+  fails({.model_dir = src,
+         .out_dir = unwritten,
+         .weights = "q8",
+         .keep = {"*embed_tokens*", "*embed_tokns*"},
+         .progress = {}},
         "--keep '*embed_tokns*' matches no tensor");
   EXPECT_FALSE(fs::exists(unwritten));
   fails({.model_dir = src, .out_dir = quantized_copy(src, "q8"), .weights = "q8", .keep = {}, .progress = {}}, "not empty");
@@ -256,11 +261,13 @@ TEST(Quantize, RefusesQuantizedSourcesAndCleansUpAfterAFailure) {
     const float x = std::numeric_limits<float>::infinity();
     std::memcpy(t.bytes.data() + 4, &x, 4);
   });
-  for (const std::vector<std::string>& keep : {std::vector<std::string>{}, std::vector<std::string>{"*layers.5.mlp.down_proj*"}}) {
+  for (const std::vector<std::string>& keep :
+       {std::vector<std::string>{}, std::vector<std::string>{"*layers.5.mlp.down_proj*"}}) {
     const std::string where = keep.empty() ? inf_norm : nan;
     const std::string name = keep.empty() ? "model.language_model.norm.weight" : "layers.5.mlp.down_proj.weight";
     try {
-      quantize_model(QuantizeOptions{.model_dir = where, .out_dir = out, .weights = "q8", .keep = keep, .progress = {}});
+      quantize_model(
+          QuantizeOptions{.model_dir = where, .out_dir = out, .weights = "q8", .keep = keep, .progress = {}});
       ADD_FAILURE() << "copied a non-finite " << name;
     } catch (const FormatError& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();

@@ -318,10 +318,12 @@ TEST(ServeUnits, UndecodableImageBytesNameTheAcceptedFormats) {
     }
   }
   try {
-    serve::media_from_data_url("data:audio/wav;base64," + test::base64_encode("hello"), media, Modality::Audio, "input_audio");
+    serve::media_from_data_url("data:audio/wav;base64," + test::base64_encode("hello"), media, Modality::Audio,
+                               "input_audio");
     ADD_FAILURE() << "accepted";
   } catch (const serve::ApiError& e) {
-    EXPECT_NE(std::string(e.what()).find("could not be decoded as audio: not WAV or FLAC (found text)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("could not be decoded as audio: not WAV or FLAC (found text)"),
+              std::string::npos)
         << e.what();
   }
 }

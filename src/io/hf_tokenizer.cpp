@@ -82,15 +82,16 @@ int token_id(const json& v, const std::string& source, const std::string& what) 
                              "ids lie below " + limit_text("kMaxVocabularySize", hf::kMaxVocabularySize)));
 }
 
-void check_count(size_t count, size_t limit, const char* limit_name, const std::string& source, const std::string& field,
-                 const char* what) {
+void check_count(size_t count, size_t limit, const char* limit_name, const std::string& source,
+                 const std::string& field, const char* what) {
   if (count > limit)
-    throw FormatError(source + ": " + field + " holds " + std::to_string(count) + " " + what + ", more than the limit (" +
-                      limit_text(limit_name, int64_t(limit)) + ")");
+    throw FormatError(source + ": " + field + " holds " + std::to_string(count) + " " + what +
+                      ", more than the limit (" + limit_text(limit_name, int64_t(limit)) + ")");
 }
 
 // One step of a chain (normalizer or decoder), counted as it is parsed.
-void count_step(size_t* steps, size_t limit, const char* limit_name, const std::string& source, const std::string& field) {
+void count_step(size_t* steps, size_t limit, const char* limit_name, const std::string& source,
+                const std::string& field) {
   if (++*steps > limit)
     throw FormatError(source + ": " + field + " has more than " + std::to_string(limit) + " steps (" +
                       limit_text(limit_name, int64_t(limit)) + ", Sequence nodes included)");
@@ -202,8 +203,8 @@ void HfTokenizer::Impl::parse_decoder(const json& d, const std::string& source) 
       unsupported(source, "decoder.content", d["content"]);
     DecodeStep s{DecodeStep::kStrip, {}, {}, hf::utf8_decode(content, 0, &len), 0, 0};
     const std::string strip_limit = limit_text("kMaxStripCount", hf::kMaxStripCount);
-    s.start = size_t(bounded_integer(member(d, "start", source, "decoder"), 0, hf::kMaxStripCount, source, "decoder.start",
-                                     strip_limit));
+    s.start = size_t(bounded_integer(member(d, "start", source, "decoder"), 0, hf::kMaxStripCount, source,
+                                     "decoder.start", strip_limit));
     s.stop = size_t(bounded_integer(member(d, "stop", source, "decoder"), 0, hf::kMaxStripCount, source, "decoder.stop",
                                     strip_limit));
     decoders.push_back(std::move(s));
@@ -235,7 +236,8 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
   std::unique_ptr<HfTokenizer> t(new HfTokenizer());
   Impl& m = *t->impl_;
   if (text.size() > hf::kMaxTokenizerJsonBytes)
-    throw FormatError(source + ": " + std::to_string(text.size()) + " bytes, more than the limit for a tokenizer.json (" +
+    throw FormatError(source + ": " + std::to_string(text.size()) +
+                      " bytes, more than the limit for a tokenizer.json (" +
                       limit_text("kMaxTokenizerJsonBytes", int64_t(hf::kMaxTokenizerJsonBytes)) + ")");
   try {
     json j = json::parse(text);
@@ -263,7 +265,8 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
     std::unordered_map<std::string, int> vocab;
     const json& vocab_json = member(model, "vocab", source, "model");
     if (!vocab_json.is_object()) unsupported(source, "model.vocab", json("(not an object)"));
-    check_count(vocab_json.size(), size_t(hf::kMaxVocabularySize), "kMaxVocabularySize", source, "model.vocab", "pieces");
+    check_count(vocab_json.size(), size_t(hf::kMaxVocabularySize), "kMaxVocabularySize", source, "model.vocab",
+                "pieces");
     vocab.reserve(vocab_json.size());
     int max_id = -1;
     for (const auto& [piece, id] : vocab_json.items()) {
@@ -304,7 +307,8 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
       check_count(added.size(), hf::kMaxAddedTokens, "kMaxAddedTokens", source, "added_tokens", "tokens");
       for (const auto& a : added) {
         hf::AddedToken token;
-        token.content = bounded_string(member(a, "content", source, "added_tokens entry"), source, "added_tokens.content");
+        token.content =
+            bounded_string(member(a, "content", source, "added_tokens entry"), source, "added_tokens.content");
         token.id = token_id(member(a, "id", source, "added_tokens entry"), source,
                             "added_tokens entry \"" + token.content + "\": id");
         token.special = flag(a, "special", false);

@@ -104,8 +104,8 @@ AudioClip read_audio_file(const std::string& path) {
                      std::to_string(kMinAudioInputRate) + " to " + std::to_string(kMaxAudioInputRate) +
                      " Hz (resampled to 16 kHz)");
   if (info.channels < 1 || info.channels > kMaxAudioChannels)
-    throw FormatError(path + ": the audio header gives " + std::to_string(info.channels) + " channels; splitdec reads 1 to " +
-                      std::to_string(kMaxAudioChannels) + " (kMaxAudioChannels)");
+    throw FormatError(path + ": the audio header gives " + std::to_string(info.channels) +
+                      " channels; splitdec reads 1 to " + std::to_string(kMaxAudioChannels) + " (kMaxAudioChannels)");
   // libsndfile reports a FLAC whose STREAMINFO total is 0 ("unknown") as
   // SF_COUNT_MAX frames: the length is then what the reading finds, under the
   // same limit. Any other count is the header's claim, checked before allocating.

@@ -58,8 +58,9 @@ std::optional<double> number(const json& body, const char* name, double lo, doub
   const bool above_lo = lo_end == End::kOpen ? x > lo : x >= lo;
   const bool below_hi = hi_end == End::kOpen ? x < hi : x <= hi;
   if (!(above_lo && below_hi))
-    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range " + (lo_end == End::kOpen ? "(" : "[") +
-                              short_number(lo) + ", " + short_number(hi) + (hi_end == End::kOpen ? ")" : "]"));
+    throw bad_field(name, std::string(name) + ": " + v->dump() + " is out of range " +
+                              (lo_end == End::kOpen ? "(" : "[") + short_number(lo) + ", " + short_number(hi) +
+                              (hi_end == End::kOpen ? ")" : "]"));
   return x;
 }
 
