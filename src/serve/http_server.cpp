@@ -53,6 +53,14 @@ const char* status_type(int status) {
   }
 }
 
+// Whether a body names a media part type (it may say so in other places
+// too: then it only waits for its media turn without need).
+bool may_hold_media(const std::string& body) {
+  for (const char* type : {"\"image_url\"", "\"input_audio\"", "\"image\"", "\"audio\""})
+    if (body.find(type) != std::string::npos) return true;
+  return false;
+}
+
 struct Route {
   const char* method;
   const char* path;
@@ -188,14 +196,18 @@ struct HttpServer::Impl {
       };
       // First with media counted, not encoded (decoded and sized only): a
       // prompt too long for the context is refused before any tower runs.
+      // Decoding media is the memory-hungry part (pixels before they are
+      // sized): a body that may hold media parts takes its media turn first.
+      std::optional<EncodeSlot> slot;
+      if (may_hold_media(req.body)) slot.emplace(*this, req);
       CompletionRequest r = parse(MediaLoader::counting(e.model.config(), e.frontend, options.image));
       GenerationParams params = admission(r);
       const auto& kinds = r.prompt.modality;
       if (std::any_of(kinds.begin(), kinds.end(), [](Modality m) { return m != Modality::Text; })) {
-        EncodeSlot slot(*this, req);
         r = parse(MediaLoader(e.model.config(), e.frontend, options.image));
         params = admission(r);
       }
+      slot.reset();
       std::string().swap(req.body);  // parsed: the body's bytes are not needed while the reply runs
       auto job = std::make_shared<GenerationJob>(std::move(params));
       switch (scheduler.submit(job)) {
