@@ -398,7 +398,8 @@ TEST(Serve, RoutesAndReplies) {
   ASSERT_TRUE(metrics);
   for (const char* name : {"splitdec_requests_total{status=\"200\"}", "splitdec_prompt_tokens_total", "splitdec_generation_tokens_total",
                            "splitdec_queue_depth", "splitdec_batch_size", "splitdec_kv_slots_used",
-                           "splitdec_time_to_first_token_seconds_bucket", "splitdec_inter_token_latency_seconds_count"})
+                           "splitdec_time_to_first_token_seconds_bucket", "splitdec_inter_token_latency_seconds_count",
+                           "splitdec_media_waiting", "splitdec_media_seconds_count"})
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
 }
 
@@ -480,6 +481,9 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
                    test::npy_bytes(s.engine().impl().model.config().mm_tokens_per_image, s.engine().hidden_size(), 1.f));
   const Answer from_file = post(s, url, path_part("rows.npy"));
   EXPECT_EQ(from_file.status, 200) << from_file.raw;
+  // Its media had a turn, timed (and its parse counts in its time to first token).
+  EXPECT_GE(metric(s, "splitdec_media_seconds_count"), 1);
+  EXPECT_EQ(metric(s, "splitdec_media_waiting"), 0);
 }
 
 // splitdec's request extension image_tokens: the Gemma-4 soft-token budget

@@ -41,7 +41,10 @@ struct GenerationOutcome {
 
 class GenerationJob {
  public:
-  explicit GenerationJob(GenerationParams params) : params_(std::move(params)), received_(std::chrono::steady_clock::now()) {}
+  // `received`: when the request arrived (its parse and media encode count in its time to first token).
+  explicit GenerationJob(GenerationParams params,
+                         std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now())
+      : params_(std::move(params)), received_(received) {}
 
   const GenerationParams& params() const { return params_; }
   std::chrono::steady_clock::time_point received() const { return received_; }

@@ -161,13 +161,23 @@ struct HttpServer::Impl {
   std::counting_semaphore<1024> encode_slots;
   struct EncodeSlot {
     Impl& s;
+    std::chrono::steady_clock::time_point start;
     EncodeSlot(Impl& server, const HttpRequest& req) : s(server) {
+      s.metrics.media_waiting(1);
+      struct Waited {
+        Metrics& m;
+        ~Waited() { m.media_waiting(-1); }
+      } waited{s.metrics};
       while (!s.encode_slots.try_acquire_for(250ms)) {
         if (req.client_gone()) throw ApiError(499, "the client left while its media waited to be encoded");
         if (s.draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       }
+      start = std::chrono::steady_clock::now();
     }
-    ~EncodeSlot() { s.encode_slots.release(); }
+    ~EncodeSlot() {
+      s.metrics.observe_media_seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      s.encode_slots.release();
+    }
   };
 
   GenerationParams admission(const CompletionRequest& r) const {
@@ -186,6 +196,7 @@ struct HttpServer::Impl {
   }
 
   HttpResponse completion(HttpRequest& req, bool chat) {
+    const auto received = std::chrono::steady_clock::now();
     try {
       if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       check_json_limits(req.body, options.json);
@@ -209,7 +220,7 @@ struct HttpServer::Impl {
       }
       slot.reset();
       std::string().swap(req.body);  // parsed: the body's bytes are not needed while the reply runs
-      auto job = std::make_shared<GenerationJob>(std::move(params));
+      auto job = std::make_shared<GenerationJob>(std::move(params), received);
       switch (scheduler.submit(job)) {
         case Scheduler::Admission::Accepted: break;
         case Scheduler::Admission::QueueFull: {

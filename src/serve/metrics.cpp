@@ -44,7 +44,8 @@ Metrics::Metrics(int kv_slots)
     : kv_slots_(kv_slots),
       ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
-      batch_sizes_({1, 2, 4, 8, 16, 32, 64, 128}) {}
+      batch_sizes_({1, 2, 4, 8, 16, 32, 64, 128}),
+      media_({0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120}) {}
 
 void Metrics::count_request(int status) {
   std::lock_guard<std::mutex> lock(m_);
@@ -91,6 +92,16 @@ void Metrics::observe_inter_token_latency(double s) {
   itl_.observe(s);
 }
 
+void Metrics::media_waiting(int64_t delta) {
+  std::lock_guard<std::mutex> lock(m_);
+  media_waiting_ += delta;
+}
+
+void Metrics::observe_media_seconds(double s) {
+  std::lock_guard<std::mutex> lock(m_);
+  media_.observe(s);
+}
+
 std::string Metrics::render() const {
   std::lock_guard<std::mutex> lock(m_);
   std::string out;
@@ -108,6 +119,8 @@ std::string Metrics::render() const {
   batch_sizes_.render(out, "splitdec_decode_batch_sequences", "Sequences per decode step.");
   ttft_.render(out, "splitdec_time_to_first_token_seconds", "From request received to its first token chosen.");
   itl_.render(out, "splitdec_inter_token_latency_seconds", "Between consecutive tokens of one request.");
+  scalar(out, "splitdec_media_waiting", "gauge", "Requests waiting for their media turn (--max-encodes).", double(media_waiting_));
+  media_.render(out, "splitdec_media_seconds", "A request's media decoded, counted and encoded, once it had its turn.");
   return out;
 }
 

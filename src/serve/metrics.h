@@ -38,6 +38,10 @@ class Metrics {
   void set_kv_slots_used(int64_t n);
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);
+  // Media turns (--max-encodes): requests waiting for one, and the time a
+  // request's media took to decode and encode once it had its turn.
+  void media_waiting(int64_t delta);
+  void observe_media_seconds(double seconds);
   std::string render() const;
 
  private:
@@ -46,7 +50,8 @@ class Metrics {
   std::map<int, int64_t> requests_by_status_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   int64_t active_ = 0, queue_depth_ = 0, batch_size_ = 0, kv_slots_used_ = 0, decode_steps_ = 0;
-  Histogram ttft_, itl_, batch_sizes_;
+  int64_t media_waiting_ = 0;
+  Histogram ttft_, itl_, batch_sizes_, media_;
 };
 
 }  // namespace splitdec::serve
