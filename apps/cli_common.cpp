@@ -62,13 +62,13 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("--policy", policy, "mask policy (default: the model family's)");
   app.add_option("--chunk", chunk, "prefill chunk size (default 256)")->transform(integer_in(1, 1 << 20));
   // 2^31: the session's limit on KV capacity (pipeline/session.cpp).
-  app.add_option("--max-length", max_length,
+  app.add_option("-c,--max-length,--ctx-size", max_length,
                  "KV capacity in positions (default: generate, what the prompt and "
                  "--max-new-tokens need; chat, 4096)")
       ->transform(integer_in(1, int64_t(1) << 31));
   app.add_flag("--trace", trace, "print each chunk and step: positions, path, KV bytes allocated/copied");
   app.add_flag("-v,--verbose", verbose, "report the KV cache size per layer type");
-  app.add_option("--threads", threads, "worker threads, 0 for all cores (default)")
+  app.add_option("-t,--threads", threads, "worker threads, 0 for all cores (default)")
       ->transform(integer_in(0, kMaxThreadsFlag));
   app.add_option("--kv-dtype", kv_dtype, "KV cache storage of the shared buffer: f32 | bf16 | f16 | q8 (int8 rows with one f32 scale each)");
   app.add_option("--weights", weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
@@ -98,7 +98,7 @@ ConversationOptions SessionFlags::options(int64_t default_capacity) const {
 }
 
 void PromptFlags::add_to(CLI::App& app) {
-  app.add_option("--prompt", prompt,
+  app.add_option("-p,--prompt", prompt,
                  "text prompt; <image:FILE> / <audio:FILE> insert media when FILE exists (PNG / JPEG / WAV / FLAC "
                  "through the model's frontends, or embeddings: .npy, .safetensors)");
   app.add_option("--messages", messages,
@@ -151,7 +151,7 @@ void SamplingFlags::add_to(CLI::App& app) {
   app.add_option("--top-p", top_p, "keep the smallest set whose probability reaches p");
   app.add_option("--min-p", min_p, "drop tokens below min-p times the top probability");
   app.add_option("--repetition-penalty", repetition_penalty, "penalise tokens already seen (HF rule)");
-  app.add_option("--seed", seed, "sampling seed (default 0; the same seed gives the same sample)")
+  app.add_option("-s,--seed", seed, "sampling seed (default 0; the same seed gives the same sample)")
       ->transform(seed_value());
   app.add_option("--stop", stop, "stop string (repeatable)");
 }

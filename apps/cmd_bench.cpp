@@ -12,11 +12,11 @@ void add_bench(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_flag("--quick", o->quick, "finish in under two minutes");
   cmd->add_option("--json", o->json_path, "write results as JSON");
   cmd->add_option("--plot", o->plot_path, "write decode cost against context as SVG");
-  cmd->add_option("--threads", *threads, "worker threads, 0 for all cores (default)")
+  cmd->add_option("-t,--threads", *threads, "worker threads, 0 for all cores (default)")
       ->transform(integer_in(0, kMaxThreadsFlag));
   cmd->add_option("--only", o->only,
                   "sections to run: linear, decode_attention, plan_decode, prefill, media, whole_model, quantized, ttft (comma-separated)");
-  cmd->add_option("--model", o->model_dir,
+  cmd->add_option("-m,--model", o->model_dir,
                   "also run section 'folder': decode steps at 1K and 4K context on this model folder against its weight floor");
   cmd->add_option("--weights", o->weights, "how --model's weights load (as generate's --weights)");
   cmd->add_option("--work-dir", o->work_dir, "where generated benchmark models go (default: a temporary directory)");

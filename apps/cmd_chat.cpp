@@ -83,8 +83,8 @@ int run(const ChatFlags& f) {
 void add_chat(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("chat", "multi-turn chat: one user turn per line of stdin until EOF");
   auto f = std::make_shared<ChatFlags>();
-  cmd->add_option("--model", f->model, "model directory")->required();
-  cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens per reply (default 128)")
+  cmd->add_option("-m,--model", f->model, "model directory")->required();
+  cmd->add_option("-n,--max-new-tokens", f->max_new_tokens, "tokens per reply (default 128)")
       ->transform(integer_in(1, INT32_MAX));
   cmd->add_option("--system", f->system, "the system turn");
   cmd->add_option("--image-tokens", f->image_tokens,

@@ -37,7 +37,7 @@ int run(const EmbedFlags& f) {
 void add_embed_media(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("embed-media", "write the rows an image or audio file gives the decoder, as .npy");
   auto f = std::make_shared<EmbedFlags>();
-  cmd->add_option("--model", f->model, "model directory")->required();
+  cmd->add_option("-m,--model", f->model, "model directory")->required();
   cmd->add_option("--image", f->image, "an image file (PNG, JPEG)");
   cmd->add_option("--audio", f->audio, "an audio file (WAV, FLAC; 16 kHz)");
   cmd->add_option("--image-tokens", f->image_tokens,

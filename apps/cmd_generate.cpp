@@ -133,10 +133,10 @@ int run(const GenerateFlags& f) {
 void add_generate(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("generate", "generate from a prompt or exact inputs");
   auto f = std::make_shared<GenerateFlags>();
-  cmd->add_option("--model", f->model, "model directory")->required();
+  cmd->add_option("-m,--model", f->model, "model directory")->required();
   f->prompt.add_to(*cmd);
   cmd->add_option("--input", f->input, "exact inputs as JSON (tokens, modality, attention_mask, media_embeddings; or turns)");
-  cmd->add_option("--max-new-tokens", f->max_new_tokens, "tokens to generate per sequence, 0 for none (default 16)")
+  cmd->add_option("-n,--max-new-tokens", f->max_new_tokens, "tokens to generate per sequence, 0 for none (default 16)")
       ->transform(integer_in(0, INT32_MAX));
   cmd->add_option("--logits", f->logits_path, "write prompt logits [batch, seq, vocab] as .npy");
   cmd->add_option("--step-logits", f->step_logits_path, "write logits of every generated step [batch, steps, vocab]");

@@ -11,7 +11,7 @@ namespace splitdec::cli {
 void add_quantize(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("quantize", "write a model folder with 8-bit or 4-bit block weights (streamed from the source)");
   auto o = std::make_shared<QuantizeOptions>();
-  cmd->add_option("--model", o->model_dir, "source model directory")->required();
+  cmd->add_option("-m,--model", o->model_dir, "source model directory")->required();
   cmd->add_option("--out", o->out_dir, "output directory (new or empty)")->required();
   cmd->add_option("--weights", o->weights,
                   "q8: Q8_0 blocks everywhere; q4: Q4_0 linear layers, Q8_0 embedding / LM head (llama.cpp's layouts)")

@@ -125,12 +125,12 @@ int run(const ServeFlags& f) {
 void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server (chat/completions, completions) with continuous batching");
   auto f = std::make_shared<ServeFlags>();
-  cmd->add_option("--model", f->model, "model directory")->required();
+  cmd->add_option("-m,--model", f->model, "model directory")->required();
   cmd->add_option("--weights", f->weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", f->port, "port (default 8080; 0: any free port, printed at start)");
   cmd->add_option("--max-sequences", f->max_sequences, "KV slots: requests decoded together (default 16)");
-  cmd->add_option("--max-length", f->max_length, "positions per sequence: prompt + reply (default 4096)");
+  cmd->add_option("-c,--max-length,--ctx-size", f->max_length, "positions per sequence: prompt + reply (default 4096)");
   cmd->add_option("--max-queue", f->max_queue, "requests that may wait for a slot before 429 (default 64)");
   cmd->add_option("--prefill-budget", f->prefill_budget, "prompt positions prefilled per scheduler iteration (default 512)");
   cmd->add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/*");
@@ -145,7 +145,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--max-media", f->max_media, "media parts one request may hold (default 16; more: 400)");
   cmd->add_option("--header-timeout", f->header_timeout, "seconds a request's head may take to arrive (default 10; then 408)");
   cmd->add_option("--body-timeout", f->body_timeout, "seconds a request's body may take to arrive (default 60; then 408)");
-  cmd->add_option("--threads", f->threads, "worker threads (default: all cores)");
+  cmd->add_option("-t,--threads", f->threads, "worker threads (default: all cores)");
   cmd->add_option("--plan", f->plan, "single | split | split-copy | unified (default split)");
   cmd->add_option("--policy", f->policy, "mask policy (default: the model family's)");
   cmd->add_option("--chunk", f->chunk, "prefill chunk size (default 256)");

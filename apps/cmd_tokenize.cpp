@@ -86,7 +86,7 @@ int run(const TokenizeFlags& f) {
 void add_tokenize(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("tokenize", "print the token ids a prompt (or each string of a JSON array) becomes");
   auto f = std::make_shared<TokenizeFlags>();
-  cmd->add_option("--model", f->model, "model directory (config.json and tokenizer)")->required();
+  cmd->add_option("-m,--model", f->model, "model directory (config.json and tokenizer)")->required();
   f->prompt.add_to(*cmd);
   cmd->add_option("--strings", f->strings, "a JSON array of strings, each encoded without special tokens");
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   app.name("splitdec export-onnx");
   std::string model_dir, out, policy, plan = "split";
   int64_t max_length = 4096;
-  app.add_option("--model", model_dir, "model directory")->required();
+  app.add_option("-m,--model", model_dir, "model directory")->required();
+  app.set_version_flag("--version", "splitdec " SPLITDEC_VERSION);
   app.add_option("--out", out, "package directory to write")->required();
   app.add_option("--max-length", max_length, "length of the shared KV buffers / context (default 4096)");
   app.add_option("--policy", policy, "mask policy (default: the model family's)");

@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
   splitdec::cli::add_export_onnx(app, run);
   splitdec::cli::add_serve(app, run);
   splitdec::cli::add_embed_media(app, run);
+  // --version on the program and on every command, as llama.cpp's tools have it.
+  app.set_version_flag("--version", "splitdec " SPLITDEC_VERSION);
+  // (export-onnx hands every argument to its own program, which answers --version itself.)
+  for (CLI::App* cmd : app.get_subcommands({}))
+    if (cmd->get_name() != "export-onnx") cmd->set_version_flag("--version", "splitdec " SPLITDEC_VERSION);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

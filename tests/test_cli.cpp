@@ -425,3 +425,29 @@ TEST(Cli, TokenizerJsonAloneAndSentencePieceAloneAgree) {
   const auto chat = test::run_splitdec("chat --model " + work + "/json --max-new-tokens 4 --system 'Be brief.' < " + work + "/turns.txt");
   EXPECT_EQ(chat.exit_code, 0) << chat.output;
 }
+
+// What llama.cpp users type: its short flags, --version everywhere, a clear
+// word for a path that is not a model folder, and --input ids without
+// 'modality' as all text.
+TEST(Cli, LlamaCppHabits) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const auto longs = test::run_splitdec("generate --model " + dir + " --prompt 'The sea' --max-new-tokens 4 --max-length 64 --threads 1 --seed 5 --temperature 0.7");
+  const auto shorts = test::run_splitdec("generate -m " + dir + " -p 'The sea' -n 4 -c 64 -t 1 -s 5 --temperature 0.7");
+  ASSERT_EQ(longs.exit_code, 0) << longs.output;
+  ASSERT_EQ(shorts.exit_code, 0) << shorts.output;
+  auto reply = [](const std::string& out) { return out.substr(0, out.find("\nplan ")) + out.substr(out.find("\n[0] tokens:")); };
+  EXPECT_EQ(reply(shorts.output), reply(longs.output));
+  EXPECT_EQ(test::run_splitdec("generate -m " + dir + " -p hi -n 2 --ctx-size 32").exit_code, 0);
+  for (const std::string args : {"--version", "generate --version", "serve --version", "chat --version", "quantize --version"}) {
+    const auto v = test::run_splitdec(args);
+    EXPECT_EQ(v.exit_code, 0) << args << "\n" << v.output;
+    EXPECT_EQ(v.output.rfind("splitdec ", 0), 0u) << args << "\n" << v.output;
+  }
+  const std::string work = test::temp_dir("cli-habits");
+  test::write_file(work + "/model.gguf", "GGUF");
+  expect_fails_with("generate -m " + work + "/model.gguf -p hi", {"model.gguf", "not a folder", "config.json", "GGUF"});
+  expect_fails_with("generate -m " + work + "/nothing -p hi", {"nothing", "no such folder", "config.json"});
+  test::write_file(work + "/ids.json", R"({"tokens": [[2, 6, 9, 40]]})");
+  const auto ids = test::run_splitdec("generate -m " + dir + " --input " + work + "/ids.json -n 2");
+  EXPECT_EQ(ids.exit_code, 0) << ids.output;
+}

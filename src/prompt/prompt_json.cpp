@@ -49,7 +49,6 @@ json parse_json_file(const std::string& path) {
 
 PromptBatch prompt_from_json(const json& j, const std::filesystem::path& base_dir, const ModelConfig& c) {
   if (!j.is_object() || !j.contains("tokens")) throw InputError("input: missing key 'tokens'");
-  if (!j.contains("modality")) throw InputError("input: missing key 'modality'");
   const json& toks = j["tokens"];
   if (!toks.is_array() || toks.empty() || !toks[0].is_array() || toks[0].empty())
     throw InputError("input: 'tokens' must be a non-empty list of non-empty lists of ids");
@@ -62,10 +61,15 @@ PromptBatch prompt_from_json(const json& j, const std::filesystem::path& base_di
     if (x < INT32_MIN || x > INT32_MAX) throw InputError("input: token id " + v.dump() + " is out of range");
     return int(x);
   });
-  p.modality = read_matrix<Modality>(j, "modality", p.batch, p.seq, [](const json& v) {
-    if (!v.is_string()) throw InputError("input: modality entries must be strings, got " + v.dump());
-    return parse_modality(v.get<std::string>());
-  });
+  // Without 'modality' every position is text, as a plain list of ids means.
+  if (j.contains("modality")) {
+    p.modality = read_matrix<Modality>(j, "modality", p.batch, p.seq, [](const json& v) {
+      if (!v.is_string()) throw InputError("input: modality entries must be strings, got " + v.dump());
+      return parse_modality(v.get<std::string>());
+    });
+  } else {
+    p.modality.assign(size_t(p.batch) * size_t(p.seq), Modality::Text);
+  }
   if (j.contains("attention_mask")) {
     p.attention_mask = read_matrix<uint8_t>(j, "attention_mask", p.batch, p.seq, [](const json& v) {
       if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
