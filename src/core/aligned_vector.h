@@ -2,7 +2,7 @@
 // and the decoder's activations. malloc aligns large blocks to 16 bytes
 // only, and a 64-byte load that straddles two cache lines costs two: with
 // x rows off by 16 bytes the batched decode kernel (dot4x2) ran 1.36-1.41x
-// slower from L2, the single-row one (dot2) 1.35x (docs/benchmarks.md).
+// slower from L2, the single-row one (dot2) 1.35x (docs/kernels.md).
 #pragma once
 
 #include <cstddef>

@@ -128,7 +128,7 @@ void run_tile(const simd::KernelTable& t, const QueryBlock& q, const KvView& kv,
 
 }  // namespace
 
-// Measured on AVX-512 and AVX2 (docs/benchmarks.md): the kernel is flat
+// Measured on AVX-512 and AVX2 (docs/kernels.md): the kernel is flat
 // within ~10% over 64..256 stacked rows and 64..128 keys; wider tiles help
 // small head dims (less softmax and packing per multiply-add), narrower ones
 // keep the Q^T and O scratch of large head dims in L2.
