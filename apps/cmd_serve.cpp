@@ -11,6 +11,7 @@
 
 #include "api/api_internal.h"
 #include "cli_common.h"
+#include "media/image_file.h"
 #include "serve/http_server.h"
 
 namespace splitdec::cli {
@@ -33,6 +34,7 @@ struct ServeFlags {
   int64_t max_length = 4096, max_body_mb = 64, max_inflight_mb = 256;
   double header_timeout = 10, body_timeout = 60;
   int max_connections = 1024, max_encodes = 1, max_media = 16;
+  int64_t max_image_pixels = int64_t(1) << 26;
   int image_tokens = 0;
   bool pan_and_scan = false;
   std::string plan = "split", policy, kv_dtype = "f32", weights;
@@ -60,6 +62,7 @@ int run(const ServeFlags& f) {
   check_range("--port", f.port, 0, 65535);
   check_range("--max-encodes", f.max_encodes, 1, 1024);
   check_range("--max-media", f.max_media, 0, 4096);
+  check_range("--max-image-pixels", double(f.max_image_pixels), 1, double(kMaxImagePixels));
   check_range("--header-timeout", f.header_timeout, 0.1, 3600);
   check_range("--body-timeout", f.body_timeout, 0.1, 3600);
   if (!f.media_dir.empty() && !std::filesystem::is_directory(f.media_dir))
@@ -92,7 +95,7 @@ int run(const ServeFlags& f) {
   o.max_media = f.max_media;
   o.limits.head_timeout = std::chrono::milliseconds(int64_t(f.header_timeout * 1000));
   o.limits.body_timeout = std::chrono::milliseconds(int64_t(f.body_timeout * 1000));
-  o.image = {f.image_tokens, f.pan_and_scan};
+  o.image = {f.image_tokens, f.pan_and_scan, f.max_image_pixels};
 
   if (::pipe(signal_pipe) != 0) throw Error("cannot create the signal pipe");
   struct sigaction sa {};
@@ -142,6 +145,8 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--max-connections", f->max_connections, "open connections (default 1024); more are closed at once");
   cmd->add_option("--max-encodes", f->max_encodes,
                   "requests whose media are decoded and encoded at once (default 1); others wait their turn");
+  cmd->add_option("--max-image-pixels", f->max_image_pixels,
+                  "largest image a request may send, in pixels (default 67108864 = 2^26; more: 400 before decoding)");
   cmd->add_option("--max-media", f->max_media, "media parts one request may hold (default 16; more: 400)");
   cmd->add_option("--header-timeout", f->header_timeout, "seconds a request's head may take to arrive (default 10; then 408)");
   cmd->add_option("--body-timeout", f->body_timeout, "seconds a request's body may take to arrive (default 60; then 408)");

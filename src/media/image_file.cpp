@@ -1,5 +1,6 @@
 #include "media/image_file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csetjmp>
 #include <cstddef>
@@ -68,13 +69,14 @@ bool is_jpeg(const uint8_t* data, size_t size) {
 }
 
 // Zero sizes and the pixel limit, from the header, before any allocation.
-void check_size(const std::string& name, const char* format, uint64_t width, uint64_t height) {
+void check_size(const std::string& name, const char* format, uint64_t width, uint64_t height, int64_t max_pixels) {
   const std::string dims = std::to_string(width) + " x " + std::to_string(height);
   if (width == 0 || height == 0)
     throw FormatError(name + ": the " + format + " header gives a zero-size image (" + dims + " pixels)");
-  if (width * height > uint64_t(kMaxImagePixels))
+  if (width * height > uint64_t(max_pixels))
     throw InputError(name + ": the " + format + " image is " + dims + " = " + std::to_string(width * height) +
-                     " pixels, more than the limit of " + std::to_string(kMaxImagePixels) + " (kMaxImagePixels)");
+                     " pixels, more than the limit of " + std::to_string(max_pixels) +
+                     (max_pixels == kMaxImagePixels ? " (kMaxImagePixels)" : ""));
 }
 
 // ---------------------------------------------------------------- EXIF
@@ -332,12 +334,12 @@ std::optional<int64_t> png_orientation(png_structp png, png_infop info) {
   return orientation;
 }
 
-RgbImage decode_png(const uint8_t* data, size_t size, const std::string& name) {
+RgbImage decode_png(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
   // The size, read from IHDR before libpng allocates anything for it.
   if (size < 33 || std::memcmp(data + 12, "IHDR", 4) != 0)
     throw FormatError(name + ": a truncated or malformed PNG (no complete IHDR chunk)");
   const uint64_t width = read_u32(data + 16, true), height = read_u32(data + 20, true);
-  check_size(name, "PNG", width, height);
+  check_size(name, "PNG", width, height, max_pixels);
   const uint8_t depth = data[24], channels_by_type[7] = {1, 0, 3, 1, 2, 0, 4};
   const uint8_t channels = data[25] < 7 ? channels_by_type[data[25]] : 0;
   const uint64_t min_pixel_bytes = height * ((width * channels * depth + 7) / 8);
@@ -551,7 +553,7 @@ std::optional<int64_t> jpeg_orientation(const jpeg_decompress_struct& cinfo) {
   return std::nullopt;
 }
 
-RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& name) {
+RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
   JpegDecompress d;
   auto fail = [&]() {
     if (d.errors.over_scan_limit) throw InputError(name + ": the JPEG has " + d.errors.message);
@@ -559,7 +561,7 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& name) 
   };
   if (!jpeg_phase_header(&d, data, size)) fail();
   const jpeg_decompress_struct& c = d.cinfo;
-  check_size(name, "JPEG", c.image_width, c.image_height);
+  check_size(name, "JPEG", c.image_width, c.image_height, max_pixels);
   const int components = c.num_components;
   J_COLOR_SPACE space;
   if (components == 1)
@@ -609,14 +611,15 @@ std::string describe_other_format(const uint8_t* data, size_t size) {
 
 bool looks_like_image(const uint8_t* data, size_t size) { return is_png(data, size) || is_jpeg(data, size); }
 
-RgbImage decode_image(const uint8_t* data, size_t size, const std::string& name) {
-  if (is_png(data, size)) return decode_png(data, size, name);
-  if (is_jpeg(data, size)) return decode_jpeg(data, size, name);
+RgbImage decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels) {
+  max_pixels = std::min(max_pixels > 0 ? max_pixels : kMaxImagePixels, kMaxImagePixels);
+  if (is_png(data, size)) return decode_png(data, size, name, max_pixels);
+  if (is_jpeg(data, size)) return decode_jpeg(data, size, name, max_pixels);
   throw InputError(name + ": not a PNG or JPEG image (found " + describe_other_format(data, size) +
                    "); convert it first, e.g. `convert in.gif out.png`");
 }
 
-RgbImage read_image_file(const std::string& path) {
+RgbImage read_image_file(const std::string& path, int64_t max_pixels) {
   struct CloseFile {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
@@ -633,7 +636,7 @@ RgbImage read_image_file(const std::string& path) {
     bytes.insert(bytes.end(), chunk, chunk + n);
   }
   if (std::ferror(file.get())) throw InputError(path + ": cannot read the image file (" + std::strerror(errno) + ")");
-  return decode_image(bytes.data(), bytes.size(), path);
+  return decode_image(bytes.data(), bytes.size(), path, max_pixels);
 }
 
 }  // namespace splitdec

@@ -20,9 +20,10 @@ namespace splitdec {
 constexpr int64_t kMaxImagePixels = int64_t(1) << 27;  // 134 M pixels, e.g. 16384 x 8192
 
 // Picks the decoder from the file's magic bytes, not its name.
-RgbImage read_image_file(const std::string& path);
+// `max_pixels`: a lower limit than kMaxImagePixels (a server's); 0: kMaxImagePixels.
+RgbImage read_image_file(const std::string& path, int64_t max_pixels = 0);
 // `name` is used in error messages.
-RgbImage decode_image(const uint8_t* data, size_t size, const std::string& name);
+RgbImage decode_image(const uint8_t* data, size_t size, const std::string& name, int64_t max_pixels = 0);
 // True when the bytes start like a PNG or JPEG file.
 bool looks_like_image(const uint8_t* data, size_t size);
 // What bytes that are neither PNG nor JPEG look like, for error messages

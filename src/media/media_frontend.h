@@ -21,6 +21,7 @@ class TensorStore;
 struct ImageOptions {
   int image_tokens = 0;  // Gemma-4 soft-token budget (70, 140, 280, 560, 1120); 0: the model's default
   bool pan_and_scan = false;  // Gemma-3 (SigLIP) only: the original image, then its pan-and-scan crops
+  int64_t max_pixels = 0;     // images with more pixels are refused before decoding; 0: kMaxImagePixels
 };
 
 class MediaFrontend {

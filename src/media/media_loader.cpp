@@ -99,7 +99,7 @@ MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) c
   if (looks_like_image(bytes, head.size())) {
     if (kind == Modality::Audio) throw InputError(path + ": an image file given as audio");
     require(false, path);
-    return encode_image(read_image_file(path));
+    return encode_image(read_image_file(path, image_.max_pixels));
   }
   if (looks_like_audio(reinterpret_cast<const unsigned char*>(head.data()), head.size())) {
     if (kind != Modality::Audio) throw InputError(path + ": an audio file given as an " + std::string(kind_name(kind)));
@@ -117,7 +117,7 @@ MediaEmbeddings MediaLoader::load_bytes(const std::string& bytes, const std::str
   if (looks_like_image(data, bytes.size())) {
     if (kind == Modality::Audio) throw InputError(name + ": an image given as audio");
     require(false, name);
-    return encode_image(decode_image(data, bytes.size(), name));
+    return encode_image(decode_image(data, bytes.size(), name, image_.max_pixels));
   }
   // Audio and embeddings are read from files: through a private temporary
   // file, removed before returning.
