@@ -102,7 +102,7 @@ void PromptFlags::add_to(CLI::App& app) {
                  "text prompt; <image:FILE> / <audio:FILE> insert media when FILE exists (PNG / JPEG / WAV / FLAC "
                  "through the model's frontends, or embeddings: .npy, .safetensors)");
   app.add_option("--messages", messages,
-                 "a chat as JSON: [{\"role\": ..., \"content\": \"text\" | [{\"type\": \"text\"|\"image\"|\"audio\", ...}]}]");
+                 "a chat as JSON: [{\"role\": ..., \"content\": \"text\" | [{\"type\": \"text\"|\"image\"|\"audio\"|\"image_url\"|\"input_audio\", ...}]}] (image_url: a data: URL or a file; input_audio: base64 data, as OpenAI's API)");
   app.add_flag("--chat", chat, "render --prompt as one user turn of the model's chat template");
   app.add_option("--system", system, "the system turn (with --chat)");
   app.add_option("--image", images, "an image (PNG, JPEG) or its embeddings file, before the text (repeatable, in order)");

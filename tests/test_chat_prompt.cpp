@@ -187,5 +187,51 @@ TEST(ChatPrompt, ShorthandForAFileThatDoesNotExistStaysText) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+
+// OpenAI's media parts in a --messages file, as a server request carries
+// them: a data: URL, a file:// URL and a plain path give the same reply as
+// an "image" part naming the file.
+TEST(ChatPrompt, MessagesTakeOpenAiMediaParts) {
+  auto base64 = [](const std::string& in) {
+    static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    for (size_t i = 0; i < in.size(); i += 3) {
+      const uint32_t n = uint32_t(uint8_t(in[i])) << 16 | (i + 1 < in.size() ? uint32_t(uint8_t(in[i + 1])) << 8 : 0) |
+                         (i + 2 < in.size() ? uint32_t(uint8_t(in[i + 2])) : 0);
+      out += abc[n >> 18 & 63];
+      out += abc[n >> 12 & 63];
+      out += i + 1 < in.size() ? abc[n >> 6 & 63] : '=';
+      out += i + 2 < in.size() ? abc[n & 63] : '=';
+    }
+    return out;
+  };
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const std::string work = test::temp_dir("chat-openai-parts");
+  const std::string png = DEMO_PNG;
+  auto reply = [&](const json& part) {
+    const json messages = json::array({{{"role", "user"}, {"content", json::array({{{"type", "text"}, {"text", "What is it?"}}, part})}}});
+    test::write_file(work + "/m.json", messages.dump());
+    const auto r = test::run_splitdec("generate --model " + dir + " --messages " + work + "/m.json --max-new-tokens 4");
+    EXPECT_EQ(r.exit_code, 0) << part.dump().substr(0, 200) << "\n" << r.output;
+    return r.output.substr(std::min(r.output.size(), r.output.find("[0] tokens:")));
+  };
+  const std::string by_path = reply({{"type", "image"}, {"path", png}});
+  ASSERT_NE(by_path.find("[0] tokens:"), std::string::npos) << by_path;
+  EXPECT_EQ(reply({{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64," + base64(test::read_file(png))}}}}), by_path);
+  EXPECT_EQ(reply({{"type", "image_url"}, {"image_url", {{"url", "file://" + png}}}}), by_path);
+  EXPECT_EQ(reply({{"type", "image_url"}, {"image_url", png}}), by_path);
+  auto refused = [&](const json& part, const char* fragment) {
+    test::write_file(work + "/bad.json", json::array({{{"role", "user"}, {"content", json::array({part})}}}).dump());
+    const auto r = test::run_splitdec("generate --model " + dir + " --messages " + work + "/bad.json");
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << fragment << " not in: " << r.output;
+  };
+  refused({{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,@@@"}}}}, "not valid");
+  refused({{"type", "image_url"}, {"image_url", {{"url", "data:,x"}}}}, "base64 data: URLs");
+  refused({{"type", "image_url"}, {"image_url", {{"url", "https://example.com/cat.png"}}}}, "remote URLs");
+  refused({{"type", "input_audio"}, {"input_audio", {{"data", base64("RIFF")}}}}, "audio");
+  refused({{"type", "input_audio"}}, "input_audio");
+}
+
 }  // namespace
 }  // namespace splitdec

@@ -19,7 +19,7 @@
 #include "pipeline/session.h"
 #include "prompt/prompt_text.h"
 #include "serve/api_error.h"
-#include "serve/base64.h"
+#include "core/base64.h"
 #include "serve/chat_input.h"
 #include "serve/completion_request.h"
 #include "serve/http_listener.h"
@@ -120,12 +120,12 @@ bool wait_for_idle(const TestServer& s) {
 }
 
 TEST(ServeUnits, Base64) {
-  EXPECT_EQ(serve::base64_decode("aGVsbG8=").value(), "hello");
-  EXPECT_EQ(serve::base64_decode("aGVsbG8").value(), "hello");
-  EXPECT_EQ(serve::base64_decode("aGVs\nbG8h").value(), "hello!");
-  EXPECT_FALSE(serve::base64_decode("aGV$bG8="));
-  EXPECT_FALSE(serve::base64_decode("aGVsbG8=x"));
-  EXPECT_FALSE(serve::base64_decode("a"));
+  EXPECT_EQ(base64_decode("aGVsbG8=").value(), "hello");
+  EXPECT_EQ(base64_decode("aGVsbG8").value(), "hello");
+  EXPECT_EQ(base64_decode("aGVs\nbG8h").value(), "hello!");
+  EXPECT_FALSE(base64_decode("aGV$bG8="));
+  EXPECT_FALSE(base64_decode("aGVsbG8=x"));
+  EXPECT_FALSE(base64_decode("a"));
   EXPECT_EQ(test::base64_encode("hello!!"), "aGVsbG8hIQ==");
 }
 

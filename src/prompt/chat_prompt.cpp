@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
+#include "core/base64.h"
 #include "core/error.h"
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
@@ -43,6 +45,45 @@ std::string piece_or_throw(const Tokenizer& tok, int id, const char* what) {
   return tok.piece(id);
 }
 
+// OpenAI's media parts, as a server request carries them:
+//   {"type": "image_url", "image_url": {"url": "data:image/png;base64,..." | "file:///x.png" | "x.png"}}
+//   {"type": "input_audio", "input_audio": {"data": "<base64>", "format": "wav"}}
+// A data: URL or input_audio's data is decoded here and read from memory;
+// a file:// URL or a plain path is read as an "image" part's path.
+ChatPart openai_media_part(const json& p, const std::string& type, const std::string& at, const std::string& base_dir) {
+  const bool image = type == "image_url";
+  ChatPart part{image ? ChatPart::Kind::Image : ChatPart::Kind::Audio, "", at + " (" + type + ")"};
+  auto decode = [&](std::string_view payload) {
+    std::optional<std::string> bytes = base64_decode(payload);
+    if (!bytes || bytes->empty()) throw InputError(at + ": the " + type + " payload is not valid, non-empty base64");
+    part.bytes = std::move(*bytes);
+    return part;
+  };
+  if (!image) {
+    const json* a = p.contains("input_audio") && p["input_audio"].is_object() ? &p["input_audio"] : nullptr;
+    if (!a || !a->contains("data") || !(*a)["data"].is_string())
+      throw InputError(at + ": an input_audio part needs \"input_audio\": {\"data\": \"<base64>\", \"format\": \"wav\"}");
+    return decode((*a)["data"].get_ref<const std::string&>());
+  }
+  const json* iu = p.contains("image_url") ? &p["image_url"] : nullptr;
+  const json* url = iu && iu->is_object() && iu->contains("url") ? &(*iu)["url"] : iu;
+  if (!url || !url->is_string())
+    throw InputError(at + ": an image_url part needs \"image_url\": {\"url\": \"data:...;base64,...\" or a file}");
+  const std::string& u = url->get_ref<const std::string&>();
+  if (u.rfind("data:", 0) == 0) {
+    const size_t comma = u.find(',');
+    if (comma == std::string::npos || comma < 12 || u.compare(comma - 7, 7, ";base64") != 0)
+      throw InputError(at + ": only base64 data: URLs are read (data:<type>;base64,...)");
+    return decode(std::string_view(u).substr(comma + 1));
+  }
+  if (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0)
+    throw InputError(at + ": remote URLs are not fetched; give a file path or a data: URL");
+  std::string path = u.rfind("file://", 0) == 0 ? u.substr(7) : u;
+  if (std::filesystem::path(path).is_relative()) path = (std::filesystem::path(base_dir) / path).string();
+  part.path = path;
+  return part;
+}
+
 size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
@@ -80,6 +121,8 @@ std::vector<ChatMessage> parse_chat_messages(const std::string& json_text, const
         if (type == "text") {
           if (!p.contains("text") || !p["text"].is_string()) throw InputError(at + ": a text part needs a string \"text\"");
           msg.parts.push_back({ChatPart::Kind::Text, p["text"].get<std::string>(), ""});
+        } else if (type == "image_url" || type == "input_audio") {
+          msg.parts.push_back(openai_media_part(p, type, at, base_dir));
         } else if (type == "image" || type == "audio") {
           std::string path;
           for (const char* key : {"path", "url", type == "image" ? "image" : "audio"})
@@ -88,7 +131,7 @@ std::vector<ChatMessage> parse_chat_messages(const std::string& json_text, const
           if (std::filesystem::path(path).is_relative()) path = (std::filesystem::path(base_dir) / path).string();
           msg.parts.push_back({type == "image" ? ChatPart::Kind::Image : ChatPart::Kind::Audio, "", path});
         } else {
-          throw InputError(at + ": unknown part type \"" + type + "\" (text, image or audio)");
+          throw InputError(at + ": unknown part type \"" + type + "\" (text, image, audio, image_url or input_audio)");
         }
       }
     } else {
@@ -155,10 +198,12 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
   };
   std::vector<Media> media;
   for (const ChatPart& p : media_parts)
-    if (p.kind != ChatPart::Kind::Text)
-      media.push_back({p.kind, p.rows ? *p.rows
-                                      : media_.load_file(p.path, p.kind == ChatPart::Kind::Audio ? Modality::Audio
-                                                                                                : Modality::Image)});
+    if (p.kind != ChatPart::Kind::Text) {
+      const Modality kind = p.kind == ChatPart::Kind::Audio ? Modality::Audio : Modality::Image;
+      media.push_back({p.kind, p.rows              ? *p.rows
+                               : !p.bytes.empty() ? media_.load_bytes(p.bytes, p.path, kind)
+                                                  : media_.load_file(p.path, kind)});
+    }
 
   // The placeholder each family's template writes and the block it becomes.
   // Text that writes a placeholder itself counts too, as in HF's processor.

@@ -32,6 +32,9 @@ struct ChatPart {
   std::string path;  // Image / Audio: a media file (PNG / JPEG / WAV / FLAC) or embeddings (.npy / .safetensors)
   // Image / Audio rows already in memory (a server's data: URL); used instead of `path`.
   std::shared_ptr<const MediaEmbeddings> rows{};
+  // Image / Audio: the media file's bytes (a --messages data: URL or
+  // input_audio), used instead of reading `path`, which then names it in messages.
+  std::string bytes{};
 };
 
 struct ChatMessage {

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "serve/api_error.h"
-#include "serve/base64.h"
+#include "core/base64.h"
 
 namespace splitdec::serve {
 

@@ -1,9 +1,9 @@
-#include "serve/base64.h"
+#include "core/base64.h"
 
 #include <array>
 #include <cstdint>
 
-namespace splitdec::serve {
+namespace splitdec {
 
 namespace {
 constexpr std::array<int8_t, 256> decode_table() {
@@ -45,4 +45,4 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-}  // namespace splitdec::serve
+}  // namespace splitdec
