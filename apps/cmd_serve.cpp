@@ -88,7 +88,7 @@ int run(const ServeFlags& f) {
   o.media_dir = f.media_dir;
   o.model_name = f.model_name.empty() ? std::filesystem::path(f.model).lexically_normal().filename().string() : f.model_name;
   if (o.model_name.empty()) o.model_name = "splitdec";
-  o.max_body_bytes = size_t(f.max_body_mb) << 20;
+  o.limits.max_body_bytes = size_t(f.max_body_mb) << 20;
   o.limits.max_inflight_body_bytes = size_t(f.max_inflight_mb) << 20;
   o.limits.max_connections = size_t(f.max_connections);
   o.max_concurrent_encodes = f.max_encodes;

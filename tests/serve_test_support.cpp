@@ -36,8 +36,8 @@ TestServer::TestServer(const TestServerOptions& o) {
   sv.api_key = o.api_key;
   sv.media_dir = o.media_dir;
   sv.model_name = "tiny";
-  sv.max_body_bytes = o.max_body_bytes;
   sv.limits = o.limits;
+  sv.limits.max_body_bytes = o.max_body_bytes;
   sv.image = o.image;
   server_ = std::make_unique<serve::HttpServer>(engine_, sv, so);
   port_ = server_->bind();

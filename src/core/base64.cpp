@@ -1,5 +1,7 @@
 #include "core/base64.h"
 
+#include "core/error.h"
+
 #include <array>
 #include <cstdint>
 
@@ -43,6 +45,19 @@ std::optional<std::string> base64_decode(std::string_view text) {
   // Unpadded input is accepted as long as its length could have been padded.
   if (padding > 2 || (padding > 0 && chars % 4 != 0) || chars % 4 == 1) return std::nullopt;
   return out;
+}
+
+std::string decode_data_url(std::string_view url) {
+  const size_t comma = url.find(',');
+  if (url.substr(0, 5) != "data:" || comma == std::string_view::npos)
+    throw InputError("a data: URL needs a ',' before its payload (data:<type>;base64,...)");
+  const std::string_view header = url.substr(5, comma - 5);
+  if (header.size() < 7 || header.substr(header.size() - 7) != ";base64")
+    throw InputError("only base64 data: URLs are accepted (data:<type>;base64,...)");
+  std::optional<std::string> bytes = base64_decode(url.substr(comma + 1));
+  if (!bytes) throw InputError("the data: URL's payload is not valid base64");
+  if (bytes->empty()) throw InputError("the data: URL's payload is empty");
+  return std::move(*bytes);
 }
 
 }  // namespace splitdec

@@ -12,4 +12,9 @@ namespace splitdec {
 // or misplaced padding).
 std::optional<std::string> base64_decode(std::string_view text);
 
+// The bytes of a base64 data: URL (data:<type>;base64,<payload>). Throws
+// InputError saying what is wrong: no ',', not ';base64', a payload that is
+// not base64 or is empty.
+std::string decode_data_url(std::string_view url);
+
 }  // namespace splitdec

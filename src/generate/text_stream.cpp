@@ -31,7 +31,10 @@ bool is_byte_piece(const Tokenizer& tok, int token) {
 
 bool TextStream::push(int token) {
   tokens_.push_back(token);
-  byte_run_ = is_byte_piece(*tok_, token) ? byte_run_ + 1 : 0;
+  const bool byte = is_byte_piece(*tok_, token);
+  // text_ is still the decode of the tokens before this one: where a run starts.
+  if (byte && !in_byte_run_) byte_run_start_ = text_.size();
+  in_byte_run_ = byte;
   const size_t searched = text_.size();
   text_ = tok_->decode(tokens_);
   const size_t cut = stops_->find(text_, searched);
@@ -42,10 +45,7 @@ bool TextStream::push(int token) {
 
 std::string TextStream::take_ready(bool finished) {
   size_t end = finished ? text_.size() : stable_length(text_);
-  if (!finished && byte_run_ > 0) {
-    const std::vector<int> before(tokens_.begin(), tokens_.end() - std::ptrdiff_t(byte_run_));
-    end = std::min(end, tok_->decode(before).size());
-  }
+  if (!finished && in_byte_run_) end = std::min(end, byte_run_start_);
   if (!finished) {
     end = end >= stops_->hold_back() ? end - stops_->hold_back() : 0;
     // Holding back a stop string's length of bytes can end inside a UTF-8

@@ -28,7 +28,8 @@ class TextStream {
   std::vector<int> tokens_;
   std::string text_;
   size_t emitted_ = 0;
-  size_t byte_run_ = 0;  // byte-fallback tokens at the end of tokens_
+  bool in_byte_run_ = false;   // tokens_ ends in byte-fallback tokens
+  size_t byte_run_start_ = 0;  // the text's length before that run
 };
 
 }  // namespace splitdec

@@ -53,29 +53,26 @@ std::string piece_or_throw(const Tokenizer& tok, int id, const char* what) {
 ChatPart openai_media_part(const json& p, const std::string& type, const std::string& at, const std::string& base_dir) {
   const bool image = type == "image_url";
   ChatPart part{image ? ChatPart::Kind::Image : ChatPart::Kind::Audio, "", at + " (" + type + ")"};
-  auto decode = [&](std::string_view payload) {
-    std::optional<std::string> bytes = base64_decode(payload);
-    if (!bytes || bytes->empty()) throw InputError(at + ": the " + type + " payload is not valid, non-empty base64");
-    part.bytes = std::move(*bytes);
+  auto decode = [&](const std::string& data_url) {
+    try {
+      part.bytes = decode_data_url(data_url);
+    } catch (const InputError& e) {
+      throw InputError(at + ": " + e.what());
+    }
     return part;
   };
   if (!image) {
     const json* a = p.contains("input_audio") && p["input_audio"].is_object() ? &p["input_audio"] : nullptr;
     if (!a || !a->contains("data") || !(*a)["data"].is_string())
       throw InputError(at + ": an input_audio part needs \"input_audio\": {\"data\": \"<base64>\", \"format\": \"wav\"}");
-    return decode((*a)["data"].get_ref<const std::string&>());
+    return decode("data:;base64," + (*a)["data"].get<std::string>());
   }
   const json* iu = p.contains("image_url") ? &p["image_url"] : nullptr;
   const json* url = iu && iu->is_object() && iu->contains("url") ? &(*iu)["url"] : iu;
   if (!url || !url->is_string())
     throw InputError(at + ": an image_url part needs \"image_url\": {\"url\": \"data:...;base64,...\" or a file}");
   const std::string& u = url->get_ref<const std::string&>();
-  if (u.rfind("data:", 0) == 0) {
-    const size_t comma = u.find(',');
-    if (comma == std::string::npos || comma < 12 || u.compare(comma - 7, 7, ";base64") != 0)
-      throw InputError(at + ": only base64 data: URLs are read (data:<type>;base64,...)");
-    return decode(std::string_view(u).substr(comma + 1));
-  }
+  if (u.rfind("data:", 0) == 0) return decode(u);
   if (u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0)
     throw InputError(at + ": remote URLs are not fetched; give a file path or a data: URL");
   std::string path = u.rfind("file://", 0) == 0 ? u.substr(7) : u;

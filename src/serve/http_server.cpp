@@ -94,8 +94,6 @@ struct HttpServer::Impl {
     // slot; a few more answer health checks, metrics and refusals meanwhile.
     // Slow clients never hold one: the listener's gate reads whole requests first.
     const size_t threads = size_t(s.max_sequences + s.max_queue) + 8;
-    HttpLimits limits = options.limits;
-    limits.max_body_bytes = options.max_body_bytes;
     HttpListener::Callbacks cb;
     cb.handle = [this](HttpRequest& req) { return route(req); };
     cb.check = [this](const HttpRequest& req) { return check_head(req); };
@@ -103,7 +101,7 @@ struct HttpServer::Impl {
     cb.error = [](int status, const std::string& message) {
       return error_response(ApiError(status, message, "", "", status_type(status)));
     };
-    http = std::make_unique<HttpListener>(limits, threads, std::move(cb));
+    http = std::make_unique<HttpListener>(options.limits, threads, std::move(cb));
     // No tokenization puts more text bytes in one token than its piece
     // holds (twice that, for normalizers that shrink text): more text than
     // this cannot fit the context, whatever it tokenizes to.

@@ -24,8 +24,7 @@ struct ServerOptions {
   std::string api_key;    // empty: no authentication
   std::string media_dir;  // empty: media file paths are refused
   std::string model_name; // what /v1/models lists and responses echo
-  size_t max_body_bytes = size_t(64) << 20;  // overrides limits.max_body_bytes
-  HttpLimits limits;  // what a client may cost before a handler sees its request (timeouts, head size, bodies in flight)
+  HttpLimits limits;  // what a client may cost before a handler sees its request (body size, timeouts, head size, ...)
   JsonLimits json;    // request JSON nesting and size, checked before it is parsed
   int max_media = 16;  // media parts in one request (--max-media)
   int max_concurrent_encodes = 1;  // media decoded and encoded at once (--max-encodes); more requests wait

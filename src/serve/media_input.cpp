@@ -27,16 +27,14 @@ MediaEmbeddings media_from_data_url(const std::string& url, const MediaLoader& m
       throw bad_field(param, param + ": remote URLs are not fetched; send the media inline as a data: URL");
     throw bad_field(param, param + ": expected a data: URL (data:application/octet-stream;base64,...)");
   }
-  const size_t comma = url.find(',');
-  if (comma == std::string::npos) throw bad_field(param, param + ": a data: URL needs a ',' before its payload");
-  const std::string header = url.substr(5, comma - 5);
-  if (header.size() < 7 || header.compare(header.size() - 7, 7, ";base64") != 0)
-    throw bad_field(param, param + ": only base64 data: URLs are accepted (data:<type>;base64,...)");
-  const std::optional<std::string> bytes = base64_decode(std::string_view(url).substr(comma + 1));
-  if (!bytes) throw bad_field(param, param + ": the data: URL's payload is not valid base64");
-  if (bytes->empty()) throw bad_field(param, param + ": the data: URL's payload is empty");
+  std::string bytes;
   try {
-    return media.load_bytes(*bytes, param, kind);
+    bytes = decode_data_url(url);
+  } catch (const InputError& e) {
+    throw bad_field(param, param + ": " + e.what());
+  }
+  try {
+    return media.load_bytes(bytes, param, kind);
   } catch (const Error& e) {
     throw bad_field(param, e.what());
   }
