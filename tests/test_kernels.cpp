@@ -8,6 +8,10 @@
 #include <cstring>
 #include <limits>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -587,6 +591,78 @@ TEST(ThreadPool, AThrowingRangeReachesTheCallerAndThePoolGoesOn) {
     });
     EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 100);
   }
+}
+
+TEST(ThreadPool, BackgroundJobsCoverEveryIndexOnceAndRethrow) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool::set_threads(threads);
+    ThreadPool::Background background;
+    std::vector<int> hits(1000, 0);
+    ThreadPool::global()->parallel_for(1000, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i) ++hits[size_t(i)];
+    });
+    for (int h : hits) ASSERT_EQ(h, 1);
+    EXPECT_THROW(ThreadPool::global()->parallel_for(64, [&](int64_t a, int64_t) {
+      if (a == 0) throw std::runtime_error("range failed");
+    }), std::runtime_error);
+  }
+  ThreadPool::set_threads(0);
+}
+
+// A server's decode steps hold a ForegroundSpan: no background range (a
+// media encode's) starts inside one, except the one granted each time the
+// spans close, and the background job finishes once they do.
+TEST(ThreadPool, NoBackgroundRangeStartsInsideASpan) {
+  ThreadPool::set_threads(2);
+  std::atomic<int> ran{0};
+  std::optional<ThreadPool::ForegroundSpan> span(std::in_place);
+  std::thread encode([&] {
+    ThreadPool::Background background;
+    ThreadPool::global()->parallel_for(64, [&](int64_t a, int64_t b) { ran += int(b - a); });
+  });
+  for (int k = 0; k < 20; ++k) {  // foreground jobs come and go meanwhile
+    std::atomic<int> sum{0};
+    ThreadPool::global()->parallel_for(100, [&](int64_t a, int64_t b) { sum += int(b - a); });
+    EXPECT_EQ(sum, 100);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(ran, 0);
+  span.reset();
+  encode.join();
+  EXPECT_EQ(ran, 64);
+  ThreadPool::set_threads(0);
+}
+
+// A foreground job waits at most for the background ranges already running,
+// not for the background job: here every background range blocks until the
+// foreground job is done, so a pool that ran one job after the other would
+// only get there through the ranges' timeout.
+TEST(ThreadPool, AForegroundJobDoesNotWaitForABackgroundJob) {
+  ThreadPool::set_threads(2);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool foreground_done = false, timed_out = false;
+  std::atomic<int> started{0};
+  std::thread encode([&] {
+    ThreadPool::Background background;
+    ThreadPool::global()->parallel_for(64, [&](int64_t, int64_t) {
+      ++started;
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(5), [&] { return foreground_done; })) timed_out = true;
+    });
+  });
+  while (started == 0) std::this_thread::yield();
+  std::atomic<int> sum{0};
+  ThreadPool::global()->parallel_for(1000, [&](int64_t a, int64_t b) { sum += int(b - a); });
+  EXPECT_EQ(sum, 1000);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    foreground_done = true;
+  }
+  cv.notify_all();
+  encode.join();
+  EXPECT_FALSE(timed_out);
+  ThreadPool::set_threads(0);
 }
 
 TEST(ThreadPool, ReplacingThePoolWhileJobsRunIsSafe) {

@@ -8,6 +8,14 @@
 // shared ownership, so set_threads may replace the pool while jobs run: they
 // finish on the old one. An exception thrown by a range is rethrown to the
 // caller once every range of the job has stopped.
+//
+// Priority: a thread inside a `Background` scope (the server's media
+// encodes) runs background jobs. Their ranges start only while no
+// foreground job has ranges left to take and no `ForegroundSpan` is open (a
+// server step: hundreds of short jobs with gaps between them); a foreground
+// job runs beside a background one and waits at most for the background
+// ranges already running, so an image encode cannot starve other streams'
+// decode steps. Background work progresses between spans.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +36,29 @@ class ThreadPool {
   // workers and the calling thread; returns when every range is done.
   // `grain`: the smallest range worth a thread.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
+
+  // The calling thread's jobs are background jobs while one lives.
+  class Background {
+   public:
+    Background();
+    ~Background();
+    Background(const Background&) = delete;
+    Background& operator=(const Background&) = delete;
+
+   private:
+    bool was_;
+  };
+  // No background range starts on the global pool while one lives.
+  class ForegroundSpan {
+   public:
+    ForegroundSpan();
+    ~ForegroundSpan();
+    ForegroundSpan(const ForegroundSpan&) = delete;
+    ForegroundSpan& operator=(const ForegroundSpan&) = delete;
+
+   private:
+    std::shared_ptr<ThreadPool> pool_;
+  };
 
   explicit ThreadPool(int threads);
   ~ThreadPool();

@@ -4,12 +4,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <semaphore>
 #include <thread>
 #include <nlohmann/json.hpp>
 
 #include "api/api_internal.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "io/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
@@ -208,6 +210,8 @@ struct HttpServer::Impl {
       // Decoding media is the memory-hungry part (pixels before they are
       // sized): a body that may hold media parts takes its media turn first.
       std::optional<EncodeSlot> slot;
+      // Decoding and encoding media yields the cores to the decode steps.
+      std::optional<ThreadPool::Background> behind_decode_steps(std::in_place);
       if (may_hold_media(req.body)) slot.emplace(*this, req);
       CompletionRequest r = parse(MediaLoader::counting(e.model.config(), e.frontend, options.image));
       GenerationParams params = admission(r);
@@ -217,6 +221,7 @@ struct HttpServer::Impl {
         params = admission(r);
       }
       slot.reset();
+      behind_decode_steps.reset();
       std::string().swap(req.body);  // parsed: the body's bytes are not needed while the reply runs
       auto job = std::make_shared<GenerationJob>(std::move(params), received);
       switch (scheduler.submit(job)) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "io/tokenizer.h"
 #include "prompt/prompt_text.h"
 #include "serve/prefill_pieces.h"
@@ -103,6 +104,8 @@ void Scheduler::loop() {
       metrics_.set_queue_depth(int64_t(queue_.size()));
     }
     try {
+      // The step's jobs go before media encodes (thread_pool.h).
+      ThreadPool::ForegroundSpan step;
       admit(admitted);
       prefill();
       decode();
