@@ -122,7 +122,7 @@ std::map<int, float> logit_bias(const json& body, int vocab_size) {
     if (!digits || id >= vocab_size)
       throw bad_field("logit_bias", "logit_bias: key '" + key + "' is not a token id in the vocabulary [0, " +
                                         std::to_string(vocab_size) + ")");
-    if (!bias.is_number()) throw wrong_type(where, "a number", bias);
+    if (!bias.is_number()) throw bad_field("logit_bias", where + ": expected a number, got " + type_name(bias));
     const double b = bias.get<double>();
     if (!(b >= -100 && b <= 100)) throw bad_field("logit_bias", where + ": " + bias.dump() + " is out of range [-100, 100]");
     out[int(id)] = float(b);
@@ -154,9 +154,13 @@ SamplingOptions sampling(const json& body, int vocab_size) {
   s.sample = s.temperature > 0;
   try {
     s.validate();  // the checks above cover it; a miss is still a 400, naming no field rather than a wrong one
-    s.check_vocabulary(vocab_size);  // what is left: a bias that bans every token
   } catch (const Error& e) {
     throw bad_field("", e.what());
+  }
+  try {
+    s.check_vocabulary(vocab_size);  // what logit_bias() left: a bias that bans every token
+  } catch (const Error& e) {
+    throw bad_field("logit_bias", e.what());
   }
   return s;
 }
