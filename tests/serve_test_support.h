@@ -34,6 +34,7 @@ class TestServer {
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   httplib::Client client() const;
   const Engine& engine() const { return *engine_; }
+  serve::HttpServer& server() { return *server_; }  // shutdown() may be called early (and again by the destructor)
 
  private:
   std::shared_ptr<const Engine> engine_;

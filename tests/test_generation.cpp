@@ -192,6 +192,83 @@ TEST(Sampling, RepetitionPenaltyFollowsHf) {
   EXPECT_EQ(l, (std::vector<float>{1.f, -4.f, 1.f}));
 }
 
+// OpenAI's logit_bias: added to the logits first; -100 is a ban that no
+// logit overcomes, greedy or sampled.
+TEST(Sampling, LogitBiasAddsAndBans) {
+  const std::vector<float> logits = {0.1f, 2.f, 1.9f, -1.f};
+  auto greedy = [&](std::map<int, float> bias) {
+    SamplingOptions o;
+    o.logit_bias = std::move(bias);
+    Sampler s(o);
+    auto l = logits;
+    return s.choose(l, {});
+  };
+  EXPECT_EQ(greedy({}), 1);
+  EXPECT_EQ(greedy({{1, -100.f}}), 2);
+  EXPECT_EQ(greedy({{1, -0.05f}}), 1);
+  EXPECT_EQ(greedy({{1, -0.2f}}), 2);
+  EXPECT_EQ(greedy({{3, 5.f}}), 3);
+  EXPECT_EQ(greedy({{0, -100.f}, {1, -100.f}, {2, -100.f}}), 3);  // a logit of -1 still beats banned ones
+  std::vector<float> l = {1e30f, 0.f};
+  apply_logit_bias(l, {{0, -100.f}, {1, 2.5f}});
+  EXPECT_TRUE(std::isinf(l[0]) && l[0] < 0);
+  EXPECT_EQ(l[1], 2.5f);
+  // Sampled: a banned token is never drawn.
+  SamplingOptions o;
+  o.sample = true;
+  o.temperature = 2.f;
+  o.seed = 3;
+  o.logit_bias = {{1, -100.f}, {2, -100.f}};
+  Sampler s(o);
+  for (int k = 0; k < 2000; ++k) {
+    auto x = logits;
+    const int t = s.choose(x, {});
+    ASSERT_TRUE(t == 0 || t == 3) << t;
+  }
+  // Ranges: checked by validate (values) and check_vocabulary (ids, everything banned).
+  o.logit_bias = {{1, 100.5f}};
+  EXPECT_THROW(o.validate(), InputError);
+  o.logit_bias = {{-1, 1.f}};
+  EXPECT_THROW(o.validate(), InputError);
+  o.logit_bias = {{4, 1.f}};
+  EXPECT_NO_THROW(o.validate());
+  EXPECT_THROW(o.check_vocabulary(4), InputError);
+  EXPECT_NO_THROW(o.check_vocabulary(5));
+  o.logit_bias = {{0, -100.f}, {1, -100.f}, {2, -100.f}, {3, -100.f}};
+  EXPECT_THROW(o.check_vocabulary(4), InputError);
+  EXPECT_NO_THROW(o.check_vocabulary(5));
+}
+
+// OpenAI's definition: logit[t] -= presence * (count[t] > 0) + frequency * count[t],
+// counted over the tokens generated so far; 0 changes nothing.
+TEST(Sampling, PresenceAndFrequencyPenaltiesFollowOpenAi) {
+  std::vector<float> l = {1.f, 1.f, 1.f, 1.f};
+  apply_presence_frequency_penalties(l, {0, 0, 2}, 0.5f, 0.25f);
+  EXPECT_EQ(l, (std::vector<float>{0.f, 1.f, 0.25f, 1.f}));
+  l = {1.f, 1.f, 1.f, 1.f};
+  apply_presence_frequency_penalties(l, {0, 0, 2}, -1.f, -2.f);  // negative values encourage repeats
+  EXPECT_EQ(l, (std::vector<float>{6.f, 1.f, 4.f, 1.f}));
+  l = {1.f, -3.f, 2.f};
+  apply_presence_frequency_penalties(l, {0, 1, 2, 2}, 0.f, 0.f);
+  EXPECT_EQ(l, (std::vector<float>{1.f, -3.f, 2.f}));
+  // Through the sampler: the generated tokens are penalised, the history (prompt) is not.
+  SamplingOptions o;
+  o.frequency_penalty = 1.f;
+  Sampler s(o);
+  std::vector<float> x = {2.f, 1.5f, 0.f};
+  EXPECT_EQ(s.choose(x, {0, 0, 0}, {}), 0);
+  x = {2.f, 1.5f, 0.f};
+  EXPECT_EQ(s.choose(x, {0}, {0}), 1);
+  for (float bad : {2.5f, -2.01f}) {
+    o.frequency_penalty = bad;
+    EXPECT_THROW(o.validate(), InputError);
+    o.frequency_penalty = 0;
+    o.presence_penalty = bad;
+    EXPECT_THROW(o.validate(), InputError);
+    o.presence_penalty = 0;
+  }
+}
+
 namespace {
 // Emits a fixed token script as the argmax, whatever the prompt.
 class ScriptedSource : public LogitsSource {

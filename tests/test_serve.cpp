@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "api/api_internal.h"
+#include "generate/logits_source.h"
+#include "generate/step_generator.h"
 #include "pipeline/session.h"
 #include "prompt/prompt_text.h"
 #include "serve/api_error.h"
@@ -288,6 +290,56 @@ TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
   refused("seed", 1.5, {"seed", "[0, 18446744073709551615]"});
   refused("seed", "7", {"seed: expected an integer, got string"});
   refused("max_tokens", json::parse("1e30"), {"max_tokens", "[0, 2147483647]"});
+  refused("presence_penalty", 2.5, {"presence_penalty: 2.5", "[-2, 2]"});
+  refused("frequency_penalty", -3, {"frequency_penalty: -3", "[-2, 2]"});
+  refused("frequency_penalty", "a lot", {"frequency_penalty: expected a number"});
+  const std::string vocab = std::to_string(config.vocab_size);
+  refused("logit_bias", json::array({1}), {"logit_bias: expected an object"});
+  refused("logit_bias", {{"sea", 1}}, {"key 'sea' is not a token id", "[0, " + vocab + ")"});
+  refused("logit_bias", {{"-3", 1}}, {"key '-3'"});
+  refused("logit_bias", {{vocab, 1}}, {"key '" + vocab + "'", "[0, " + vocab + ")"});
+  refused("logit_bias", {{"99999999999999999999", 1}}, {"[0, " + vocab + ")"});
+  refused("logit_bias", {{"5", 101}}, {"logit_bias[\"5\"]: 101 is out of range [-100, 100]"});
+  refused("logit_bias", {{"5", "ban"}}, {"logit_bias[\"5\"]: expected a number"});
+  json everything = json::object();
+  for (int i = 0; i < config.vocab_size; ++i) everything[std::to_string(i)] = -100;
+  refused("logit_bias", everything, {"every token"});
+  refused("logprobs", true, {"logprobs: not supported yet"});
+  refused("logprobs", 2, {"logprobs: expected a boolean"});  // chat's logprobs is a boolean
+  // /v1/completions' own fields.
+  auto refused_completion = [&](const std::string& field, const json& value, const std::vector<std::string>& fragments) {
+    json body = {{"prompt", "The sea"}, {"max_tokens", 2}};
+    body[field] = value;
+    try {
+      serve::parse_completion_request(body.dump(), false, ctx);
+      ADD_FAILURE() << field << " = " << value.dump() << " was accepted";
+    } catch (const serve::ApiError& e) {
+      EXPECT_EQ(e.status, 400);
+      EXPECT_EQ(e.param, field) << e.what();
+      for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
+  };
+  refused_completion("logprobs", 2, {"logprobs: 2", "not supported yet"});
+  refused_completion("logprobs", 0, {"not supported yet"});
+  refused_completion("logprobs", "2", {"logprobs: expected an integer"});
+  refused_completion("best_of", 2, {"best_of: only best_of=1"});
+  refused_completion("best_of", -1, {"best_of"});
+  refused_completion("suffix", "and the end.", {"suffix: not supported", "fill-in-the-middle"});
+  refused_completion("suffix", 3, {"suffix: expected a string"});
+  refused_completion("echo", "yes", {"echo: expected a boolean"});
+  {
+    json ok = {{"prompt", "The sea"}, {"best_of", 1}, {"suffix", ""}, {"logprobs", nullptr}, {"echo", true},
+               {"logit_bias", {{"7", -100}, {"8", 2.5}}}, {"presence_penalty", 0.5}, {"frequency_penalty", -2}};
+    const serve::CompletionRequest r = serve::parse_completion_request(ok.dump(), false, ctx);
+    EXPECT_EQ(r.echo, "The sea");
+    EXPECT_EQ(r.sampling.logit_bias, (std::map<int, float>{{7, -100.f}, {8, 2.5f}}));
+    EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+    EXPECT_EQ(r.sampling.frequency_penalty, -2.f);
+    ok["prompt"] = {2, 10, 11};
+    EXPECT_EQ(serve::parse_completion_request(ok.dump(), false, ctx).echo, engine->impl().tokenizer->decode({2, 10, 11}));
+    ok["echo"] = false;
+    EXPECT_EQ(serve::parse_completion_request(ok.dump(), false, ctx).echo, "");
+  }
   // The ends of each range are accepted.
   json body = chat_body("hi", 4);
   body["seed"] = UINT64_MAX;
@@ -297,6 +349,78 @@ TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
   EXPECT_EQ(r.sampling.seed, UINT64_MAX);
   body["seed"] = 0;
   EXPECT_EQ(serve::parse_completion_request(body.dump(), true, ctx).sampling.seed, 0u);
+}
+
+// Presence / frequency penalties in a batched decode: each request counts
+// its own tokens (every choice is the argmax of its logits after its own
+// penalties), and a ban holds against the model's greedy choice.
+TEST(ServeUnits, PenaltiesCountEachRequestsOwnTokensInABatch) {
+  const Model& model = test::tiny_model("tiny-gemma3");
+  const int V = model.config().vocab_size;
+  SessionOptions so;
+  so.capacity = 64;
+  so.max_sequences = 3;
+  Session session(model, 0, so);
+  SessionSource source(session);
+  StepGenerator gen(source, model.config(), nullptr);
+  PromptBatch p;
+  p.batch = 1;
+  p.tokens = {2, 30, 31, 32, 33};
+  p.seq = 5;
+  p.modality.assign(5, Modality::Text);
+  p.attention_mask.assign(5, 1);
+  struct Ran {
+    RequestOptions options;
+    std::vector<int> tokens;
+    std::vector<float> step_logits;
+  };
+  auto run = [&](const std::vector<RequestOptions>& options) {
+    std::vector<int> seqs, ids;
+    for (size_t i = 0; i < options.size(); ++i) seqs.push_back(session.open_sequence());
+    for (size_t i = 0; i < options.size(); ++i) ids.push_back(gen.start({seqs[i]}, p, {options[i]})[0]);
+    while (gen.step()) {
+    }
+    std::vector<Ran> out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Request& r = gen.request(ids[i]);
+      out.push_back({r.options, r.tokens, r.step_logits});
+      gen.release(ids[i]);
+      session.close_sequence(seqs[i]);
+      gen.forget_sequence(seqs[i]);
+    }
+    return out;
+  };
+  RequestOptions plain;
+  plain.max_new_tokens = 16;
+  plain.keep_step_logits = true;
+  plain.stop_tokens = {-1};  // run the whole budget
+  RequestOptions penalised = plain, repeating = plain;
+  penalised.sampling.presence_penalty = 0.5f;
+  penalised.sampling.frequency_penalty = 2.f;
+  repeating.sampling.frequency_penalty = -2.f;
+  const std::vector<Ran> batch = run({plain, penalised, repeating});
+  for (const Ran& r : batch) {
+    ASSERT_EQ(r.tokens.size(), 16u);
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      std::vector<float> row(r.step_logits.begin() + std::ptrdiff_t(i) * V, r.step_logits.begin() + std::ptrdiff_t(i + 1) * V);
+      apply_presence_frequency_penalties(row, std::vector<int>(r.tokens.begin(), r.tokens.begin() + std::ptrdiff_t(i)),
+                                         r.options.sampling.presence_penalty, r.options.sampling.frequency_penalty);
+      EXPECT_EQ(int(std::max_element(row.begin(), row.end()) - row.begin()), r.tokens[i]) << "step " << i;
+    }
+  }
+  // Penalties of 0 change nothing; the penalised run is its solo run.
+  EXPECT_EQ(run({plain})[0].tokens, batch[0].tokens);
+  EXPECT_EQ(run({penalised})[0].tokens, batch[1].tokens);
+  // Every token the greedy run chose, banned: none of them comes back.
+  RequestOptions banned = plain;
+  for (int t : batch[0].tokens) banned.sampling.logit_bias[t] = -100.f;
+  for (int t : run({banned, plain})[0].tokens)
+    EXPECT_EQ(std::count(batch[0].tokens.begin(), batch[0].tokens.end(), t), 0) << t;
+  // An id outside the vocabulary is refused before anything is fed.
+  RequestOptions outside = plain;
+  outside.sampling.logit_bias[V] = 1.f;
+  const int seq = session.open_sequence();
+  EXPECT_THROW(gen.start({seq}, p, {outside}), InputError);
 }
 
 // Bytes that are no media format: a failed image decode naming the accepted
@@ -401,6 +525,233 @@ TEST(Serve, RoutesAndReplies) {
                            "splitdec_time_to_first_token_seconds_bucket", "splitdec_inter_token_latency_seconds_count",
                            "splitdec_media_waiting", "splitdec_media_seconds_count"})
     EXPECT_NE(metrics->body.find(name), std::string::npos) << name;
+}
+
+json completion_body(const json& prompt, int max_tokens) {
+  return {{"model", "tiny"}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+}
+
+std::vector<int> tokenize(const TestServer& s, const std::string& text) {
+  const Answer a = post(s, "/tokenize", json{{"content", text}}.dump());
+  EXPECT_EQ(a.status, 200) << a.raw;
+  return a.status == 200 ? a.body["tokens"].get<std::vector<int>>() : std::vector<int>{};
+}
+
+std::string detokenize(const TestServer& s, const std::vector<int>& tokens) {
+  const Answer a = post(s, "/detokenize", json{{"tokens", tokens}}.dump());
+  EXPECT_EQ(a.status, 200) << a.raw;
+  return a.status == 200 ? a.body["content"].get<std::string>() : "";
+}
+
+// llama-server's /tokenize and /detokenize: a round trip, BOS on request,
+// and every bad field a 400 naming it (an id with the vocabulary's size).
+TEST(Serve, TokenizeAndDetokenize) {
+  TestServer s;
+  const ModelConfig& config = s.engine().impl().model.config();
+  const std::string text = "The sea is wide and blue.";
+  const std::vector<int> tokens = tokenize(s, text);
+  EXPECT_EQ(tokens, s.engine().impl().tokenizer->encode(text));
+  EXPECT_EQ(detokenize(s, tokens), text);
+  const Answer special = post(s, "/tokenize", json{{"content", text}, {"add_special", true}}.dump());
+  ASSERT_EQ(special.status, 200) << special.raw;
+  std::vector<int> with_bos = {config.bos_token_id};
+  with_bos.insert(with_bos.end(), tokens.begin(), tokens.end());
+  EXPECT_EQ(special.body["tokens"].get<std::vector<int>>(), with_bos);
+  EXPECT_EQ(tokenize(s, ""), std::vector<int>{});
+  EXPECT_EQ(detokenize(s, {}), "");
+
+  const std::string vocab = std::to_string(config.vocab_size);
+  expect_error(post(s, "/tokenize", "{}"), 400, "content: required");
+  expect_error(post(s, "/tokenize", json{{"content", 5}}.dump()), 400, "content: expected a string");
+  expect_error(post(s, "/tokenize", json{{"content", "a"}, {"add_special", "yes"}}.dump()), 400, "add_special");
+  expect_error(post(s, "/tokenize", "[\"a\"]"), 400, "JSON object");
+  expect_error(post(s, "/tokenize", "{\"content\": "), 400, "not valid JSON");
+  // Text past what the context could hold in any tokenization: refused untokenized.
+  expect_error(post(s, "/tokenize", json{{"content", std::string(900 << 10, 'a')}}.dump()), 400, "more than the limit");
+  expect_error(post(s, "/detokenize", "{}"), 400, "tokens: required");
+  expect_error(post(s, "/detokenize", json{{"tokens", "abc"}}.dump()), 400, "tokens: expected an array");
+  expect_error(post(s, "/detokenize", json{{"tokens", {1, config.vocab_size}}}.dump()), 400,
+               "tokens[1]: token id " + vocab + " is outside the vocabulary [0, " + vocab + ")");
+  expect_error(post(s, "/detokenize", json{{"tokens", {-1}}}.dump()), 400, "token id -1 is outside the vocabulary");
+  expect_error(post(s, "/detokenize", json{{"tokens", json::parse("[18446744073709551615]")}}.dump()), 400,
+               "outside the vocabulary");
+  expect_error(post(s, "/detokenize", json{{"tokens", {1.5}}}.dump()), 400, "tokens[0]: expected an integer");
+  const Answer bad = post(s, "/detokenize", json{{"tokens", {config.vocab_size}}}.dump());
+  EXPECT_EQ(bad.body["error"]["param"], "tokens") << bad.raw;
+  // The JSON limits hold here too.
+  expect_error(post(s, "/detokenize", std::string(100, '[') + std::string(100, ']')), 400, "nests deeper than 64");
+  auto c = s.client();
+  auto get = c.Get("/tokenize");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+}
+
+// GET /v1/models/{id}: the served model as an OpenAI model object, any
+// other id an OpenAI-style 404.
+TEST(Serve, ModelById) {
+  TestServer s;
+  auto c = s.client();
+  auto one = c.Get("/v1/models/tiny");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200) << one->body;
+  const json model = json::parse(one->body);
+  EXPECT_EQ(model["id"], "tiny");
+  EXPECT_EQ(model["object"], "model");
+  EXPECT_TRUE(model["created"].is_number_integer());
+  EXPECT_EQ(model["owned_by"], "splitdec");
+  EXPECT_EQ(c.Get("/v1/models/t%69ny")->status, 200);  // percent-encoded
+  auto other = c.Get("/v1/models/gpt-4o");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  const json e = json::parse(other->body)["error"];
+  EXPECT_NE(e["message"].get<std::string>().find("'gpt-4o' does not exist"), std::string::npos) << other->body;
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_EQ(c.Get("/v1/models/")->status, 404);
+}
+
+// logit_bias at temperature 0: +100 makes a token the only choice, -100
+// keeps the greedy one out; presence and frequency penalties of 0 change
+// nothing, and penalised requests decoded together each keep their solo reply.
+TEST(Serve, LogitBiasAndPenalties) {
+  TestServer s;
+  const std::vector<int> sea = tokenize(s, "The sea");
+  ASSERT_FALSE(sea.empty());
+  const int forced = sea.back();
+  json body = completion_body("Once upon a time", 5);
+  body["logit_bias"] = {{std::to_string(forced), 100}};
+  const Answer only = post(s, "/v1/completions", body.dump());
+  ASSERT_EQ(only.status, 200) << only.raw;
+  EXPECT_EQ(only.body["choices"][0]["text"], detokenize(s, std::vector<int>(5, forced))) << only.raw;
+  EXPECT_EQ(only.body["usage"]["completion_tokens"], 5);
+
+  // The greedy first token, banned (with every other token that reads the
+  // same, as a piece and its byte form may): another one comes.
+  const Answer first = post(s, "/v1/completions", completion_body("Once upon a time", 1).dump());
+  ASSERT_EQ(first.status, 200) << first.raw;
+  const std::string first_text = first.body["choices"][0]["text"];
+  body = completion_body("Once upon a time", 1);
+  body["logit_bias"] = json::object();
+  const Tokenizer& tok = *s.engine().impl().tokenizer;
+  for (int id = 0; id < tok.piece_count(); ++id)
+    if (tok.decode({id}) == first_text) body["logit_bias"][std::to_string(id)] = -100;
+  ASSERT_FALSE(body["logit_bias"].empty()) << first_text;
+  const Answer banned = post(s, "/v1/completions", body.dump());
+  ASSERT_EQ(banned.status, 200) << banned.raw;
+  EXPECT_NE(banned.body["choices"][0]["text"], first_text);
+
+  // Penalties of 0 are no penalties.
+  const json plain = chat_body("Tell me about the sea and the waves.", 24);
+  json zero = plain;
+  zero["presence_penalty"] = 0;
+  zero["frequency_penalty"] = 0;
+  const Answer a = post(s, "/v1/chat/completions", plain.dump()), b = post(s, "/v1/chat/completions", zero.dump());
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["choices"][0]["message"]["content"], b.body["choices"][0]["message"]["content"]);
+
+  // Decoded together, each penalised request keeps its own counts: its solo reply.
+  std::vector<std::string> bodies;
+  for (double p : {2.0, -2.0, 1.0, 0.0}) {
+    json j = chat_body("Tell me about the sea and the waves.", 24);
+    j["frequency_penalty"] = p;
+    j["presence_penalty"] = p / 2;
+    bodies.push_back(j.dump());
+  }
+  auto text = [](const Answer& x) { return x.status == 200 ? x.body["choices"][0]["message"]["content"].get<std::string>() : x.raw; };
+  std::vector<std::string> solo, together(bodies.size());
+  for (const std::string& j : bodies) solo.push_back(text(post(s, "/v1/chat/completions", j)));
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < bodies.size(); ++i) clients.emplace_back([&, i] { together[i] = text(post(s, "/v1/chat/completions", bodies[i])); });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < bodies.size(); ++i) EXPECT_EQ(together[i], solo[i]) << "request " << i;
+
+  body = completion_body("The sea", 2);
+  body["presence_penalty"] = 2.5;
+  expect_error(post(s, "/v1/completions", body.dump()), 400, "presence_penalty: 2.5 is out of range [-2, 2]");
+  body = completion_body("The sea", 2);
+  body["logit_bias"] = {{"99999999", 1}};
+  expect_error(post(s, "/v1/completions", body.dump()), 400, "logit_bias: key '99999999' is not a token id");
+}
+
+// /v1/completions: echo puts the prompt's text first (whole and streamed);
+// suffix, best_of and logprobs are refused naming themselves.
+TEST(Serve, CompletionsEchoAndRefusedFields) {
+  TestServer s;
+  const Answer plain = post(s, "/v1/completions", completion_body("The sea", 4).dump());
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  const std::string reply = plain.body["choices"][0]["text"];
+  json body = completion_body("The sea", 4);
+  body["echo"] = true;
+  const Answer echoed = post(s, "/v1/completions", body.dump());
+  ASSERT_EQ(echoed.status, 200) << echoed.raw;
+  EXPECT_EQ(echoed.body["choices"][0]["text"], "The sea" + reply);
+  EXPECT_EQ(echoed.body["usage"], plain.body["usage"]);
+  body["stream"] = true;
+  const Answer streamed = post(s, "/v1/completions", body.dump());
+  bool done = false;
+  EXPECT_EQ(sse_text(streamed.raw, &done), "The sea" + reply);
+  EXPECT_TRUE(done);
+  body = completion_body({2, 10, 11, 12}, 0);  // token ids, nothing generated: the prompt alone
+  body["echo"] = true;
+  const Answer ids = post(s, "/v1/completions", body.dump());
+  ASSERT_EQ(ids.status, 200) << ids.raw;
+  EXPECT_EQ(ids.body["choices"][0]["text"], detokenize(s, {2, 10, 11, 12}));
+
+  auto refused = [&](const char* field, const json& value, const std::string& fragment) {
+    json b = completion_body("The sea", 2);
+    b[field] = value;
+    const Answer a = post(s, "/v1/completions", b.dump());
+    expect_error(a, 400, fragment);
+    EXPECT_EQ(a.body["error"]["param"], field) << a.raw;
+  };
+  refused("logprobs", 2, "logprobs: 2: log probabilities are not supported yet");
+  refused("suffix", "The end.", "suffix: not supported");
+  refused("best_of", 3, "best_of: only best_of=1 is supported (got 3)");
+  body = completion_body("The sea", 2);
+  body["best_of"] = 1;
+  body["suffix"] = nullptr;
+  EXPECT_EQ(post(s, "/v1/completions", body.dump()).status, 200);
+}
+
+// /health is liveness (200 while the process answers, draining too);
+// /ready is readiness: 200 once the model is loaded (the port opens after
+// loading), 503 from the start of a drain. A drain lets the running request
+// go on and refuses new ones with 503.
+TEST(Serve, ReadinessAndDraining) {
+  TestServerOptions o;
+  o.max_sequences = 2;
+  o.max_queue = 2;
+  o.max_length = 32768;  // a reply far longer than the test: only its client's leaving ends it
+  TestServer s(o);
+  auto get = [&](const std::string& path) {
+    auto r = s.client().Get(path);
+    return r ? r->status : -1;
+  };
+  EXPECT_EQ(get("/health"), 200);
+  EXPECT_EQ(get("/ready"), 200);
+  // A reply that runs until its client leaves: one forced token, no stop.
+  const std::vector<int> sea = tokenize(s, "sea");
+  ASSERT_FALSE(sea.empty());
+  const int forced = sea.back();
+  json body = completion_body("The sea", 32000);
+  body["stream"] = true;
+  body["logit_bias"] = {{std::to_string(forced), 100}};
+  RawConnection running(s.port());
+  running.send_all(test::post_request("/v1/completions", body.dump()));
+  ASSERT_NE(running.read_until_events(2).find("200"), std::string::npos);
+  std::thread drain([&] { s.server().shutdown(); });
+  int ready = 200;
+  for (int i = 0; i < 400 && ready == 200; ++i) {
+    ready = get("/ready");
+    if (ready == 200) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(ready, 503);
+  EXPECT_EQ(get("/health"), 200);
+  expect_error(post(s, "/v1/chat/completions", chat_body("hi", 2).dump()), 503, "shutting down");
+  // The running reply still streams.
+  EXPECT_NE(running.read_until_events(3).find("data: "), std::string::npos);
+  running.close();  // its client leaves: the drain ends
+  drain.join();
 }
 
 TEST(Serve, RefusesBadRequestsAndKeepsServing) {
@@ -585,6 +936,11 @@ TEST(Serve, ApiKey) {
   auto h = c.Get("/health");  // health checks need no key
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
+  EXPECT_EQ(c.Get("/ready")->status, 200);
+  // The tokenizer endpoints do.
+  expect_error(post(s, "/tokenize", json{{"content", "hi"}}.dump()), 401, "API key");
+  EXPECT_EQ(post(s, "/detokenize", json{{"tokens", {1}}}.dump(), {{"Authorization", "Bearer sekret"}}).status, 200);
+  EXPECT_EQ(c.Get("/v1/models/tiny")->status, 401);
 }
 
 // The brief's promise: a greedy reply does not depend on what else runs.

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <string>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -14,6 +17,24 @@ void SamplingOptions::validate() const {
   if (!(top_p > 0.f && top_p <= 1.f)) throw InputError("--top-p must lie in (0, 1]");
   if (!(min_p >= 0.f && min_p < 1.f)) throw InputError("--min-p must lie in [0, 1)");
   if (!(repetition_penalty > 0.f) || !std::isfinite(repetition_penalty)) throw InputError("--repetition-penalty must be > 0");
+  if (!(presence_penalty >= -2.f && presence_penalty <= 2.f)) throw InputError("presence_penalty must lie in [-2, 2]");
+  if (!(frequency_penalty >= -2.f && frequency_penalty <= 2.f)) throw InputError("frequency_penalty must lie in [-2, 2]");
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) throw InputError("logit_bias: token id " + std::to_string(id) + " is negative");
+    if (!(bias >= -100.f && bias <= 100.f))
+      throw InputError("logit_bias: the bias of token " + std::to_string(id) + " must lie in [-100, 100]");
+  }
+}
+
+void SamplingOptions::check_vocabulary(int vocab_size) const {
+  int64_t banned = 0;
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size)
+      throw InputError("logit_bias: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                       std::to_string(vocab_size) + ")");
+    banned += bias == -100.f;
+  }
+  if (banned >= vocab_size) throw InputError("logit_bias: every token of the vocabulary is banned (-100)");
 }
 
 Sampler::Sampler(const SamplingOptions& o) : o_(o), rng_(o.seed) { o.validate(); }
@@ -27,6 +48,25 @@ void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>
     float& l = logits[size_t(t)];
     l = l > 0 ? l / penalty : l * penalty;
   }
+}
+
+void apply_logit_bias(std::vector<float>& logits, const std::map<int, float>& bias) {
+  for (const auto& [id, b] : bias) {
+    if (id < 0 || size_t(id) >= logits.size()) continue;  // check_vocabulary refused these before any step
+    float& l = logits[size_t(id)];
+    // Added as OpenAI says, except that -100 is a ban whatever the logit:
+    // a greedy choice must never land on a banned token.
+    l = b == -100.f ? -std::numeric_limits<float>::infinity() : l + b;
+  }
+}
+
+void apply_presence_frequency_penalties(std::vector<float>& logits, const std::vector<int>& generated, float presence,
+                                        float frequency) {
+  if (presence == 0.f && frequency == 0.f) return;
+  std::unordered_map<int, int> count;
+  for (int t : generated)
+    if (t >= 0 && size_t(t) < logits.size()) ++count[t];
+  for (const auto& [t, n] : count) logits[size_t(t)] -= presence + frequency * float(n);
 }
 
 std::vector<double> sampling_distribution(const std::vector<float>& logits, const SamplingOptions& o) {
@@ -66,8 +106,11 @@ std::vector<double> sampling_distribution(const std::vector<float>& logits, cons
   return p;
 }
 
-int Sampler::choose(std::vector<float>& logits, const std::vector<int>& history) {
+int Sampler::choose(std::vector<float>& logits, const std::vector<int>& history, const std::vector<int>& generated) {
+  // llama.cpp's order: the bias first, then the penalties, then the sampler's transforms.
+  apply_logit_bias(logits, o_.logit_bias);
   apply_repetition_penalty(logits, history, o_.repetition_penalty);
+  apply_presence_frequency_penalties(logits, generated, o_.presence_penalty, o_.frequency_penalty);
   if (!o_.sample) return int(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const std::vector<double> p = sampling_distribution(logits, o_);
   // Inverse-CDF draw with our own uniform so the seed gives the same tokens

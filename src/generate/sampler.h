@@ -1,8 +1,10 @@
 // Choosing the next token: greedy, or sampling with temperature, top-k,
-// top-p, min-p, and a repetition penalty, from a seeded generator.
+// top-p, min-p, from a seeded generator, after OpenAI's logit bias and
+// presence / frequency penalties and HF's repetition penalty.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -14,11 +16,21 @@ struct SamplingOptions {
   float top_p = 1.f;        // 1: off
   float min_p = 0.f;        // 0: off
   float repetition_penalty = 1.f;  // 1: off; applies to greedy too
+  // OpenAI's: token id -> bias in [-100, 100] added to its logit first;
+  // -100 bans the token outright (its logit becomes -inf).
+  std::map<int, float> logit_bias;
+  // OpenAI's, in [-2, 2] (0: off), over the tokens this request generated:
+  // logit -= presence * (count > 0) + frequency * count. Greedy too.
+  float presence_penalty = 0.f;
+  float frequency_penalty = 0.f;
   uint64_t seed = 0;
   bool sample = false;      // set when any of temperature / top-k / top-p / min-p was asked for
 
   // Throws InputError naming the flag and its range.
   void validate() const;
+  // Throws InputError when a logit_bias id is outside [0, vocab_size) or the
+  // bias bans every token (nothing would be left to choose).
+  void check_vocabulary(int vocab_size) const;
   bool operator==(const SamplingOptions&) const = default;
 };
 
@@ -26,8 +38,9 @@ class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);
   // `logits` [vocab] is modified in place. `history`: tokens so far (prompt
-  // and generated) for the repetition penalty.
-  int choose(std::vector<float>& logits, const std::vector<int>& history);
+  // and generated) for the repetition penalty; `generated`: this request's
+  // tokens so far, for the presence and frequency penalties.
+  int choose(std::vector<float>& logits, const std::vector<int>& history, const std::vector<int>& generated = {});
 
  private:
   SamplingOptions o_;
@@ -37,6 +50,14 @@ class Sampler {
 // HF's order: repetition penalty (divide positive logits, multiply negative
 // ones, once per distinct token seen).
 void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>& history, float penalty);
+
+// OpenAI's logit_bias: adds each bias to its token's logit; -100 sets it to -inf.
+void apply_logit_bias(std::vector<float>& logits, const std::map<int, float>& bias);
+
+// OpenAI's penalties: logit[t] -= presence * (count[t] > 0) + frequency * count[t],
+// counting t in `generated`.
+void apply_presence_frequency_penalties(std::vector<float>& logits, const std::vector<int>& generated, float presence,
+                                        float frequency);
 
 // The probabilities sampling draws from after temperature, top-k, top-p and
 // min-p (zero outside the kept set). Exposed for the distribution tests.

@@ -77,6 +77,7 @@ std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const Prompt
     r->seq = seqs[size_t(b)];
     r->options = o;
     o.sampling.validate();
+    o.sampling.check_vocabulary(c_.vocab_size);
     if (!r->options.sampler) r->options.sampler = std::make_shared<Sampler>(o.sampling);
     if (r->options.stop_tokens.empty()) r->options.stop_tokens = c_.eos_token_ids;
     r->stops = StopStrings(o.stop_strings);  // throws on an empty string
@@ -193,7 +194,7 @@ std::string StepGenerator::choose(int id, const float* logits) {
   std::vector<float> row(logits, logits + c_.vocab_size);
   if (!std::all_of(row.begin(), row.end(), [](float x) { return std::isfinite(x); })) return finish(r, StopReason::NonFinite);
   if (r.options.keep_step_logits) r.step_logits.insert(r.step_logits.end(), row.begin(), row.end());
-  const int tok = r.options.sampler->choose(row, history);
+  const int tok = r.options.sampler->choose(row, history, r.tokens);
   history.push_back(tok);
   r.tokens.push_back(tok);
   const auto& stop_tokens = r.options.stop_tokens;

@@ -2,11 +2,13 @@
 
 #include <nlohmann/json.hpp>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <random>
 
 #include "core/error.h"
 #include "io/model_config.h"
+#include "io/tokenizer.h"
 #include "media/frontend_config.h"
 #include "media/media_frontend.h"
 #include "media/media_loader.h"
@@ -105,7 +107,30 @@ std::optional<bool> boolean(const json& body, const char* name) {
   return v->get<bool>();
 }
 
-SamplingOptions sampling(const json& body) {
+// OpenAI's logit_bias: {"token id": bias}, each id in the model's
+// vocabulary and each bias in [-100, 100].
+std::map<int, float> logit_bias(const json& body, int vocab_size) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return {};
+  if (!v->is_object()) throw wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+  std::map<int, float> out;
+  for (const auto& [key, bias] : v->items()) {
+    const std::string where = "logit_bias[\"" + key + "\"]";
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) id = std::stoll(key);
+    if (!digits || id >= vocab_size)
+      throw bad_field("logit_bias", "logit_bias: key '" + key + "' is not a token id in the vocabulary [0, " +
+                                        std::to_string(vocab_size) + ")");
+    if (!bias.is_number()) throw bad_field("logit_bias", where + ": expected a number, got " + type_name(bias));
+    const double b = bias.get<double>();
+    if (!(b >= -100 && b <= 100)) throw bad_field("logit_bias", where + ": " + bias.dump() + " is out of range [-100, 100]");
+    out[int(id)] = float(b);
+  }
+  return out;
+}
+
+SamplingOptions sampling(const json& body, int vocab_size) {
   SamplingOptions s;
   // OpenAI's default temperature is 1; 0 asks for greedy decoding.
   s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));
@@ -115,6 +140,9 @@ SamplingOptions sampling(const json& body) {
   s.top_k = int(integer(body, "top_k", 0, 1 << 30).value_or(0));
   s.min_p = float(number(body, "min_p", 0, 1, End::kClosed, End::kOpen).value_or(0.0));
   s.repetition_penalty = float(number(body, "repetition_penalty", 1e-3, 100).value_or(1.0));
+  s.presence_penalty = float(number(body, "presence_penalty", -2, 2).value_or(0.0));
+  s.frequency_penalty = float(number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  s.logit_bias = logit_bias(body, vocab_size);
   if (const auto seed = unsigned64(body, "seed")) {
     s.seed = *seed;
   } else {
@@ -128,6 +156,11 @@ SamplingOptions sampling(const json& body) {
     s.validate();  // the checks above cover it; a miss is still a 400, naming no field rather than a wrong one
   } catch (const Error& e) {
     throw bad_field("", e.what());
+  }
+  try {
+    s.check_vocabulary(vocab_size);  // what logit_bias() left: a bias that bans every token
+  } catch (const Error& e) {
+    throw bad_field("logit_bias", e.what());
   }
   return s;
 }
@@ -151,16 +184,37 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
+// /v1/completions' logprobs is a count of top tokens (chat's is a boolean);
+// either way none are computed yet.
+void refuse_logprobs(const json& body, bool chat) {
+  const json* v = field(body, "logprobs");
+  if (!v) return;
+  if (chat) {
+    if (boolean(body, "logprobs").value_or(false)) throw bad_field("logprobs", "logprobs: not supported yet");
+    return;
+  }
+  if (v->is_boolean() && !v->get<bool>()) return;
+  if (!v->is_boolean() && !v->is_number()) throw wrong_type("logprobs", "an integer", *v);
+  throw bad_field("logprobs", "logprobs: " + v->dump() + ": log probabilities are not supported yet");
+}
+
 // Features of the API this server does not implement: refused, not ignored.
-void refuse_unsupported(const json& body) {
+void refuse_unsupported(const json& body, bool chat) {
   if (const auto n = integer(body, "n", 1, 128); n && *n != 1)
     throw bad_field("n", "n: only n=1 is supported (got " + std::to_string(*n) + ")");
-  if (boolean(body, "logprobs").value_or(false)) throw bad_field("logprobs", "logprobs: not supported");
+  refuse_logprobs(body, chat);
+  if (!chat) {
+    // best_of generates that many and returns the best n: with n = 1 only best_of = 1 means anything here.
+    if (const auto best_of = integer(body, "best_of", 0, 128); best_of && *best_of != 1)
+      throw bad_field("best_of", "best_of: only best_of=1 is supported (got " + std::to_string(*best_of) + ")");
+    if (const json* suffix = field(body, "suffix")) {
+      if (!suffix->is_string()) throw wrong_type("suffix", "a string", *suffix);
+      if (!suffix->get_ref<const std::string&>().empty())
+        throw bad_field("suffix", "suffix: not supported (Gemma models have no fill-in-the-middle)");
+    }
+  }
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
     if (field(body, name)) throw bad_field(name, std::string(name) + ": tool calling is not supported");
-  for (const char* name : {"presence_penalty", "frequency_penalty"})
-    if (number(body, name, -2, 2).value_or(0) != 0)
-      throw bad_field(name, std::string(name) + ": not supported (use repetition_penalty)");
   if (const json* rf = field(body, "response_format")) {
     if (!rf->is_object() || rf->value("type", "") != "text")
       throw bad_field("response_format", "response_format: only {\"type\": \"text\"} is supported");
@@ -295,8 +349,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (!m->is_string()) throw wrong_type("model", "a string", *m);
     r.model = m->get<std::string>();
   }
-  refuse_unsupported(body);
-  r.sampling = sampling(body);
+  refuse_unsupported(body, chat);
+  r.sampling = sampling(body, ctx.config.vocab_size);
   r.stop = stop_strings(body);
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* so = field(body, "stream_options")) {
@@ -344,6 +398,12 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     throw;
   } catch (const Error& e) {  // the tokenizer or the prompt checks refused the input
     throw ApiError(400, e.what(), chat ? "messages" : "prompt");
+  }
+  // /v1/completions' echo: the reply starts with the prompt's text (token-id prompts decoded).
+  if (!chat && boolean(body, "echo").value_or(false)) {
+    const json& prompt = body["prompt"];
+    const json& one = prompt.is_array() && prompt.size() == 1 && prompt[0].is_string() ? prompt[0] : prompt;
+    r.echo = one.is_string() ? one.get<std::string>() : ctx.tokenizer.decode(r.prompt.tokens);
   }
   return r;
 }

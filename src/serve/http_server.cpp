@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <semaphore>
+#include <string_view>
 #include <thread>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 #include "serve/http_listener.h"
 #include "serve/json_limits.h"
 #include "serve/response_json.h"
+#include "serve/token_endpoints.h"
 
 namespace splitdec::serve {
 
@@ -66,12 +69,44 @@ bool may_hold_media(const std::string& body) {
 struct Route {
   const char* method;
   const char* path;
+  bool prefix = false;  // the path and anything after it (/v1/models/{id})
 };
+constexpr const char* kModelPath = "/v1/models/";
 constexpr Route kRoutes[] = {{"GET", "/health"},
+                             {"GET", "/ready"},
                              {"GET", "/metrics"},
                              {"GET", "/v1/models"},
+                             {"GET", kModelPath, true},
                              {"POST", "/v1/chat/completions"},
-                             {"POST", "/v1/completions"}};
+                             {"POST", "/v1/completions"},
+                             {"POST", "/tokenize"},
+                             {"POST", "/detokenize"}};
+
+bool route_matches(const Route& r, const HttpRequest& req) {
+  if (req.method != r.method) return false;
+  return r.prefix ? req.path.rfind(r.path, 0) == 0 && req.path.size() > std::string_view(r.path).size() : req.path == r.path;
+}
+
+// The probes (/health, /ready) and /metrics are open; everything that runs
+// the model or its tokenizer needs the key when there is one.
+bool needs_api_key(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize";
+}
+
+// A model id in a path may be percent-encoded ("google%2Fgemma-3"); a bad escape stays as written.
+std::string percent_decoded(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -128,31 +163,60 @@ struct HttpServer::Impl {
 
   // On the listener's gate, before any body byte is read: the key, the route.
   std::optional<HttpResponse> check_head(const HttpRequest& req) const {
-    if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+    if (!options.api_key.empty() && needs_api_key(req.path)) {
       const std::string* auth = req.header("authorization");
       if (!auth || auth->rfind("Bearer ", 0) != 0 || !same_secret(auth->substr(7), options.api_key))
         return error_response(ApiError(401, "a valid API key is required: Authorization: Bearer <key>", "",
                                        "invalid_api_key", "authentication_error"));
     }
     for (const Route& r : kRoutes)
-      if (req.path == r.path && req.method == r.method) return std::nullopt;
+      if (route_matches(r, req)) return std::nullopt;
     return error_response(ApiError(404, "no route for " + req.method + " " + req.path, "", "", "not_found_error"));
   }
 
+  json model_object() const {
+    return {{"id", options.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "splitdec"}};
+  }
+
   HttpResponse route(HttpRequest& req) {
-    if (req.path == "/health")
-      return json_response(draining ? 503 : 200, draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
+    // Liveness: the process is up and answering, draining or not.
+    if (req.path == "/health") return json_response(200, draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
+    // Readiness: the port opens only once the model is loaded, so this is
+    // 200 from the first answer until SIGTERM starts the drain.
+    if (req.path == "/ready")
+      return json_response(draining ? 503 : 200, draining ? R"({"status":"draining"})" : R"({"status":"ready"})");
     if (req.path == "/metrics") {
       HttpResponse r = json_response(200, metrics.render());
       r.content_type = "text/plain; version=0.0.4";
       return r;
     }
     if (req.path == "/v1/models") {
-      const json body = {{"object", "list"},
-                         {"data", json::array({{{"id", options.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "splitdec"}}})}};
+      const json body = {{"object", "list"}, {"data", json::array({model_object()})}};
       return json_response(200, body.dump());
     }
+    if (req.path.rfind(kModelPath, 0) == 0) {
+      const std::string id = percent_decoded(req.path.substr(std::string_view(kModelPath).size()));
+      if (id != options.model_name)
+        return error_response(ApiError(404, "The model '" + id + "' does not exist (this server serves '" +
+                                                options.model_name + "')",
+                                       "model", "model_not_found", "invalid_request_error"));
+      return json_response(200, model_object().dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+    if (req.path == "/tokenize" || req.path == "/detokenize") return token_endpoint(req);
     return completion(req, req.path == "/v1/chat/completions");
+  }
+
+  HttpResponse token_endpoint(const HttpRequest& req) const {
+    try {
+      check_json_limits(req.body, options.json);
+      const Engine::Impl& e = engine->impl();
+      const TokenEndpointContext ctx{*e.tokenizer, e.model.config(), max_text_bytes};
+      return json_response(200, req.path == "/tokenize" ? tokenize_reply(req.body, ctx) : detokenize_reply(req.body, ctx));
+    } catch (const ApiError& e) {
+      return error_response(e);
+    } catch (const json::exception& e) {
+      return error_response(ApiError(400, std::string("malformed request: ") + e.what()));
+    }
   }
 
   // Media encodes run on the cores the decode steps use: at most
@@ -236,7 +300,7 @@ struct HttpServer::Impl {
         case Scheduler::Admission::Closed:
           throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       }
-      ResponseWriter writer(chat, options.model_name);
+      ResponseWriter writer(chat, options.model_name, std::move(r.echo));
       if (r.stream) return stream(job, std::move(writer), r.include_usage);
       return whole(req, *job, writer);
     } catch (const ApiError& e) {

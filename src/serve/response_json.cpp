@@ -26,14 +26,14 @@ json usage(const GenerationOutcome& o) {
 }
 }  // namespace
 
-ResponseWriter::ResponseWriter(bool chat, std::string model)
-    : chat_(chat), model_(std::move(model)), id_(new_id(chat)),
+ResponseWriter::ResponseWriter(bool chat, std::string model, std::string echo)
+    : chat_(chat), model_(std::move(model)), id_(new_id(chat)), echo_(std::move(echo)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()) {}
 
 std::string ResponseWriter::completion(const GenerationOutcome& o) const {
   json choice = {{"index", 0}, {"finish_reason", o.finish_reason}, {"logprobs", nullptr}};
   if (chat_) choice["message"] = {{"role", "assistant"}, {"content", o.text}};
-  else choice["text"] = o.text;
+  else choice["text"] = echo_ + o.text;
   const json body = {{"id", id_},
                      {"object", chat_ ? "chat.completion" : "text_completion"},
                      {"created", created_},
@@ -60,7 +60,10 @@ std::string ResponseWriter::chunk(const std::string& text, const char* finish_re
                 {"choices", json::array({choice})}});
 }
 
-std::string ResponseWriter::first_event() const { return chat_ ? chunk("", nullptr, true) : std::string(); }
+std::string ResponseWriter::first_event() const {
+  if (chat_) return chunk("", nullptr, true);
+  return echo_.empty() ? std::string() : chunk(echo_, nullptr, false);
+}
 std::string ResponseWriter::text_event(const std::string& text) const { return chunk(text, nullptr, false); }
 std::string ResponseWriter::finish_event(const std::string& reason) const { return chunk("", reason.c_str(), false); }
 

@@ -11,12 +11,13 @@ namespace splitdec::serve {
 
 class ResponseWriter {
  public:
-  ResponseWriter(bool chat, std::string model);
+  // `echo`: text the reply starts with (/v1/completions' echo: the prompt).
+  ResponseWriter(bool chat, std::string model, std::string echo = {});
 
   // Non-streamed: the whole body.
   std::string completion(const GenerationOutcome& o) const;
   // Streamed: each returns one "data: {...}\n\n" event.
-  std::string first_event() const;  // chat: the role; completions: nothing
+  std::string first_event() const;  // chat: the role; completions: the echoed prompt, if any
   std::string text_event(const std::string& text) const;
   std::string finish_event(const std::string& finish_reason) const;
   std::string usage_event(const GenerationOutcome& o) const;
@@ -26,7 +27,7 @@ class ResponseWriter {
  private:
   std::string chunk(const std::string& text, const char* finish_reason, bool role) const;
   bool chat_;
-  std::string model_, id_;
+  std::string model_, id_, echo_;
   int64_t created_;
 };
 

@@ -1,7 +1,8 @@
 // The official OpenAI client against a running `splitdec serve`:
 //   node openai_client.mjs BASE_URL API_KEY
 // Non-streamed and streamed chat (greedy: the same text both ways), a
-// completion, the model list and a refused request. Prints one JSON line
+// completion (and its echo), the model list and one model by id, logit_bias
+// and the penalties, and refused requests. Prints one JSON line
 // with what it saw; exits 1 on the first mismatch.
 import OpenAI from "openai";
 
@@ -44,6 +45,32 @@ if (!usage || usage.completion_tokens !== whole.usage.completion_tokens) fail("s
 
 const completion = await client.completions.create({ model: modelId, prompt: "The sea", temperature: 0, max_tokens: 6 });
 if (completion.object !== "text_completion" || typeof completion.choices[0].text !== "string") fail("completion " + JSON.stringify(completion));
+
+// A model by id, and one that is not served (a 404 the client raises as NotFoundError).
+const retrieved = await client.models.retrieve(modelId);
+if (retrieved.id !== modelId || retrieved.object !== "model") fail("models.retrieve " + JSON.stringify(retrieved));
+let missing = null;
+try {
+  await client.models.retrieve("no-such-model");
+} catch (e) {
+  missing = e.status;
+}
+if (missing !== 404) fail("models.retrieve of an unknown id gave " + missing);
+
+// echo: the prompt's text first; logit_bias and the penalties as the client sends them.
+const echoed = await client.completions.create({ model: modelId, prompt: "The sea", temperature: 0, max_tokens: 6, echo: true });
+if (echoed.choices[0].text !== "The sea" + completion.choices[0].text) fail("echo " + JSON.stringify(echoed.choices[0].text));
+const penalised = await client.chat.completions.create({
+  model: modelId, messages, temperature: 0, max_tokens: 12, presence_penalty: 0, frequency_penalty: 0, logit_bias: {},
+});
+if (penalised.choices[0].message.content !== choice.message.content) fail("zero penalties changed the reply");
+let badBias = null;
+try {
+  await client.chat.completions.create({ model: modelId, messages, max_tokens: 2, logit_bias: { "5": 150 } });
+} catch (e) {
+  badBias = { status: e.status, param: e.param };
+}
+if (!badBias || badBias.status !== 400 || badBias.param !== "logit_bias") fail("logit_bias 150 was not refused: " + JSON.stringify(badBias));
 
 let refused = null;
 try {
