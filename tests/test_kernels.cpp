@@ -609,6 +609,28 @@ TEST(ThreadPool, BackgroundJobsCoverEveryIndexOnceAndRethrow) {
   ThreadPool::set_threads(0);
 }
 
+// An encode whose client left stops at its next job, not at its end.
+TEST(ThreadPool, ACancelledBackgroundStopsAtItsNextJob) {
+  ThreadPool::set_threads(2);
+  std::atomic<bool> gone{false};
+  int jobs = 0;
+  try {
+    ThreadPool::Background background([&] { return gone.load(); });
+    for (; jobs < 100; ++jobs) {
+      if (jobs == 3) gone = true;
+      ThreadPool::global()->parallel_for(64, [&](int64_t, int64_t) {});
+    }
+    ADD_FAILURE() << "not cancelled";
+  } catch (const ThreadPool::Cancelled&) {
+  }
+  EXPECT_EQ(jobs, 3);
+  // The thread's later jobs, outside the scope, run as before.
+  std::atomic<int> sum{0};
+  ThreadPool::global()->parallel_for(64, [&](int64_t a, int64_t b) { sum += int(b - a); });
+  EXPECT_EQ(sum, 64);
+  ThreadPool::set_threads(0);
+}
+
 // A server's decode steps hold a ForegroundSpan: no background range (a
 // media encode's) starts inside one, except the one granted each time the
 // spans close, and the background job finishes once they do.

@@ -16,8 +16,8 @@ namespace {
 // Set while this thread runs ranges of a job: a kernel that starts another
 // job from inside one runs it inline instead of waiting for the pool.
 thread_local bool in_job = false;
-// Set inside a ThreadPool::Background scope.
-thread_local bool background_thread = false;
+// The innermost ThreadPool::Background scope of this thread.
+thread_local const ThreadPool::Background* background_scope = nullptr;
 
 struct InJob {
   InJob() { in_job = true; }
@@ -174,8 +174,11 @@ void ThreadPool::set_threads(int n) {
   // or by the last job still running on it.
 }
 
-ThreadPool::Background::Background() : was_(background_thread) { background_thread = true; }
-ThreadPool::Background::~Background() { background_thread = was_; }
+ThreadPool::Background::Background(std::function<bool()> cancelled)
+    : cancelled_(std::move(cancelled)), outer_(background_scope) {
+  background_scope = this;
+}
+ThreadPool::Background::~Background() { background_scope = outer_; }
 
 ThreadPool::ForegroundSpan::ForegroundSpan() : pool_(global()) { pool_->state_->spans.fetch_add(1); }
 ThreadPool::ForegroundSpan::~ForegroundSpan() {
@@ -226,7 +229,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (n <= 0) return;
   State& s = *state_;
   if (in_job) return fn(0, n);
-  const bool background = background_thread;
+  const bool background = background_scope != nullptr;
+  for (const Background* b = background_scope; b; b = b->outer_)
+    if (b->cancelled_ && b->cancelled_()) throw Cancelled();
   const int64_t parts = std::min<int64_t>(threads_, std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
   struct Caller {  // counted while a background caller has work, for the grants
     std::atomic<int>* callers;

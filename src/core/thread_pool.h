@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 
 namespace splitdec {
 
@@ -37,16 +38,23 @@ class ThreadPool {
   // `grain`: the smallest range worth a thread.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
-  // The calling thread's jobs are background jobs while one lives.
+  // The calling thread's jobs are background jobs while one lives. When
+  // `cancelled` says so, the thread's next job throws Cancelled instead of
+  // starting (a server's encode whose client left stops between jobs).
   class Background {
    public:
-    Background();
+    explicit Background(std::function<bool()> cancelled = {});
     ~Background();
     Background(const Background&) = delete;
     Background& operator=(const Background&) = delete;
 
    private:
-    bool was_;
+    std::function<bool()> cancelled_;
+    const Background* outer_;
+    friend class ThreadPool;
+  };
+  struct Cancelled : std::runtime_error {
+    Cancelled() : std::runtime_error("background work cancelled") {}
   };
   // No background range starts on the global pool while one lives.
   class ForegroundSpan {

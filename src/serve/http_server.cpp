@@ -274,8 +274,9 @@ struct HttpServer::Impl {
       // Decoding media is the memory-hungry part (pixels before they are
       // sized): a body that may hold media parts takes its media turn first.
       std::optional<EncodeSlot> slot;
-      // Decoding and encoding media yields the cores to the decode steps.
-      std::optional<ThreadPool::Background> behind_decode_steps(std::in_place);
+      // Decoding and encoding media yields the cores to the decode steps,
+      // and stops between two of the tower's jobs if the client leaves.
+      std::optional<ThreadPool::Background> behind_decode_steps(std::in_place, [&req] { return req.client_gone(); });
       if (may_hold_media(req.body)) slot.emplace(*this, req);
       CompletionRequest r = parse(MediaLoader::counting(e.model.config(), e.frontend, options.image));
       GenerationParams params = admission(r);
@@ -303,6 +304,8 @@ struct HttpServer::Impl {
       ResponseWriter writer(chat, options.model_name, std::move(r.echo));
       if (r.stream) return stream(job, std::move(writer), r.include_usage);
       return whole(req, *job, writer);
+    } catch (const ThreadPool::Cancelled&) {
+      return json_response(499, "");  // the client left while its media were encoded: nobody reads a reply
     } catch (const ApiError& e) {
       return error_response(e);
     } catch (const json::exception& e) {  // a field of an unexpected type deep inside
