@@ -5,12 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
 
 #include "core/error.h"
 #include "core/npy.h"
 #include "generate/generator.h"
 #include "prompt/prompt_text.h"
 #include "generate/sampler.h"
+#include "generate/token_logprobs.h"
 #include "io/media_embeddings.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
@@ -368,5 +370,42 @@ TEST(NonFiniteLogits, StopTheRequestWithAnErrorNeverAToken) {
     FAIL() << "NaN logits gave tokens";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("NaN"), std::string::npos) << e.what();
+  }
+}
+
+// token_logprob against a plain log-softmax in double: the temperature
+// divides the logits, banned (-inf) tokens are never alternatives, ties go
+// to the lower id.
+TEST(TokenLogprobs, AreTheLogSoftmaxOfTheTemperedLogits) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (int round = 0; round < 50; ++round) {
+    const int V = 1 + int(rng() % 300);
+    std::vector<float> logits(static_cast<size_t>(V));
+    for (float& x : logits) x = normal(rng);
+    if (V > 3) logits[1] = logits[2];  // a tie
+    if (V > 4) logits[size_t(V - 1)] = -INFINITY;
+    const float t = round % 3 == 0 ? 0.f : 0.25f + float(round % 5) * 0.4f;
+    const int token = int(rng() % uint32_t(V)), top = int(rng() % 25);
+    const TokenLogprob got = token_logprob(logits, t, token, top);
+    const double temp = t > 0 ? t : 1.0;
+    double mx = -INFINITY, sum = 0;
+    for (float x : logits) mx = std::max(mx, double(x) / temp);
+    for (float x : logits) sum += std::exp(double(x) / temp - mx);
+    auto want = [&](int id) { return double(logits[size_t(id)]) / temp - mx - std::log(sum); };
+    EXPECT_EQ(got.token, token);
+    if (std::isfinite(logits[size_t(token)])) {
+      EXPECT_NEAR(got.logprob, want(token), 1e-5);
+    }
+    std::vector<int> ids;
+    for (int i = 0; i < V; ++i)
+      if (std::isfinite(logits[size_t(i)])) ids.push_back(i);
+    std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
+    ids.resize(std::min(ids.size(), size_t(top)));
+    ASSERT_EQ(got.top.size(), ids.size());
+    for (size_t j = 0; j < ids.size(); ++j) {
+      EXPECT_EQ(got.top[j].first, ids[j]);
+      EXPECT_NEAR(got.top[j].second, want(ids[j]), 1e-5);
+    }
   }
 }

@@ -29,6 +29,7 @@
 #include "serve/media_input.h"
 #include "serve/prefill_pieces.h"
 #include "serve_test_support.h"
+#include "splitdec/batch.h"
 #include "test_support.h"
 
 namespace splitdec {
@@ -304,8 +305,20 @@ TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
   json everything = json::object();
   for (int i = 0; i < config.vocab_size; ++i) everything[std::to_string(i)] = -100;
   refused("logit_bias", everything, {"every token"});
-  refused("logprobs", true, {"logprobs: not supported yet"});
   refused("logprobs", 2, {"logprobs: expected a boolean"});  // chat's logprobs is a boolean
+  refused("top_logprobs", 3, {"top_logprobs: needs logprobs: true"});
+  {
+    json b = chat_body("hi", 2);
+    b["logprobs"] = true;
+    b["top_logprobs"] = 21;
+    try {
+      serve::parse_completion_request(b.dump(), true, ctx);
+      ADD_FAILURE() << "top_logprobs 21 was accepted";
+    } catch (const serve::ApiError& e) {
+      EXPECT_EQ(e.param, "top_logprobs");
+      EXPECT_NE(std::string(e.what()).find("[0, 20]"), std::string::npos) << e.what();
+    }
+  }
   // /v1/completions' own fields.
   auto refused_completion = [&](const std::string& field, const json& value, const std::vector<std::string>& fragments) {
     json body = {{"prompt", "The sea"}, {"max_tokens", 2}};
@@ -319,9 +332,8 @@ TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
       for (const std::string& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
     }
   };
-  refused_completion("logprobs", 2, {"logprobs: 2", "not supported yet"});
-  refused_completion("logprobs", 0, {"not supported yet"});
-  refused_completion("logprobs", "2", {"logprobs: expected an integer"});
+  refused_completion("logprobs", 6, {"logprobs: 6", "[0, 5]"});
+  refused_completion("logprobs", "2", {"logprobs"});
   refused_completion("best_of", 2, {"best_of: only best_of=1"});
   refused_completion("best_of", -1, {"best_of"});
   refused_completion("suffix", "and the end.", {"suffix: not supported", "fill-in-the-middle"});
@@ -613,6 +625,98 @@ TEST(Serve, ModelById) {
 // logit_bias at temperature 0: +100 makes a token the only choice, -100
 // keeps the greedy one out; presence and frequency penalties of 0 change
 // nothing, and penalised requests decoded together each keep their solo reply.
+// logprobs are the log-softmax of the logits each token was chosen from
+// (greedy: temperature 1), the same values a Batch's step logits give; the
+// top alternatives are the most likely tokens, the chosen one first; a
+// streamed reply carries the same entries as the whole one.
+TEST(Serve, LogprobsAreTheStepLogitsLogSoftmax) {
+  TestServer s;
+  const std::vector<int> prompt = [&] {
+    std::vector<int> p = tokenize(s, "The sea and the sky");
+    p.insert(p.begin(), 2);  // <bos>
+    return p;
+  }();
+  const int n = 6, top = 3;
+  json body = completion_body(prompt, n);
+  body["logprobs"] = top;
+  const Answer a = post(s, "/v1/completions", body.dump());
+  ASSERT_EQ(a.status, 200) << a.raw;
+  const json& lp = a.body["choices"][0]["logprobs"];
+  ASSERT_TRUE(lp.is_object()) << a.raw;
+
+  TokenInputs turn;
+  turn.batch = 1, turn.seq = int(prompt.size());
+  turn.tokens = prompt;
+  turn.modality.assign(prompt.size(), Modality::Text);
+  GenerateOptions g;
+  g.max_new_tokens = n;
+  g.keep_step_logits = true;
+  Batch b(Engine::load(test::tiny_model_dir("tiny-gemma3")), 1, {});
+  b.run_turn(turn, g);
+  const std::vector<int>& tokens = b.result().tokens[0];
+  const std::vector<float>& logits = b.result().step_logits;
+  const Tokenizer& tok = *s.engine().impl().tokenizer;
+  const size_t V = logits.size() / size_t(b.result().steps);
+  ASSERT_EQ(lp["tokens"].size(), size_t(n));
+  size_t offset = 0;
+  for (int k = 0; k < n; ++k) {
+    const float* row = logits.data() + size_t(k) * V;
+    double mx = -INFINITY, sum = 0;
+    for (size_t i = 0; i < V; ++i) mx = std::max(mx, double(row[i]));
+    for (size_t i = 0; i < V; ++i) sum += std::exp(double(row[i]) - mx);
+    auto logprob = [&](int id) { return double(row[id]) - mx - std::log(sum); };
+    EXPECT_EQ(lp["tokens"][k], tok.decode({tokens[size_t(k)]}));
+    EXPECT_NEAR(lp["token_logprobs"][k].get<double>(), logprob(tokens[size_t(k)]), 1e-4) << "token " << k;
+    EXPECT_EQ(lp["text_offset"][k], offset);
+    offset += tok.decode({tokens[size_t(k)]}).size();
+    std::vector<int> ids(V);
+    for (size_t i = 0; i < V; ++i) ids[i] = int(i);
+    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), [&](int x, int y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
+    const json& alternatives = lp["top_logprobs"][k];
+    ASSERT_LE(alternatives.size(), size_t(top));  // two tokens may read the same
+    for (int j = 0; j < top; ++j) {
+      const std::string t = tok.decode({ids[size_t(j)]});
+      ASSERT_TRUE(alternatives.contains(t)) << t;
+      if (tok.piece_id(t) == ids[size_t(j)]) {
+        EXPECT_NEAR(alternatives[t].get<double>(), logprob(ids[size_t(j)]), 1e-4);
+      }
+    }
+  }
+
+  // Chat: the chosen token's entry with its top alternatives, greedy's first; streamed the same.
+  json chat = chat_body("Tell me about the sea.", n);
+  chat["logprobs"] = true;
+  chat["top_logprobs"] = 2;
+  const Answer whole = post(s, "/v1/chat/completions", chat.dump());
+  ASSERT_EQ(whole.status, 200) << whole.raw;
+  const json& content = whole.body["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), size_t(n)) << whole.raw;
+  std::string joined;
+  for (const json& e : content) {
+    ASSERT_EQ(e["top_logprobs"].size(), 2u);
+    EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);
+    EXPECT_EQ(e["top_logprobs"][0]["logprob"], e["logprob"]);
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    std::string bytes;
+    for (int c : e["bytes"]) bytes += char(c);
+    joined += bytes;
+  }
+  EXPECT_EQ(joined, whole.body["choices"][0]["message"]["content"]);
+  chat["stream"] = true;
+  const Answer streamed = post(s, "/v1/chat/completions", chat.dump());
+  json streamed_content = json::array();
+  for (size_t at = 0; (at = streamed.raw.find("data: {", at)) != std::string::npos;) {
+    const size_t end = streamed.raw.find("\n\n", at);
+    const json ev = json::parse(streamed.raw.substr(at + 6, end - at - 6));
+    at = end;
+    if (!ev["choices"].empty() && ev["choices"][0]["logprobs"].is_object())
+      for (const json& e : ev["choices"][0]["logprobs"]["content"]) streamed_content.push_back(e);
+  }
+  EXPECT_EQ(streamed_content, content);
+  // Not asked for: null.
+  EXPECT_TRUE(post(s, "/v1/chat/completions", chat_body("hi", 2).dump()).body["choices"][0]["logprobs"].is_null());
+}
+
 TEST(Serve, LogitBiasAndPenalties) {
   TestServer s;
   const std::vector<int> sea = tokenize(s, "The sea");
@@ -674,7 +778,7 @@ TEST(Serve, LogitBiasAndPenalties) {
 }
 
 // /v1/completions: echo puts the prompt's text first (whole and streamed);
-// suffix, best_of and logprobs are refused naming themselves.
+// suffix, best_of, logprobs past 5 and echo with logprobs are refused naming themselves.
 TEST(Serve, CompletionsEchoAndRefusedFields) {
   TestServer s;
   const Answer plain = post(s, "/v1/completions", completion_body("The sea", 4).dump());
@@ -704,7 +808,13 @@ TEST(Serve, CompletionsEchoAndRefusedFields) {
     expect_error(a, 400, fragment);
     EXPECT_EQ(a.body["error"]["param"], field) << a.raw;
   };
-  refused("logprobs", 2, "logprobs: 2: log probabilities are not supported yet");
+  refused("logprobs", 9, "logprobs: 9");
+  {
+    json b = completion_body("The sea", 2);
+    b["logprobs"] = 1;
+    b["echo"] = true;
+    expect_error(post(s, "/v1/completions", b.dump()), 400, "echo with logprobs");
+  }
   refused("suffix", "The end.", "suffix: not supported");
   refused("best_of", 3, "best_of: only best_of=1 is supported (got 3)");
   body = completion_body("The sea", 2);

@@ -72,6 +72,7 @@ std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const Prompt
   for (int b = 0; b < n; ++b) {
     const RequestOptions& o = options[size_t(b)];
     if (o.max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0");
+    if (o.top_logprobs > 20) throw InputError("top_logprobs must lie in [0, 20]");
     if (!o.stop_strings.empty() && !tok_) throw InputError("stop strings need the model's tokenizer");
     auto r = std::make_unique<Request>();
     r->seq = seqs[size_t(b)];
@@ -199,6 +200,10 @@ std::string StepGenerator::choose(int id, const float* logits) {
   r.tokens.push_back(tok);
   const auto& stop_tokens = r.options.stop_tokens;
   if (std::find(stop_tokens.begin(), stop_tokens.end(), tok) != stop_tokens.end()) return finish(r, StopReason::StopToken);
+  if (r.options.top_logprobs >= 0) {
+    const SamplingOptions& o = r.options.sampling;
+    r.logprobs.push_back(token_logprob(row, o.sample ? o.temperature : 1.f, tok, r.options.top_logprobs));
+  }
   std::string ready;
   if (r.stream) {
     if (r.stream->push(tok)) return finish(r, StopReason::StopString);

@@ -20,6 +20,7 @@
 #include "generate/sampler.h"
 #include "generate/stop_strings.h"
 #include "generate/text_stream.h"
+#include "generate/token_logprobs.h"
 #include "io/model_config.h"
 
 namespace splitdec {
@@ -41,6 +42,7 @@ struct RequestOptions {
   std::vector<std::string> stop_strings;  // need a tokenizer
   int max_new_tokens = 16;
   bool keep_step_logits = false;          // keep the logits each token was chosen from
+  int top_logprobs = -1;                  // >= 0: keep each chosen token's log probability and this many alternatives
   std::function<void(const std::string&)> on_text;  // final text as it is produced
 };
 
@@ -50,6 +52,7 @@ struct Request {
   std::vector<int> tokens;       // chosen tokens, a stop token included
   std::string text;              // cut before a stop string (needs a tokenizer)
   std::vector<float> step_logits;  // [tokens, vocab] when kept
+  std::vector<TokenLogprob> logprobs;  // one per token, a stop token not included (top_logprobs >= 0)
   int64_t prompt_tokens = 0;     // tokens fed by the prompt (a pending token included, padding not)
   bool finished = false;
   StopReason stop_reason = StopReason::MaxTokens;

@@ -184,25 +184,26 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
-// /v1/completions' logprobs is a count of top tokens (chat's is a boolean);
-// either way none are computed yet.
-void refuse_logprobs(const json& body, bool chat) {
-  const json* v = field(body, "logprobs");
-  if (!v) return;
+// How many alternatives each token's log probability comes with (-1: none
+// asked for). Chat: `logprobs` a boolean, `top_logprobs` 0-20 beside it;
+// /v1/completions: `logprobs` itself the count, 0-5 (OpenAI's limits).
+int top_logprobs(const json& body, bool chat) {
   if (chat) {
-    if (boolean(body, "logprobs").value_or(false)) throw bad_field("logprobs", "logprobs: not supported yet");
-    return;
+    const bool on = boolean(body, "logprobs").value_or(false);
+    const auto top = integer(body, "top_logprobs", 0, 20);
+    if (top && !on) throw bad_field("top_logprobs", "top_logprobs: needs logprobs: true");
+    return on ? int(top.value_or(0)) : -1;
   }
-  if (v->is_boolean() && !v->get<bool>()) return;
-  if (!v->is_boolean() && !v->is_number()) throw wrong_type("logprobs", "an integer", *v);
-  throw bad_field("logprobs", "logprobs: " + v->dump() + ": log probabilities are not supported yet");
+  const json* v = field(body, "logprobs");
+  if (!v || (v->is_boolean() && !v->get<bool>())) return -1;
+  if (field(body, "top_logprobs")) throw bad_field("top_logprobs", "top_logprobs: a chat field; /v1/completions takes the count in logprobs");
+  return int(*integer(body, "logprobs", 0, 5));
 }
 
 // Features of the API this server does not implement: refused, not ignored.
 void refuse_unsupported(const json& body, bool chat) {
   if (const auto n = integer(body, "n", 1, 128); n && *n != 1)
     throw bad_field("n", "n: only n=1 is supported (got " + std::to_string(*n) + ")");
-  refuse_logprobs(body, chat);
   if (!chat) {
     // best_of generates that many and returns the best n: with n = 1 only best_of = 1 means anything here.
     if (const auto best_of = integer(body, "best_of", 0, 128); best_of && *best_of != 1)
@@ -352,6 +353,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   refuse_unsupported(body, chat);
   r.sampling = sampling(body, ctx.config.vocab_size);
   r.stop = stop_strings(body);
+  r.top_logprobs = top_logprobs(body, chat);
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
@@ -401,6 +403,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   }
   // /v1/completions' echo: the reply starts with the prompt's text (token-id prompts decoded).
   if (!chat && boolean(body, "echo").value_or(false)) {
+    if (r.top_logprobs >= 0)
+      throw bad_field("echo", "echo with logprobs: the prompt's own log probabilities are not computed; ask for one of them");
     const json& prompt = body["prompt"];
     const json& one = prompt.is_array() && prompt.size() == 1 && prompt[0].is_string() ? prompt[0] : prompt;
     r.echo = one.is_string() ? one.get<std::string>() : ctx.tokenizer.decode(r.prompt.tokens);

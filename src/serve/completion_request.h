@@ -28,6 +28,7 @@ struct CompletionRequest {
   std::optional<int64_t> max_tokens;  // none: as many as the sequence holds
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int top_logprobs = -1;  // >= 0: each token's log probability with this many alternatives
   std::string echo;  // /v1/completions with echo: the prompt's text, written before the reply's
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "generate/sampler.h"
+#include "generate/token_logprobs.h"
 #include "model/prompt_batch.h"
 
 namespace splitdec::serve {
@@ -22,11 +23,13 @@ struct GenerationParams {
   SamplingOptions sampling;
   std::vector<std::string> stop;  // stop strings
   int64_t max_tokens = 16;
+  int top_logprobs = -1;  // >= 0: report each token's log probability and this many alternatives
 };
 
 struct GenerationOutcome {
   std::string finish_reason;  // "stop" or "length"; empty on error or cancel
   std::string text;           // the whole reply (stop strings cut)
+  std::vector<TokenLogprob> logprobs;  // when asked for: one per generated token
   int64_t prompt_tokens = 0, completion_tokens = 0;
   std::string error;          // set when the generation failed after admission
   int error_status = 500;
@@ -52,14 +55,16 @@ class GenerationJob {
   // --- Handler side ---
   struct Update {
     std::string text;  // final text since the last take
+    std::vector<TokenLogprob> logprobs;  // the tokens chosen since the last take (when asked for)
     bool done = false;
   };
-  // Waits until text or the end arrives, or `timeout` passes.
+  // Waits until text, log probabilities or the end arrive, or `timeout` passes.
   Update take(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait_for(lock, timeout, [&] { return !text_.empty() || done_; });
-    Update u{std::move(text_), done_};
+    cv_.wait_for(lock, timeout, [&] { return !text_.empty() || !logprobs_.empty() || done_; });
+    Update u{std::move(text_), std::move(logprobs_), done_};
     text_.clear();
+    logprobs_.clear();
     return u;
   }
   // Valid once take() reported done.
@@ -79,6 +84,13 @@ class GenerationJob {
     }
     cv_.notify_all();
   }
+  void push_logprobs(std::vector<TokenLogprob>::const_iterator begin, std::vector<TokenLogprob>::const_iterator end) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      logprobs_.insert(logprobs_.end(), begin, end);
+    }
+    cv_.notify_all();
+  }
   void finish(GenerationOutcome outcome) {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -94,6 +106,7 @@ class GenerationJob {
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<TokenLogprob> logprobs_;
   bool done_ = false;
   GenerationOutcome outcome_;
   std::atomic<bool> cancelled_{false};

@@ -256,7 +256,7 @@ struct HttpServer::Impl {
                               ") exceeds the context length " + std::to_string(capacity) + " (--max-length); ask for at most " +
                               std::to_string(capacity - prompt) + " tokens",
                      "max_tokens", "context_length_exceeded");
-    return {r.prompt, r.sampling, r.stop, max_tokens};
+    return {r.prompt, r.sampling, r.stop, max_tokens, r.top_logprobs};
   }
 
   HttpResponse completion(HttpRequest& req, bool chat) {
@@ -301,7 +301,7 @@ struct HttpServer::Impl {
         case Scheduler::Admission::Closed:
           throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       }
-      ResponseWriter writer(chat, options.model_name, std::move(r.echo));
+      ResponseWriter writer(chat, options.model_name, std::move(r.echo), r.top_logprobs >= 0 ? e.tokenizer.get() : nullptr);
       if (r.stream) return stream(job, std::move(writer), r.include_usage);
       return whole(req, *job, writer);
     } catch (const ThreadPool::Cancelled&) {
@@ -342,9 +342,9 @@ struct HttpServer::Impl {
       int quiet_polls = 0;
       for (;;) {
         const GenerationJob::Update u = job->take(250ms);
-        if (!u.text.empty()) {
+        if (!u.text.empty() || !u.logprobs.empty()) {
           quiet_polls = 0;
-          if (!out.write(writer.text_event(u.text))) return;
+          if (!out.write(writer.text_event(u.text, u.logprobs))) return;
         } else if (!u.done && ++quiet_polls >= 8) {
           // An SSE comment while waiting (queued, or a long prefill): a
           // client that left is found out by the failed write.

@@ -21,7 +21,15 @@ struct Scheduler::Live {
   int request = -1;  // the step generator's id once the last piece started
   bool refused = false;  // its prompt was refused (the job is finished already)
   size_t tokens_seen = 0;
+  size_t logprobs_sent = 0;
   Clock::time_point last_token;
+
+  // The log probabilities of the tokens chosen since the last call, to the handler.
+  void send_logprobs(const Request& r) {
+    if (r.logprobs.size() <= logprobs_sent) return;
+    job->push_logprobs(r.logprobs.begin() + ptrdiff_t(logprobs_sent), r.logprobs.end());
+    logprobs_sent = r.logprobs.size();
+  }
 };
 
 namespace {
@@ -160,6 +168,7 @@ void Scheduler::prefill() {
       if (last) {
         ro.stop_strings = p.stop;
         ro.max_new_tokens = int(p.max_tokens);
+        ro.top_logprobs = p.top_logprobs;
         ro.on_text = [job = l->job.get()](const std::string& text) { job->push_text(text); };
       } else {
         ro.max_new_tokens = 0;  // a prompt piece: prefilled, nothing chosen
@@ -171,6 +180,7 @@ void Scheduler::prefill() {
           l->last_token = Clock::now();
           metrics_.observe_time_to_first_token(seconds(l->last_token - l->job->received()));
           l->tokens_seen = steps_->request(id).tokens.size();
+          l->send_logprobs(steps_->request(id));
         } else {
           steps_->release(id);
         }
@@ -199,7 +209,9 @@ void Scheduler::decode() {
   const Clock::time_point now = Clock::now();
   for (auto& l : live_) {
     if (l->request < 0) continue;
-    const size_t n = steps_->request(l->request).tokens.size();
+    const Request& r = steps_->request(l->request);
+    l->send_logprobs(r);
+    const size_t n = r.tokens.size();
     if (n > l->tokens_seen) {
       metrics_.observe_inter_token_latency(seconds(now - l->last_token));
       l->tokens_seen = n;
@@ -218,6 +230,7 @@ void Scheduler::reap() {
       if (r.finished) {
         GenerationOutcome o;
         o.text = r.text;
+        o.logprobs = r.logprobs;
         o.prompt_tokens = l.job->params().prompt.seq;
         o.completion_tokens = int64_t(r.tokens.size());
         switch (r.stop_reason) {

@@ -64,6 +64,12 @@ const penalised = await client.chat.completions.create({
   model: modelId, messages, temperature: 0, max_tokens: 12, presence_penalty: 0, frequency_penalty: 0, logit_bias: {},
 });
 if (penalised.choices[0].message.content !== choice.message.content) fail("zero penalties changed the reply");
+// logprobs: one entry per token of the reply, the greedy token its own first alternative.
+const withLogprobs = await client.chat.completions.create({ model: modelId, messages, temperature: 0, max_tokens: 6, logprobs: true, top_logprobs: 2 });
+const entries = withLogprobs.choices[0].logprobs?.content ?? [];
+if (entries.length === 0 || entries.some((e) => !(e.logprob <= 0) || e.top_logprobs.length !== 2 || e.top_logprobs[0].token !== e.token))
+  fail("logprobs " + JSON.stringify(withLogprobs.choices[0].logprobs));
+if (entries.map((e) => e.token).join("") !== withLogprobs.choices[0].message.content) fail("logprobs tokens do not spell the reply");
 let badBias = null;
 try {
   await client.chat.completions.create({ model: modelId, messages, max_tokens: 2, logit_bias: { "5": 150 } });
