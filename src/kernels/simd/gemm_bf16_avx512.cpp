@@ -137,9 +137,13 @@ void gemm_bf16_panel(const uint32_t* x, int rows, const uint16_t* w, int in, int
       const int left = n - j0, vecs = left > 16 ? 2 : 1;
       const __mmask16 last = first_bits16(left - 16 * (vecs - 1));
       const uint32_t* b = scratch + int64_t(j0) * kc;
-      for (int r0 = 0; r0 < rows; r0 += kTileRows) {
-        const int mr = std::min(kTileRows, rows - r0);
+      // Rows in tiles of near-equal height (16 rows: 8 + 8, not 12 + 4), so
+      // that no tile is left with too few accumulators to hide the latency.
+      const int tiles = (rows + kTileRows - 1) / kTileRows;
+      for (int t = 0, r0 = 0; t < tiles; ++t) {
+        const int mr = (rows - r0) / (tiles - t) + ((rows - r0) % (tiles - t) != 0);
         kTiles[size_t(vecs - 1)][size_t(mr - 1)](x + int64_t(r0) * pairs + k0, pairs, b, kc, y + int64_t(r0) * ldy + j0, ldy, k0 > 0, last);
+        r0 += mr;
       }
     }
   }
