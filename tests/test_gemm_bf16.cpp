@@ -83,9 +83,9 @@ TEST(GemmBf16, MatchesTheNaiveReferenceOnEdgeShapes) {
       all += int64_t(rows) * out;
     }
   // Shapes: one output, several panels (300: panels of 64), a panel edge
-  // inside a strip, k blocks of 512 and a short last one, in = 1 and 2.
+  // inside a strip, k blocks of 512 and a short last one, in = 0, 1 and 2.
   for (int rows : {1, 5, 16, 21})
-    for (auto [out, in] : {std::pair{1, 1}, {1, 2}, {16, 31}, {31, 129}, {33, 96}, {70, 513}, {300, 96}, {129, 1031}, {260, 1536}}) {
+    for (auto [out, in] : {std::pair{5, 0}, {1, 1}, {1, 2}, {16, 31}, {31, 129}, {33, 96}, {70, 513}, {300, 96}, {129, 1031}, {260, 1536}}) {
       same += expect_matches_reference(rng, rows, out, in);
       all += int64_t(rows) * out;
     }

@@ -112,6 +112,8 @@ size_t bf16_panel_scratch_words(int n) { return size_t((n + kBf16StripOutputs - 
 
 void gemm_bf16_panel(const uint32_t* x, int rows, const uint16_t* w, int in, int o0, int n, float* y, int64_t ldy, uint32_t* scratch) {
   const int pairs = (in + 1) / 2;
+  if (pairs == 0)  // no k block would write y: the empty sum
+    for (int r = 0; r < rows; ++r) std::fill(y + r * ldy, y + r * ldy + n, 0.f);
   for (int k0 = 0; k0 < pairs; k0 += kBlockPairs) {
     const int kc = std::min(kBlockPairs, pairs - k0);
     // Pack this k block of the panel: strip j0 / 32 at scratch + j0 * kc,
