@@ -20,6 +20,7 @@
 #include "core/thread_pool.h"
 #include "generate/generator.h"
 #include "kernels/attention.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/linear.h"
 #include "kernels/simd/kernel_table.h"
 #include "kv/kv_rows.h"
@@ -770,6 +771,88 @@ json quantized_weights(const std::string& dir, const std::string& label, int pos
   return out;
 }
 
+// Teacher-forced logits of `b` against `a` ([positions][V] each): relative
+// RMS error, mean KL(a || b) and how often the top tokens agree.
+json logits_difference(const std::vector<float>& a, const std::vector<float>& b, int positions, int V) {
+  double err = 0, scale = 0, kl = 0;
+  int agree = 0;
+  for (int r = 0; r < positions; ++r) {
+    const float* pa = a.data() + int64_t(r) * V;
+    const float* pb = b.data() + int64_t(r) * V;
+    const double ma = *std::max_element(pa, pa + V), mb = *std::max_element(pb, pb + V);
+    double za = 0, zb = 0;
+    for (int v = 0; v < V; ++v) za += std::exp(pa[v] - ma), zb += std::exp(pb[v] - mb);
+    for (int v = 0; v < V; ++v) {
+      err += double(pa[v] - pb[v]) * (pa[v] - pb[v]), scale += double(pa[v]) * pa[v];
+      kl += std::exp(pa[v] - ma) / za * ((pa[v] - ma - std::log(za)) - (pb[v] - mb - std::log(zb)));
+    }
+    agree += std::max_element(pa, pa + V) - pa == std::max_element(pb, pb + V) - pb;
+  }
+  return {{"logits_relative_rms_error", std::sqrt(err / scale)}, {"mean_kl_divergence", kl / positions},
+          {"top1_agreement", double(agree) / positions}};
+}
+
+// Prefill on bf16 weights with bf16 products (AVX512_BF16, kernels/gemm_bf16.h)
+// against the exact path (the weights expanded to f32 for BLAS), toggled by
+// set_exact_gemm and alternated `rounds` times in one run: a prompt of
+// prompt_len tokens in one chunk, tokens/s of each and the ratio of the
+// medians, with each path's peak RSS. Then the logits of `positions`
+// teacher-forced positions (chunks of 64: the GEMM path) against the exact
+// path's, the deviation the bf16 products cost.
+json bf16_prefill(const std::string& dir, const std::string& label, int prompt_len, int positions, int rounds) {
+  if (!bf16_gemm_supported()) {
+    std::printf("%s: no AVX512_BF16 on this CPU (or SPLITDEC_SIMD chose another table): skipped\n", label.c_str());
+    return {{"model", label}, {"skipped", true}};
+  }
+  std::printf("loading %s ...\n", label.c_str());
+  std::fflush(stdout);
+  const bool saved = exact_gemm();
+  const Model model = Model::load(dir);
+  const PromptBatch p = synthetic_prompt(model.config(), prompt_len, false);
+  std::vector<double> seconds[2];  // [0] exact, [1] bf16 products
+  double rss[2] = {0, 0};
+  for (int i = 0; i < 2 * rounds; ++i) {
+    const int fast = i % 2;
+    set_exact_gemm(!fast);
+    reset_peak_rss();
+    SessionOptions o;
+    o.capacity = prompt_len + 8;
+    o.chunk = prompt_len;
+    Session session(model, 1, o);
+    const double t0 = now_s();
+    session.append(p);
+    seconds[fast].push_back(now_s() - t0);
+    rss[fast] = std::max(rss[fast], peak_rss_mib());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double exact_tps = prompt_len / median(seconds[0]), fast_tps = prompt_len / median(seconds[1]);
+  const int V = model.config().vocab_size;
+  const PromptBatch q = synthetic_prompt(model.config(), positions, false);
+  std::vector<float> logits[2];
+  for (int fast = 0; fast < 2; ++fast) {
+    set_exact_gemm(!fast);
+    SessionOptions o;
+    o.capacity = positions + 8;
+    o.chunk = 64;
+    Session s(model, 1, o);
+    logits[fast] = s.append(q, true);
+  }
+  set_exact_gemm(saved);
+  json out = logits_difference(logits[0], logits[1], positions, V);
+  out.update({{"model", label}, {"prompt_tokens", prompt_len}, {"rounds", rounds}, {"exact_tokens_per_s", exact_tps},
+              {"bf16_products_tokens_per_s", fast_tps}, {"speedup", fast_tps / exact_tps}, {"exact_peak_rss_mib", rss[0]},
+              {"bf16_products_peak_rss_mib", rss[1]}, {"positions", positions}});
+  std::printf("%-34s prefill %d: exact %6.1f tokens/s, bf16 products %6.1f tokens/s: %.2fx (medians of %d alternated rounds); "
+              "peak RSS %.0f / %.0f MiB\n",
+              label.c_str(), prompt_len, exact_tps, fast_tps, fast_tps / exact_tps, rounds, rss[0], rss[1]);
+  std::printf("%-34s logits vs exact over %d positions: relative RMS %.2e, mean KL %.2e, top-1 %.3f\n", "", positions,
+              out["logits_relative_rms_error"].get<double>(), out["mean_kl_divergence"].get<double>(), out["top1_agreement"].get<double>());
+  return out;
+}
+
 // Decode on a given folder (the full gemma4-12b quantized, say): a step at a
 // 1K and a 4K-token context (synthetic past) against the weight-bandwidth
 // floor, with the load's peak RSS.
@@ -867,6 +950,14 @@ int run_benchmarks(const BenchOptions& opt) {
       fs::remove_all(g.out_dir);
     }
     r["quantized"] = quantized;
+  }
+  if (wanted("bf16_gemm")) {
+    section("bf16 prefill: bf16 products (AVX512_BF16) against the exact path");
+    MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b-bf16", 1, DType::BF16, {}};
+    if (opt.quick) o.layers = 4;
+    make_model(o);
+    r["bf16_gemm"] = bf16_prefill(o.out_dir, opt.quick ? "gemma3-1b (4 layers) bf16" : "gemma3-1b bf16", 512, 256, opt.quick ? 3 : 5);
+    fs::remove_all(o.out_dir);
   }
   if (!opt.model_dir.empty() && wanted("folder")) {
     section(("decode on " + opt.model_dir).c_str());

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/linear.h"
 #include "kernels/reference_ops.h"
 #include "kernels/simd/kernel_table.h"
@@ -318,7 +319,14 @@ TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
           linear_with(*t, x.data(), rows, w, got.data());
           for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << t->name << " rows " << rows;
         }
-        linear(x.data(), rows, w, got.data());  // BLAS panels from kGemmRows rows
+        {
+          // BLAS panels from kGemmRows rows: the exact path. bf16 weights
+          // may otherwise take bf16 products (test_gemm_bf16.cpp).
+          const bool saved = exact_gemm();
+          set_exact_gemm(true);
+          linear(x.data(), rows, w, got.data());
+          set_exact_gemm(saved);
+        }
         for (size_t k = 0; k < got.size(); ++k) ASSERT_NEAR(got[k], want[k], tol) << "linear rows " << rows;
         if (weight_format_is_blocked(format)) {  // int8 activations: within their own rounding of the f32 result
           WeightMatrix w8 = w;

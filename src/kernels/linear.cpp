@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/thread_pool.h"
+#include "kernels/gemm_bf16.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -232,6 +233,7 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / 32] * float(xq.q[i]);
     return gemm_panels(xd.data(), rows, w, y);
   }
+  if (w.format == WeightFormat::BF16 && bf16_gemm_enabled()) return gemm_bf16(x, rows, w, y);
   gemm_panels(x, rows, w, y);
 }
 

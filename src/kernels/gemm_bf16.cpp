@@ -1,0 +1,64 @@
+#include "kernels/gemm_bf16.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/aligned_vector.h"
+#include "core/thread_pool.h"
+#include "kernels/simd/gemm_bf16_avx512.h"
+#include "kernels/simd/kernel_table.h"
+
+namespace splitdec {
+
+namespace {
+std::atomic<bool>& exact_flag() {
+  static std::atomic<bool> exact = [] {
+    const char* v = std::getenv("SPLITDEC_EXACT_GEMM");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return exact;
+}
+}  // namespace
+
+bool exact_gemm() { return exact_flag().load(std::memory_order_relaxed); }
+void set_exact_gemm(bool exact) { exact_flag().store(exact, std::memory_order_relaxed); }
+
+bool bf16_gemm_supported() {
+  static const bool supported = __builtin_cpu_supports("avx512bf16") && std::strcmp(simd::best().name, "avx512") == 0;
+  return supported;
+}
+
+bool bf16_gemm_enabled() { return !exact_gemm() && bf16_gemm_supported(); }
+
+void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
+  const int pairs = (w.in + 1) / 2;
+  // x rounded to bf16 pairs once per call, not once per panel. The caller's
+  // buffer, reused: pool threads only read it.
+  thread_local AlignedVector<uint32_t> x_pairs_scratch;
+  AlignedVector<uint32_t>& x_pairs = x_pairs_scratch;
+  x_pairs.resize(size_t(rows) * size_t(pairs));
+  const auto pool = ThreadPool::global();
+  pool->parallel_for(
+      rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) simd::bf16_pairs_from_f32(x + r * w.in, w.in, x_pairs.data() + r * pairs);
+      },
+      std::max<int64_t>(1, (int64_t(1) << 15) / std::max(1, w.in)));
+  // Panels as gemm_panels cuts them (a multiple of 16 outputs, 64-256, at
+  // least ~8 per matrix), so each thread packs a panel's weights once for
+  // all rows. Edges depend on the matrix only; the sums on neither.
+  const int panel = std::clamp((w.out + 8 * 16 - 1) / (8 * 16) * 16, 64, 256);
+  const int64_t panels = (w.out + panel - 1) / panel;
+  const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
+  pool->parallel_for(panels, [&](int64_t p0, int64_t p1) {
+    thread_local AlignedVector<uint32_t> packed;  // this pool thread's
+    packed.resize(simd::bf16_panel_scratch_words(panel));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int o0 = int(p * panel), n = std::min(panel, w.out - o0);
+      simd::gemm_bf16_panel(x_pairs.data(), rows, wb, w.in, o0, n, y + o0, w.out, packed.data());
+    }
+  });
+}
+
+}  // namespace splitdec

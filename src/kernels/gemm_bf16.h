@@ -1,0 +1,34 @@
+// Prefill GEMM on bf16 weights with AVX512_BF16 (vdpbf16ps):
+// y[rows][out] = x[rows][in] * W[out][in]^T with every x rounded to bf16
+// (nearest even) and every product of two bf16 values exact in f32, summed
+// in f32. This is the precision llama.cpp's bf16 prefill has (issue 30's
+// precision decision); f32 weights and the reference plan never take it.
+// The naive reference is ref::linear_bf16_products (reference_gemm_bf16.h);
+// docs/kernels.md has the layout and the measured deviation.
+#pragma once
+
+#include "kernels/weight_matrix.h"
+
+namespace splitdec {
+
+// The exact switch: true keeps every GEMM in f32 products (bf16 weights
+// expanded to f32 for BLAS). Starts as SPLITDEC_EXACT_GEMM=1 in the
+// environment says; tests that compare with f32 oracles at tight
+// tolerances and the bench's A/B set it.
+bool exact_gemm();
+void set_exact_gemm(bool exact);
+
+// Whether the CPU has AVX512_BF16 and the chosen SIMD table is AVX-512
+// (SPLITDEC_SIMD=avx2 or generic turns the kernel off).
+bool bf16_gemm_supported();
+// Whether linear() sends prefill GEMMs on bf16 weights here: supported and
+// not exact_gemm().
+bool bf16_gemm_enabled();
+
+// w must be BF16 and bf16_gemm_supported(). Output panels are spread over
+// the thread pool; each result is one f32 sum in a fixed order (k pairs in
+// order, see the reference), so it depends on neither the thread count nor
+// the other rows.
+void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
+
+}  // namespace splitdec

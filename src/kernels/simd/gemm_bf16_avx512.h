@@ -1,0 +1,30 @@
+// The AVX512_BF16 pieces of gemm_bf16 (kernels/gemm_bf16.h), compiled in
+// their own translation unit with -mavx512bf16; call them only when the CPU
+// has it. Activations and weights travel as bf16 pairs in uint32 words
+// (low half: even k, high half: odd k; an odd `in` pads its last pair with
+// a zero), the operand vdpbf16ps takes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace splitdec::simd {
+
+// Outputs per strip of a packed panel: two zmm of 16 f32 sums.
+constexpr int kBf16StripOutputs = 32;
+
+// One row of `in` f32 values to (in + 1) / 2 bf16 pairs, round to nearest even.
+void bf16_pairs_from_f32(const float* x, int in, uint32_t* dst);
+
+// Words of scratch gemm_bf16_panel needs for a panel of n outputs (one
+// k block of it packed: at most 256 KiB).
+size_t bf16_panel_scratch_words(int n);
+
+// y[r][j] = sum over k of x[r][k] * w[o0 + j][k] for r < rows, j < n, each a
+// single f32 sum taken k pair by k pair in order (vdpbf16ps). x: rows of
+// (in + 1) / 2 pairs (bf16_pairs_from_f32); w: bf16 weight rows of `in`
+// from row 0; y: row 0, column o0, rows ldy floats apart. The weight rows
+// are packed one k block at a time into `scratch` (64-byte aligned), as
+// strips of 32 outputs with each output's pairs side by side.
+void gemm_bf16_panel(const uint32_t* x, int rows, const uint16_t* w, int in, int o0, int n, float* y, int64_t ldy, uint32_t* scratch);
+}  // namespace splitdec::simd

@@ -1,0 +1,184 @@
+// The AVX512_BF16 prefill GEMM (kernels/gemm_bf16.h) against its naive
+// reference on edge shapes, and how linear() routes to it. Skipped where
+// the CPU lacks AVX512_BF16 or SPLITDEC_SIMD picks another table.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "generate/generator.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/linear.h"
+#include "kernels/reference_gemm_bf16.h"
+#include "kernels/reference_ops.h"
+#include "pipeline/session.h"
+#include "test_prompts.h"
+#include "test_support.h"
+
+using namespace splitdec;
+
+namespace {
+
+std::vector<float> random_vec(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& f : v) f = d(rng);
+  return v;
+}
+
+// Restores the exact switch a test changes.
+struct ExactGemmScope {
+  bool saved = exact_gemm();
+  explicit ExactGemmScope(bool exact) { set_exact_gemm(exact); }
+  ~ExactGemmScope() { set_exact_gemm(saved); }
+};
+
+// Kernel and reference each sum the same exact products in f32, in orders
+// that may differ (the hardware's pairing is not the reference's promise),
+// so each is within gamma_in = in * 2^-24 of sum |products| of the true sum.
+float tolerance(const float* x, const uint16_t* w, int in) {
+  double sum_abs = 0;
+  for (int k = 0; k < in; ++k) sum_abs += std::abs(double(bf16_to_f32(f32_to_bf16(x[k]))) * double(bf16_to_f32(w[k])));
+  return float(2.0 * in * std::ldexp(1.0, -24) * sum_abs * 1.01);
+}
+
+// Compares gemm_bf16 with the reference on one shape; returns how many
+// results were bit-identical.
+int64_t expect_matches_reference(std::mt19937& rng, int rows, int out, int in) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out) + " in " + std::to_string(in));
+  const auto wf = random_vec(rng, size_t(out) * size_t(in));
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
+  const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
+  const auto x = random_vec(rng, size_t(rows) * size_t(in));
+  std::vector<float> want(size_t(rows) * size_t(out)), got(want.size(), NAN);
+  ref::linear_bf16_products(x.data(), rows, in, wb, out, want.data());
+  gemm_bf16(x.data(), rows, w, got.data());
+  int64_t same = 0;
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      const size_t k = size_t(r) * size_t(out) + size_t(o);
+      const float tol = tolerance(x.data() + size_t(r) * size_t(in), wb + size_t(o) * size_t(in), in);
+      EXPECT_NEAR(got[k], want[k], tol) << "row " << r << " output " << o;
+      same += got[k] == want[k];
+    }
+  return same;
+}
+
+}  // namespace
+
+TEST(GemmBf16, MatchesTheNaiveReferenceOnEdgeShapes) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
+  std::mt19937 rng(3);
+  int64_t same = 0, all = 0;
+  // Every row count of the 12-row tiles and their tails, on strips of 32
+  // and 16 outputs with masked edges, in not a multiple of 32, in odd.
+  for (int rows = 1; rows <= 33; ++rows)
+    for (auto [out, in] : {std::pair{17, 33}, {48, 64}, {45, 7}}) {
+      same += expect_matches_reference(rng, rows, out, in);
+      all += int64_t(rows) * out;
+    }
+  // Shapes: one output, several panels (300: panels of 64), a panel edge
+  // inside a strip, k blocks of 512 and a short last one, in = 0, 1 and 2.
+  for (int rows : {1, 5, 16, 21})
+    for (auto [out, in] : {std::pair{5, 0}, {1, 1}, {1, 2}, {16, 31}, {31, 129}, {33, 96}, {70, 513}, {300, 96}, {129, 1031}, {260, 1536}}) {
+      same += expect_matches_reference(rng, rows, out, in);
+      all += int64_t(rows) * out;
+    }
+  std::printf("bit-identical to the reference's order: %lld of %lld\n", (long long)same, (long long)all);
+}
+
+// The sums depend on neither the thread count nor the other rows: a row
+// gives the same bits alone in a block of 16 or inside a bigger one.
+TEST(GemmBf16, ResultsDependOnNeitherThreadsNorOtherRows) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
+  std::mt19937 rng(4);
+  const int out = 600, in = 1152, rows = 40;
+  const auto wf = random_vec(rng, size_t(out) * size_t(in));
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
+  const auto x = random_vec(rng, size_t(rows) * size_t(in));
+  std::vector<float> two(size_t(rows) * size_t(out)), one(two.size()), part(size_t(16) * size_t(out));
+  ThreadPool::set_threads(2);
+  gemm_bf16(x.data(), rows, w, two.data());
+  ThreadPool::set_threads(1);
+  gemm_bf16(x.data(), rows, w, one.data());
+  ThreadPool::set_threads(0);
+  EXPECT_EQ(one, two);
+  gemm_bf16(x.data() + size_t(7) * size_t(in), 16, w, part.data());  // rows 7..22
+  for (size_t k = 0; k < part.size(); ++k) ASSERT_EQ(part[k], two[size_t(7) * size_t(out) + k]) << k;
+}
+
+// linear() takes the kernel for bf16 weights from kGemmRows rows, unless
+// exact: then it stays within f32 rounding of the f32 reference on the
+// bf16 weight values, as every other GEMM does. Runs on every CPU.
+TEST(GemmBf16, LinearTakesItForBf16PrefillUnlessExact) {
+  std::mt19937 rng(5);
+  const int out = 200, in = 300;
+  auto wf = random_vec(rng, size_t(out) * size_t(in));
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
+  for (float& v : wf) v = bf16_to_f32(f32_to_bf16(v));
+  for (int rows : {kGemmRows - 1, kGemmRows, 33}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const auto x = random_vec(rng, size_t(rows) * size_t(in));
+    std::vector<float> exact(size_t(rows) * size_t(out)), fast(exact.size()), kernel(exact.size()), want(exact.size());
+    ref::linear(x.data(), rows, in, wf.data(), out, want.data());
+    {
+      ExactGemmScope scope(true);
+      EXPECT_FALSE(bf16_gemm_enabled());
+      linear(x.data(), rows, w, exact.data());
+    }
+    for (size_t k = 0; k < exact.size(); ++k) ASSERT_NEAR(exact[k], want[k], 2e-5f * in) << k;
+    ExactGemmScope scope(false);
+    EXPECT_EQ(bf16_gemm_enabled(), bf16_gemm_supported());
+    linear(x.data(), rows, w, fast.data());
+    if (!bf16_gemm_supported() || rows < kGemmRows) {
+      EXPECT_EQ(fast, exact);
+      continue;
+    }
+    gemm_bf16(x.data(), rows, w, kernel.data());
+    EXPECT_EQ(fast, kernel);
+    // bf16-rounded activations: each product off by at most 2^-8 of itself.
+    for (size_t k = 0; k < fast.size(); ++k) ASSERT_NEAR(fast[k], want[k], std::ldexp(1.f, -8) * in) << k;
+  }
+}
+
+// Every plan shares the linear layers and hands them the same rows, so
+// with bf16 products on (a bf16 tiny model, chunks of 64: the prompt's 59
+// rows take the GEMM) the plans still produce the same tokens. single's
+// logits move further from split's than on the exact path (rel RMS 5.7e-4
+// against 2.3e-6; max 1.2e-2 against 1.6e-5): its dense-bias attention
+// differs from the masked one in f32 rounding, and where that moves an
+// activation across a bf16 rounding boundary its products move by 2^-9.
+// The bound is the deviation the bf16 products may cost (bench bf16_gemm:
+// 6.8e-3 against the exact path on gemma3-1b), relative RMS 1e-2.
+TEST(GemmBf16, PlansAgreeWithBf16Products) {
+  const Model m = Model::load(test::tiny_model_dir("tiny-gemma4", 0, "bf16"));
+  ASSERT_EQ(m.weights().layers[0].up_proj.format, WeightFormat::BF16);
+  test::SeqBuilder s(m.config(), 12);
+  s.text(20).media(Modality::Image, 16).text(20);
+  const PromptBatch p = test::batch_of({s}, m.config().pad_token_id);
+  ExactGemmScope scope(false);
+  const Plan kPlans[] = {Plan::Split, Plan::Single, Plan::SplitCopy, Plan::Unified};
+  std::vector<GenerationResult> results;
+  for (Plan plan : kPlans) {
+    SessionOptions o;
+    o.capacity = 96;
+    o.chunk = 64;
+    o.plan = plan;
+    Session session(m, 1, o);
+    results.push_back(generate_greedy(session, {{p, 8}}));
+  }
+  for (size_t i = 1; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].tokens, results[0].tokens) << "plan " << i;
+    const std::vector<float>&a = results[i].prompt_logits, &b = results[0].prompt_logits;
+    ASSERT_EQ(a.size(), b.size());
+    double err = 0, scale = 0;
+    for (size_t k = 0; k < a.size(); ++k) err += double(a[k] - b[k]) * (a[k] - b[k]), scale += double(b[k]) * b[k];
+    std::printf("plan %s: prompt logits %.2e rel RMS from plan split\n", plan_name(kPlans[i]), std::sqrt(err / scale));
+    EXPECT_LT(std::sqrt(err / scale), 1e-2) << "plan " << i;
+  }
+}
