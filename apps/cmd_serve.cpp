@@ -33,7 +33,7 @@ struct ServeFlags {
   int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
   int64_t max_length = 4096, max_body_mb = 64, max_inflight_mb = 256;
   double header_timeout = 10, body_timeout = 60;
-  int max_connections = 1024, max_encodes = 1, max_media = 16;
+  int max_connections = 1024, max_encodes = 1, max_media = 16, media_cache_mb = 256;
   int64_t max_image_pixels = int64_t(1) << 26;
   int image_tokens = 0;
   bool pan_and_scan = false;
@@ -62,6 +62,7 @@ int run(const ServeFlags& f) {
   check_range("--port", f.port, 0, 65535);
   check_range("--max-encodes", f.max_encodes, 1, 1024);
   check_range("--max-media", f.max_media, 0, 4096);
+  check_range("--media-cache-mb", f.media_cache_mb, 0, 1 << 20);
   check_range("--max-image-pixels", double(f.max_image_pixels), 1, double(kMaxImagePixels));
   check_range("--header-timeout", f.header_timeout, 0.1, 3600);
   check_range("--body-timeout", f.body_timeout, 0.1, 3600);
@@ -93,6 +94,7 @@ int run(const ServeFlags& f) {
   o.limits.max_connections = size_t(f.max_connections);
   o.max_concurrent_encodes = f.max_encodes;
   o.max_media = f.max_media;
+  o.media_cache_bytes = size_t(f.media_cache_mb) << 20;
   o.limits.head_timeout = std::chrono::milliseconds(int64_t(f.header_timeout * 1000));
   o.limits.body_timeout = std::chrono::milliseconds(int64_t(f.body_timeout * 1000));
   o.image = {f.image_tokens, f.pan_and_scan, f.max_image_pixels};
@@ -148,6 +150,9 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--max-image-pixels", f->max_image_pixels,
                   "largest image a request may send, in pixels (default 67108864 = 2^26; more: 400 before decoding)");
   cmd->add_option("--max-media", f->max_media, "media parts one request may hold (default 16; more: 400)");
+  cmd->add_option("--media-cache-mb", f->media_cache_mb,
+                  "encoded media kept by content, so an image sent again (each turn of a chat) is not encoded again "
+                  "(default 256; 0: off)");
   cmd->add_option("--header-timeout", f->header_timeout, "seconds a request's head may take to arrive (default 10; then 408)");
   cmd->add_option("--body-timeout", f->body_timeout, "seconds a request's body may take to arrive (default 60; then 408)");
   cmd->add_option("-t,--threads", f->threads, "worker threads (default: all cores)");

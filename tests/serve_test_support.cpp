@@ -39,6 +39,7 @@ TestServer::TestServer(const TestServerOptions& o) {
   sv.limits = o.limits;
   sv.limits.max_body_bytes = o.max_body_bytes;
   sv.image = o.image;
+  sv.media_cache_bytes = o.media_cache_bytes;
   server_ = std::make_unique<serve::HttpServer>(engine_, sv, so);
   port_ = server_->bind();
   thread_ = std::thread([this] { server_->serve(); });

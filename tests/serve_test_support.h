@@ -24,6 +24,7 @@ struct TestServerOptions {
   size_t max_body_bytes = size_t(1) << 20;
   serve::HttpLimits limits{};  // timeouts, head size, bodies in flight (max_body_bytes above is its body size)
   ImageOptions image{};  // the server's --image-tokens / --pan-and-scan
+  size_t media_cache_bytes = size_t(256) << 20;  // --media-cache-mb
 };
 
 class TestServer {

@@ -20,6 +20,7 @@
 #include "generate/step_generator.h"
 #include "pipeline/session.h"
 #include "prompt/prompt_text.h"
+#include "media/encoded_media_cache.h"
 #include "serve/api_error.h"
 #include "core/base64.h"
 #include "serve/chat_input.h"
@@ -945,6 +946,80 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
   // Its media had a turn, timed (and its parse counts in its time to first token).
   EXPECT_GE(metric(s, "splitdec_media_seconds_count"), 1);
   EXPECT_EQ(metric(s, "splitdec_media_waiting"), 0);
+}
+
+// The encoded-media cache: exact keys, least recently used first out, an
+// entry larger than the budget not kept, counts of what happened.
+TEST(ServeUnits, EncodedMediaCacheKeepsTheMostRecentWithinItsBudget) {
+  auto rows = [](float v, int n) {
+    MediaEmbeddings m;
+    m.rows = 1;
+    m.data.assign(size_t(n), v);
+    return m;
+  };
+  const size_t entry = 1 + 100 * sizeof(float);  // a one-byte key and 100 floats
+  EncodedMediaCache cache(3 * entry);
+  cache.insert("a", rows(1, 100));
+  cache.insert("b", rows(2, 100));
+  cache.insert("c", rows(3, 100));
+  ASSERT_TRUE(cache.find("a"));  // now the most recent: b goes first
+  cache.insert("d", rows(4, 100));
+  EXPECT_FALSE(cache.find("b"));
+  EXPECT_EQ(cache.find("a")->data[0], 1.f);
+  EXPECT_EQ(cache.find("c")->data[0], 3.f);
+  EXPECT_EQ(cache.find("d")->data[0], 4.f);
+  cache.insert("e", rows(5, 1000));  // larger than the whole budget: not kept, nothing evicted
+  EXPECT_FALSE(cache.find("e"));
+  EXPECT_TRUE(cache.find("a"));
+  const EncodedMediaCache::Stats st = cache.stats();
+  EXPECT_EQ(st.entries, 3);
+  EXPECT_EQ(st.bytes, int64_t(3 * entry));
+  EXPECT_EQ(st.evictions, 1);
+  EXPECT_EQ(st.hits, 5);
+  EXPECT_EQ(st.misses, 2);
+  // Keys are compared whole: a key that differs in its last byte is another entry.
+  EncodedMediaCache big(size_t(1) << 20);
+  std::string k1(4096, 'x'), k2 = k1;
+  k2.back() = 'y';
+  big.insert(k1, rows(1, 4));
+  EXPECT_FALSE(big.find(k2));
+  EXPECT_TRUE(big.find(k1));
+}
+
+// The same image sent again (each turn of an OpenAI client's chat) is taken
+// from the encoded-media cache: the same reply, one encode; another image,
+// or another pan_and_scan, is encoded; --media-cache-mb 0 keeps nothing.
+TEST(Serve, AnImageSentAgainIsNotEncodedAgain) {
+  auto body = [](const char* png, bool pan = false) {
+    return json{{"messages", {{{"role", "user"},
+                               {"content", {{{"type", "image_url"},
+                                             {"image_url", {{"url", "data:image/png;base64," + test::base64_encode(test::read_file(png))}}}},
+                                            {{"type", "text"}, {"text", "What is in this picture?"}}}}}}},
+                {"temperature", 0},
+                {"max_tokens", 4},
+                {"pan_and_scan", pan}}
+        .dump();
+  };
+  auto reply = [](const Answer& a) { return a.status == 200 ? a.body["choices"][0]["message"]["content"].get<std::string>() : a.raw; };
+  TestServerOptions o;
+  o.max_length = 1024;
+  TestServer s(o);
+  const std::string first = reply(post(s, "/v1/chat/completions", body(DEMO_PNG)));
+  EXPECT_EQ(metric(s, "splitdec_media_cache_misses_total"), 1);
+  EXPECT_EQ(reply(post(s, "/v1/chat/completions", body(DEMO_PNG))), first);
+  EXPECT_EQ(metric(s, "splitdec_media_cache_hits_total"), 1);
+  EXPECT_GT(metric(s, "splitdec_media_cache_bytes"), 0);
+  post(s, "/v1/chat/completions", body(WIDE_PNG));
+  post(s, "/v1/chat/completions", body(WIDE_PNG, true));
+  EXPECT_EQ(metric(s, "splitdec_media_cache_misses_total"), 3);
+  EXPECT_EQ(metric(s, "splitdec_media_cache_hits_total"), 1);
+
+  o.media_cache_bytes = 0;
+  TestServer off(o);
+  EXPECT_EQ(reply(post(off, "/v1/chat/completions", body(DEMO_PNG))), first);
+  EXPECT_EQ(reply(post(off, "/v1/chat/completions", body(DEMO_PNG))), first);
+  EXPECT_EQ(metric(off, "splitdec_media_cache_hits_total"), 0);
+  EXPECT_EQ(metric(off, "splitdec_media_cache_bytes"), 0);
 }
 
 // splitdec's request extension image_tokens: the Gemma-4 soft-token budget

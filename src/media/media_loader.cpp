@@ -92,8 +92,20 @@ void MediaLoader::require(bool audio, const std::string& name) const {
                    " file, but no media frontend is loaded; pass post-projector embeddings (.npy / .safetensors)");
 }
 
+// Files a cache reads whole to key them: larger ones are encoded uncached.
+constexpr std::uintmax_t kMaxCachedFileBytes = 64 << 20;
+
 MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) const {
   if (is_embeddings_name(path)) return load_media_embeddings(path, *config_);
+  if (cache_ && !count_only_) {
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size <= kMaxCachedFileBytes) {
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes(size_t(size), '\0');
+      if (in.read(bytes.data(), std::streamsize(size)) && in.gcount() == std::streamsize(size)) return load_bytes(bytes, path, kind);
+    }
+  }
   const std::string head = read_head(path, 16);
   const auto* bytes = reinterpret_cast<const uint8_t*>(head.data());
   if (looks_like_image(bytes, head.size())) {
@@ -112,7 +124,26 @@ MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) c
                    "; or embeddings: .npy, .safetensors)");
 }
 
+std::string MediaLoader::cache_key(const std::string& bytes, Modality kind) const {
+  // Everything the rows depend on besides the model: the placeholder's kind
+  // and the image options (max_pixels only refuses, it never changes rows).
+  return std::to_string(int(kind)) + "/" + std::to_string(image_.image_tokens) + "/" + (image_.pan_and_scan ? "pan" : "whole") +
+         "/" + bytes;
+}
+
 MediaEmbeddings MediaLoader::load_bytes(const std::string& bytes, const std::string& name, Modality kind) const {
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const bool encoded = looks_like_image(data, bytes.size()) ||
+                       looks_like_audio(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  if (!cache_ || count_only_ || !encoded) return load_bytes_uncached(bytes, name, kind);
+  const std::string key = cache_key(bytes, kind);
+  if (std::optional<MediaEmbeddings> hit = cache_->find(key)) return std::move(*hit);
+  MediaEmbeddings rows = load_bytes_uncached(bytes, name, kind);
+  cache_->insert(key, rows);
+  return rows;
+}
+
+MediaEmbeddings MediaLoader::load_bytes_uncached(const std::string& bytes, const std::string& name, Modality kind) const {
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
   if (looks_like_image(data, bytes.size())) {
     if (kind == Modality::Audio) throw InputError(name + ": an image given as audio");

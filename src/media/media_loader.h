@@ -9,6 +9,7 @@
 #include <string>
 
 #include "io/media_embeddings.h"
+#include "media/encoded_media_cache.h"
 #include "media/media_frontend.h"
 #include "splitdec/modality.h"
 
@@ -32,6 +33,14 @@ class MediaLoader {
   // Bytes in memory (a server's data: URL); `name` is used in messages.
   MediaEmbeddings load_bytes(const std::string& bytes, const std::string& name, Modality kind) const;
 
+  // The same loader, keeping what it encodes in `cache` and taking it from
+  // there when the same bytes come again with the same options.
+  MediaLoader with_cache(std::shared_ptr<EncodedMediaCache> cache) const {
+    MediaLoader copy = *this;
+    copy.cache_ = std::move(cache);
+    return copy;
+  }
+
   const ModelConfig& config() const { return *config_; }
   const MediaFrontend* frontend() const { return frontend_.get(); }
   const ImageOptions& image_options() const { return image_; }
@@ -47,10 +56,13 @@ class MediaLoader {
   void require(bool audio, const std::string& name) const;
   MediaEmbeddings encode_image(const RgbImage& image) const;
   MediaEmbeddings encode_audio(const AudioClip& clip) const;
+  MediaEmbeddings load_bytes_uncached(const std::string& bytes, const std::string& name, Modality kind) const;
+  std::string cache_key(const std::string& bytes, Modality kind) const;
   const ModelConfig* config_;
   std::shared_ptr<const MediaFrontend> frontend_;
   ImageOptions image_;
   bool count_only_ = false;
+  std::shared_ptr<EncodedMediaCache> cache_;  // null: none
 };
 
 }  // namespace splitdec

@@ -186,7 +186,7 @@ struct HttpServer::Impl {
     if (req.path == "/ready")
       return json_response(draining ? 503 : 200, draining ? R"({"status":"draining"})" : R"({"status":"ready"})");
     if (req.path == "/metrics") {
-      HttpResponse r = json_response(200, metrics.render());
+      HttpResponse r = json_response(200, metrics.render() + media_cache_metrics());
       r.content_type = "text/plain; version=0.0.4";
       return r;
     }
@@ -223,6 +223,21 @@ struct HttpServer::Impl {
   // `max_concurrent_encodes` at once; a request waits for its turn (and
   // gives it up if its client leaves meanwhile).
   std::counting_semaphore<1024> encode_slots;
+  // Requests' images and audio by content (null with --media-cache-mb 0).
+  const std::shared_ptr<EncodedMediaCache> media_cache =
+      options.media_cache_bytes > 0 ? std::make_shared<EncodedMediaCache>(options.media_cache_bytes) : nullptr;
+  std::string media_cache_metrics() const {
+    const EncodedMediaCache::Stats s = media_cache ? media_cache->stats() : EncodedMediaCache::Stats{};
+    std::string out;
+    auto line = [&](const char* name, const char* type, const char* help, int64_t v) {
+      out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + std::to_string(v) + "\n";
+    };
+    line("splitdec_media_cache_hits_total", "counter", "Images and audio taken from the encoded-media cache, not encoded.", s.hits);
+    line("splitdec_media_cache_misses_total", "counter", "Images and audio encoded (not in the cache).", s.misses);
+    line("splitdec_media_cache_evictions_total", "counter", "Encoded media dropped for the cache's byte budget.", s.evictions);
+    line("splitdec_media_cache_bytes", "gauge", "Bytes the encoded-media cache holds (--media-cache-mb).", s.bytes);
+    return out;
+  }
   struct EncodeSlot {
     Impl& s;
     std::chrono::steady_clock::time_point start;
@@ -282,7 +297,7 @@ struct HttpServer::Impl {
       GenerationParams params = admission(r);
       const auto& kinds = r.prompt.modality;
       if (std::any_of(kinds.begin(), kinds.end(), [](Modality m) { return m != Modality::Text; })) {
-        r = parse(MediaLoader(e.model.config(), e.frontend, options.image));
+        r = parse(MediaLoader(e.model.config(), e.frontend, options.image).with_cache(media_cache));
         params = admission(r);
       }
       slot.reset();

@@ -28,6 +28,7 @@ struct ServerOptions {
   JsonLimits json;    // request JSON nesting and size, checked before it is parsed
   int max_media = 16;  // media parts in one request (--max-media)
   int max_concurrent_encodes = 1;  // media decoded and encoded at once (--max-encodes); more requests wait
+  size_t media_cache_bytes = size_t(256) << 20;  // encoded media kept by content (--media-cache-mb); 0: none
   ImageOptions image;  // requests' defaults (--image-tokens, --pan-and-scan); a request may override them
 };
 
