@@ -4,7 +4,8 @@
 # alternated (bench/ab/ab_attend_keys.cpp). Both tables, f32/bf16/f16/q8 KV.
 #   scripts/ab_attend_keys.sh [REV] [CONTEXT] [HEAD_DIM]
 # AB=matvec runs the decode matvec row kernels instead (bench/ab/ab_matvec.cpp;
-# ROWS=4 for four x rows per call, a batched decode);
+# ROWS=4 for four x rows per call, a batched decode; TYPES picks weight types
+# among f32 bf16 f16 q4);
 # NEW_FLAGS adds compiler flags to the working tree's build (-D variants).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ grep -q avx512f /proc/cpuinfo && tables=(avx512 avx2)
 if [ "${AB:-attend}" = matvec ]; then
   g++ "${flags[@]}" bench/ab/ab_matvec.cpp "$out"/*.o -lpthread -o "$out/ab"
   for isa in "${tables[@]}"; do
-    for w in f32 bf16 f16; do
+    for w in ${TYPES:-f32 bf16 f16 q4}; do
       "$out/ab" "$w" "$isa"
     done
   done

@@ -517,6 +517,40 @@ TEST(Q4_0, QuantizesAsLlamaCppAndWithinHalfAStep) {
   EXPECT_THROW((void)WeightMatrix::from_f32(WeightFormat::Q4_0, 1, 32, huge.data()), InputError);
 }
 
+// The AVX-512 Q4_0 x q8_0 kernel works on two blocks per register, each
+// half being the AVX2 kernel's even or odd accumulator: the two give the same
+// bits, for even and odd block counts, any nibbles and activations.
+TEST(Q4_0, Avx512ActivationKernelGivesTheAvx2KernelsBits) {
+  const auto tables = simd::available();
+  if (std::find(tables.begin(), tables.end(), &simd::avx512_table()) == tables.end()) GTEST_SKIP() << "no AVX-512 here";
+  const simd::KernelTable &wide = simd::avx512_table(), &narrow = simd::avx2_table();
+  std::mt19937 rng(31);
+  for (int n : {32, 64, 96, 160, 1152, 4128}) {
+    const int blocks = n / 32;
+    std::vector<uint8_t> w(size_t(blocks) * 18);
+    for (int b = 0; b < blocks; ++b) {
+      const uint16_t h = uint16_t(0x2000 + rng() % 0x3000);  // f16 scales from ~1e-4 to ~100
+      std::memcpy(&w[size_t(b) * 18], &h, 2);
+      for (int j = 0; j < 16; ++j) w[size_t(b) * 18 + 2 + size_t(j)] = uint8_t(rng());
+    }
+    std::vector<std::vector<float>> scale(4, std::vector<float>(size_t(blocks)));
+    std::vector<std::vector<int8_t>> q(4, std::vector<int8_t>(size_t(n)));
+    for (auto& row : scale)
+      for (float& v : row) v = std::ldexp(float(rng() % 1000 + 1), -int(rng() % 20));
+    for (auto& row : q)
+      for (int8_t& v : row) v = int8_t(int(rng() % 255) - 127);
+    const float* sp[4] = {scale[0].data(), scale[1].data(), scale[2].data(), scale[3].data()};
+    const int8_t* qp[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
+    float a[4], b4[4];
+    wide.dot4_q4_q8(sp, qp, w.data(), n, a);
+    narrow.dot4_q4_q8(sp, qp, w.data(), n, b4);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(a[r], b4[r]) << "n " << n << " row " << r;
+      EXPECT_EQ(wide.dot_q4_q8(sp[r], qp[r], w.data(), n), narrow.dot_q4_q8(sp[r], qp[r], w.data(), n)) << "n " << n;
+    }
+  }
+}
+
 // Every table's Q4_0 kernels: expansion d * (nibble - 8) exactly, the f32
 // dot against a float64 sum over those values, the dot against q8_0
 // activations against the exact integer block sums; dot4 = dot bit for bit.

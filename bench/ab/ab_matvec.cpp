@@ -7,7 +7,10 @@
 // With ROWS=4 in the environment: four x rows per call (a batched decode),
 // through dot4x2_* where a build has it, else dot4_* one weight row a call.
 //
-// usage: ab_matvec f32|bf16|f16 [avx2]
+// q4: Q4_0 weights against q8_0 activations (dot_q4_q8 / dot4_q4_q8, one
+// weight row a call), as a q4 model decodes.
+//
+// usage: ab_matvec f32|bf16|f16|q4 [avx2]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,7 +24,7 @@ namespace splitdec::simd { const KernelTable& old_avx512_table(); const KernelTa
 using namespace splitdec;
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s f32|bf16|f16 [avx2]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s f32|bf16|f16|q4 [avx2]\n", argv[0]);
     return 2;
   }
   std::string ty = argv[1];
@@ -31,7 +34,16 @@ int main(int argc, char** argv) {
   const int out = std::getenv("OUT") ? std::atoi(std::getenv("OUT")) : 16384, in = std::getenv("IN") ? std::atoi(std::getenv("IN")) : 4096;
   const size_t n = size_t(out) * in;
   // Cache-line aligned, as the runtime's weights and activations are.
-  AlignedVector<float> wf; AlignedVector<uint16_t> w16; if (ty == "f32") wf.assign(n, 0.01f); else w16.assign(n, 0x3c00);
+  AlignedVector<float> wf; AlignedVector<uint16_t> w16; AlignedVector<uint8_t> wq;
+  if (ty == "f32") wf.assign(n, 0.01f);
+  else if (ty == "q4") {
+    const size_t row_bytes = size_t(in / 32) * 18;  // Q4_0: {f16 d, 16 bytes of nibbles} per 32 weights
+    wq.assign(size_t(out) * row_bytes, 0x5a);
+    for (size_t b = 0; b < wq.size(); b += 18) wq[b] = 0x00, wq[b + 1] = 0x3c;  // d = 1
+  } else w16.assign(n, 0x3c00);
+  const size_t q4_row = size_t(in / 32) * 18;
+  std::vector<float> xscale(size_t(4) * (in / 32), 0.01f);
+  std::vector<int8_t> xq(size_t(4) * in, 37);
   const std::string rows_env = std::getenv("ROWS") ? std::getenv("ROWS") : "1";
   if (rows_env != "1" && rows_env != "4") {
     std::fprintf(stderr, "ROWS must be 1 or 4, not %s\n", rows_env.c_str());
@@ -43,6 +55,16 @@ int main(int argc, char** argv) {
   // Four rows: pairs through dot4x2 (across the range's halves, as linear()
   // runs a batched matvec) where the table has it, else dot4 per row.
   auto half4 = [&](const simd::KernelTable& t, int o0, int o1) {
+    if (ty == "q4") {
+      const float* s4[4] = {xscale.data(), xscale.data() + in / 32, xscale.data() + 2 * (in / 32), xscale.data() + 3 * (in / 32)};
+      const int8_t* q4[4] = {xq.data(), xq.data() + in, xq.data() + 2 * in, xq.data() + 3 * in};
+      float o4[4];
+      for (int o = o0; o < o1; ++o) {
+        t.dot4_q4_q8(s4, q4, wq.data() + size_t(o) * q4_row, in, o4);
+        for (int r = 0; r < 4; ++r) y[size_t(r) * out + o] = o4[r];
+      }
+      return;
+    }
     const bool pairs = ty == "f32" ? t.dot4x2_f32 != nullptr : ty == "bf16" ? t.dot4x2_bf16 != nullptr : t.dot4x2_f16 != nullptr;
     const int h = pairs ? (o1 - o0) / 2 : 0;
     float o8[8];
@@ -66,6 +88,10 @@ int main(int argc, char** argv) {
   // thread's range with row i of its second half (as linear() runs a
   // single-row matvec), else one dot per row.
   auto half = [&](const simd::KernelTable& t, int o0, int o1) {
+    if (ty == "q4") {
+      for (int o = o0; o < o1; ++o) y[o] = t.dot_q4_q8(xscale.data(), xq.data(), wq.data() + size_t(o) * q4_row, in);
+      return;
+    }
     const bool pairs = ty == "f32" ? t.dot2_f32 != nullptr : ty == "bf16" ? t.dot2_bf16 != nullptr : t.dot2_f16 != nullptr;
     const int h = pairs ? (o1 - o0) / 2 : 0;
     for (int i = 0; i < h; ++i) {
@@ -98,6 +124,6 @@ int main(int argc, char** argv) {
   std::vector<double> tm[2];
   for (int it = 0; it < 15; ++it) for (int w = 0; w < 2; ++w) tm[w].push_back(run(*T[w]));
   for (auto& v : tm) std::sort(v.begin(), v.end());
-  double bytes = double(n) * (ty == "f32" ? 4 : 2);
+  double bytes = ty == "q4" ? double(wq.size()) : double(n) * (ty == "f32" ? 4 : 2);
   printf("%s%s %s: old %.2f ms (%.1f GB/s) new %.2f ms (%.1f GB/s): new/old speed %.2fx\n", four ? "4 rows " : "", ty.c_str(), a2 ? "avx2" : "avx512", tm[0][7] * 1e3, bytes / tm[0][7] / 1e9, tm[1][7] * 1e3, bytes / tm[1][7] / 1e9, tm[0][7] / tm[1][7]);
 }
