@@ -427,7 +427,8 @@ TEST(ServeUnits, PenaltiesCountEachRequestsOwnTokensInABatch) {
   // Every token the greedy run chose, banned: none of them comes back.
   RequestOptions banned = plain;
   for (int t : batch[0].tokens) banned.sampling.logit_bias[t] = -100.f;
-  for (int t : run({banned, plain})[0].tokens)
+  const std::vector<Ran> without = run({banned, plain});  // kept: a range over a temporary's member would dangle
+  for (int t : without[0].tokens)
     EXPECT_EQ(std::count(batch[0].tokens.begin(), batch[0].tokens.end(), t), 0) << t;
   // An id outside the vocabulary is refused before anything is fed.
   RequestOptions outside = plain;
