@@ -1,7 +1,7 @@
 // Plays `chats` five-turn chats against a running `splitdec serve` as an
 // OpenAI client does (each turn resends every earlier turn and reply),
 // streamed, and prints JSON: per turn, the median time to first token and
-// the last chat's prompt and cached tokens.
+// the last chat's prompt, cached and completion tokens.
 //   node scripts/bench_prefix_cache.mjs URL CHATS TURNS MAX_TOKENS [TAG]
 // TAG starts every chat's first message (a warm-up's chats share nothing with the measured ones).
 const [url, chats = "3", turns = "5", maxTokens = "32", tag = "Chat"] = process.argv.slice(2);
@@ -41,19 +41,21 @@ async function turn(messages) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const ttfts = Array.from({ length: Number(turns) }, () => []);
-let last = null;
+let last = [];  // the last chat's usage per turn
 for (let c = 0; c < Number(chats); ++c) {
   const messages = [];
+  last = [];
   for (let t = 0; t < Number(turns); ++t) {
     messages.push({ role: "user", content: `${tag} ${c}, question ${t}: ${words}` });
     const r = await turn(messages);
     ttfts[t].push(r.ttft);
     messages.push({ role: "assistant", content: r.text });
-    last = r.usage;
+    last.push(r.usage);
   }
 }
 console.log(JSON.stringify({
   ttft_ms_median_per_turn: ttfts.map((xs) => Number(median(xs).toFixed(1))),
-  last_turn_prompt_tokens: last && last.prompt_tokens,
-  last_turn_cached_tokens: last && last.prompt_tokens_details && last.prompt_tokens_details.cached_tokens,
+  prompt_tokens_per_turn: last.map((u) => u && u.prompt_tokens),
+  cached_tokens_per_turn: last.map((u) => u && u.prompt_tokens_details && u.prompt_tokens_details.cached_tokens),
+  completion_tokens_per_turn: last.map((u) => u && u.completion_tokens),
 }));

@@ -16,8 +16,8 @@ bin="$build/splitdec"
 work="$(mktemp -d)"
 trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
 "$bin" make-model --preset gemma3-1b --layers "$layers" --out "$work/model" >/dev/null
-echo "| prefix cache | turn 1..5 TTFT p50 ms | turn 5 prompt tokens | turn 5 cached tokens |"
-echo "|---|---|---|---|"
+echo "| prefix cache | turn 1..5 TTFT p50 ms | prompt tokens per turn | cached tokens per turn | reply tokens per turn |"
+echo "|---|---|---|---|---|"
 for cache in off on; do
   "$bin" serve --model "$work/model" --port 0 --plan "$plan" --max-sequences 4 --max-length 2048 \
     --prefix-cache "$cache" > "$work/out" 2> "$work/err" &
@@ -29,6 +29,7 @@ for cache in off on; do
   node "$root/scripts/bench_prefix_cache.mjs" "http://127.0.0.1:$port" 1 1 4 Warm-up > /dev/null
   node "$root/scripts/bench_prefix_cache.mjs" "http://127.0.0.1:$port" "$chats" 5 "$tokens" |
     node -e 'const r=JSON.parse(require("fs").readFileSync(0,"utf8"));
-      console.log(`| ${process.argv[1]} | ${r.ttft_ms_median_per_turn.join(" / ")} | ${r.last_turn_prompt_tokens} | ${r.last_turn_cached_tokens} |`)' "$cache"
+      const j=(xs)=>xs.join(" / ");
+      console.log(`| ${process.argv[1]} | ${j(r.ttft_ms_median_per_turn)} | ${j(r.prompt_tokens_per_turn)} | ${j(r.cached_tokens_per_turn)} | ${j(r.completion_tokens_per_turn)} |`)' "$cache"
   kill -TERM "$(cat "$work/pid")"; wait "$(cat "$work/pid")" || true
 done
