@@ -58,9 +58,11 @@ PrefixCache::Reuse PrefixCache::choose(const PromptBatch& prompt, const Session&
   const std::vector<int> blocks = prompt.sequence_block_ids(0);
   Reuse best;
   uint64_t best_used = 0;
+  int empty = -1;  // a free slot that holds nothing
   for (int slot = 0; slot < int(held_.size()); ++slot) {
     if (session.live(slot)) continue;
     const Held& h = held_[size_t(slot)];
+    if (h.last_used == 0 && empty < 0) empty = slot;
     // At least the prompt's last position is fed: its logits choose the first token.
     int64_t cached = std::min<int64_t>(shared_prefix(slot, prompt), int64_t(prompt.seq) - 1);
     // Never inside a media block: back to its start (the block is recomputed).
@@ -76,6 +78,10 @@ PrefixCache::Reuse PrefixCache::choose(const PromptBatch& prompt, const Session&
     if (better) best = {slot, cached}, best_used = h.last_used;
   }
   if (best.slot < 0) throw CapacityError("the prefix cache found no free KV slot");
+  // A match of less than half the prompt a slot holds (every chat shares its
+  // template's first tokens) does not evict another conversation while an
+  // empty slot is free.
+  if (empty >= 0 && best.cached * 2 < held_[size_t(best.slot)].prompt_length) return {empty, 0};
   return best;
 }
 
@@ -100,6 +106,7 @@ void PrefixCache::remember(int slot, const PromptBatch& prompt, const std::vecto
   const auto media_held = std::count_if(h.modality.begin(), h.modality.end(), [](Modality m) { return m != Modality::Text; });
   if (hidden > 0) h.media.assign(prompt.media.begin(), prompt.media.begin() + long(size_t(media_held) * hidden));
   else h.media.clear();
+  h.prompt_length = std::min<int64_t>(prompt.seq, length);
   h.last_used = ++clock_;
 }
 

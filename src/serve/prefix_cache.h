@@ -34,9 +34,10 @@ class PrefixCache {
     int64_t cached = 0;   // its positions [0, cached) are the prompt's: rewind there, prefill the rest
   };
   // The free slot for a one-row `prompt`: the one whose content shares the
-  // longest usable prefix with it; none: the least recently used (an empty
-  // slot first), with cached = 0. CapacityError-free: the caller knows a
-  // slot is free.
+  // longest usable prefix with it (ties: the least recently used); none, or
+  // a match of less than half the prompt that slot holds while an empty slot
+  // is free: an empty slot, else the least recently used, with cached = 0.
+  // CapacityError when no slot is free (the caller counted one).
   Reuse choose(const PromptBatch& prompt, const Session& session) const;
   // Slot `slot` now holds `prompt` then `generated`, cut at `length` (the
   // positions its KV holds); used now, for the LRU order.
@@ -56,6 +57,7 @@ class PrefixCache {
     std::vector<int> block_ids;  // -1: text
     std::vector<float> media;    // rows of the media positions, in order
     bool has_media_rows = false;
+    int64_t prompt_length = 0;  // positions of it that were the prompt (the rest: the reply)
     uint64_t last_used = 0;  // 0: never held anything
   };
   std::vector<Held> held_;
