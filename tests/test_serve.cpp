@@ -1513,10 +1513,12 @@ TEST(Serve, OfficialOpenAiClient) {
   o.api_key = "test-key";
   TestServer s(o);
   const std::string out = test::temp_dir("serve-node") + "/out.txt";
-  const int rc = std::system(("timeout 120 node " + dir + "/openai_client.mjs " + s.url() + "/v1 test-key > " + out + " 2>&1").c_str());
+  const int rc = std::system(
+      ("timeout 120 node " + dir + "/openai_client.mjs " + s.url() + "/v1 test-key " + DEMO_PNG + " > " + out + " 2>&1").c_str());
   const std::string text = test::read_file(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("\"model\":\"tiny\""), std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("\"cachedPerTurn\":\\[[0-9]+,[0-9]+\\]"))) << text;  // the image chat ran
 }
 
 TEST(Serve, Curl) {

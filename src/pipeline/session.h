@@ -11,9 +11,9 @@
 // closed slot keeps its KV (positions, media blocks) until it is opened
 // empty, so a server can reopen it and continue from a prefix of what it
 // held (a prefix cache across requests: rewind to the shared prefix, then
-// append the rest). The lockstep calls (append(segment), decode(tokens), rewind(length)) act on
-// the first `batch` sequences, opened by the constructor, for callers that
-// move a left-padded batch together.
+// append the rest). The lockstep calls (append(segment), decode(tokens),
+// rewind(length)) act on the first `batch` sequences, opened by the
+// constructor, for callers that move a left-padded batch together.
 #pragma once
 
 #include <cstdint>
