@@ -1370,6 +1370,13 @@ TEST(Serve, PrefixCacheRecomputesAMediaBlockItDivergesInside) {
     const TurnReply again = chat_turn(on, second, 6, false);
     EXPECT_EQ(again.text, plain.text);
     EXPECT_EQ(again.cached, again.prompt - 1);
+    // Token ids without the BOS share nothing with the one slot: what it held is evicted.
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_evictions_total"), 0);
+    const Answer ids = post(on, "/v1/completions", completion_body(json::array({10, 11, 12}), 2).dump());
+    EXPECT_EQ(ids.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << ids.raw;
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_evictions_total"), 1);
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_hits_total"), 2);
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_misses_total"), 2);
   }
 }
 

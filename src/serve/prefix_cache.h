@@ -44,6 +44,8 @@ class PrefixCache {
   void remember(int slot, const PromptBatch& prompt, const std::vector<int>& generated, int64_t length);
   // What `slot` holds is unknown or gone: it is never reused.
   void forget(int slot);
+  // Whether `slot` holds content a request could reuse.
+  bool holds(int slot) const { return held_.at(size_t(slot)).last_used != 0; }
 
   // Positions of `held`'s content shared with `prompt` from the start
   // (tokens, modality, block boundaries and media rows all equal), before

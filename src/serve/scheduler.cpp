@@ -165,6 +165,7 @@ void Scheduler::open_slot(Live& l) {
   PrefixCache::Reuse reuse = cache_.choose(prompt, *session_);
   session_->open_sequence(reuse.slot);
   l.seq = reuse.slot;
+  const bool held = cache_.holds(l.seq);
   cache_.forget(l.seq);  // its content changes from here; remembered again when the request ends well
   // The generator's state of the slot follows its KV: the kept positions'
   // history (the repetition penalty reads it), no pending token. A history
@@ -181,7 +182,7 @@ void Scheduler::open_slot(Live& l) {
     steps_->forget_sequence(l.seq);
   }
   l.cached = reuse.cached;
-  metrics_.count_prefix_lookup(reuse.cached);
+  metrics_.count_prefix_lookup(reuse.cached, held && reuse.cached == 0);
 }
 
 // Whole pieces, first admitted first, while the budget lasts; the first
