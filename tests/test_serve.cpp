@@ -1782,6 +1782,10 @@ TEST(ServeHostile, ServeRefusesOutOfRangeFlags) {
     EXPECT_NE(text.find(flags.substr(0, flags.find(' '))), std::string::npos) << text;
     EXPECT_NE(text.find("out of range"), std::string::npos) << text;
   }
+  const int rc = std::system((std::string("timeout 60 ") + SPLITDEC_BINARY + " serve --model " + model + " --prefix-cache maybe > " +
+                              out + " 2>&1").c_str());
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(test::read_file(out).find("--prefix-cache must be on or off, got 'maybe'"), std::string::npos) << test::read_file(out);
 }
 
 
