@@ -38,6 +38,7 @@ struct ServeFlags {
   int image_tokens = 0;
   bool pan_and_scan = false;
   std::string plan = "split", policy, kv_dtype = "f32", weights;
+  std::string prefix_cache = "on";
 };
 
 // Every size flag is checked against a range before anything is sized from
@@ -66,6 +67,8 @@ int run(const ServeFlags& f) {
   check_range("--max-image-pixels", double(f.max_image_pixels), 1, double(kMaxImagePixels));
   check_range("--header-timeout", f.header_timeout, 0.1, 3600);
   check_range("--body-timeout", f.body_timeout, 0.1, 3600);
+  if (f.prefix_cache != "on" && f.prefix_cache != "off")
+    throw InputError("--prefix-cache must be on or off, got '" + f.prefix_cache + "'");
   if (!f.media_dir.empty() && !std::filesystem::is_directory(f.media_dir))
     throw InputError("--media-dir " + f.media_dir + " is not a directory");
   set_threads(f.threads);
@@ -81,6 +84,7 @@ int run(const ServeFlags& f) {
   so.max_sequences = f.max_sequences;
   so.prefill_budget = f.prefill_budget;
   so.max_queue = f.max_queue;
+  so.prefix_cache = f.prefix_cache == "on";
 
   serve::ServerOptions o;
   o.host = f.host;
@@ -138,6 +142,9 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("-c,--max-length,--ctx-size", f->max_length, "positions per sequence: prompt + reply (default 4096)");
   cmd->add_option("--max-queue", f->max_queue, "requests that may wait for a slot before 429 (default 64)");
   cmd->add_option("--prefill-budget", f->prefill_budget, "prompt positions prefilled per scheduler iteration (default 512)");
+  cmd->add_option("--prefix-cache", f->prefix_cache,
+                  "on | off (default on): a finished request's KV slot keeps its KV, and a request whose prompt shares its "
+                  "prefix (media compared by their rows) prefills only the rest");
   cmd->add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/*");
   cmd->add_option("--media-dir", f->media_dir, "directory whose embedding files requests may name by path");
   cmd->add_option("--model-name", f->model_name, "the model id /v1/models reports (default: the directory's name)");

@@ -30,6 +30,7 @@ TestServer::TestServer(const TestServerOptions& o) {
   so.max_sequences = o.max_sequences;
   so.max_queue = o.max_queue;
   so.prefill_budget = o.prefill_budget;
+  so.prefix_cache = o.prefix_cache;
   serve::ServerOptions sv;
   sv.host = "127.0.0.1";
   sv.port = 0;

@@ -20,6 +20,7 @@ struct TestServerOptions {
   int prefill_budget = 512;
   int64_t max_length = 256;
   std::string api_key, media_dir, plan = "split";
+  bool prefix_cache = true;  // --prefix-cache
   std::string preset = "tiny-gemma3";
   size_t max_body_bytes = size_t(1) << 20;
   serve::HttpLimits limits{};  // timeouts, head size, bodies in flight (max_body_bytes above is its body size)

@@ -154,6 +154,56 @@ TEST(SessionSlots, ClosedSlotsAreReusedAndStartEmpty) {
   }
 }
 
+// A closed slot keeps its KV: reopened (open_sequence(seq)) and rewound to
+// a prefix, it continues bit for bit as a session that only ever held that
+// prefix; open_sequence() picks an empty slot first, then the one closed
+// longest ago, and empties it; can_rewind() answers for free slots too.
+TEST(SessionSlots, AClosedSlotKeepsItsKvUntilOpenedEmpty) {
+  const Model& m = test::tiny_model("tiny-gemma3");
+  const PromptBatch prefix = batch_of({SeqBuilder(m.config(), 3).text(6).media(Modality::Image, 16).text(3)}, 0);
+  const PromptBatch tail = batch_of({SeqBuilder(m.config(), 4).no_bos().text(7)}, 0);
+  const PromptBatch rest = batch_of({SeqBuilder(m.config(), 5).no_bos().text(4)}, 0);
+  for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+    SCOPED_TRACE(plan_name(plan));
+    Session session(m, 0, options_for(plan, 3));
+    const int a = session.open_sequence();
+    session.append({a}, prefix);
+    session.append({a}, tail);
+    session.decode({a}, {60});
+    const int64_t held = session.length(a);
+    session.close_sequence(a);
+    EXPECT_FALSE(session.live(a));
+    // Free slots: can_rewind answers; a cut inside the image block is refused, its edges are not.
+    EXPECT_TRUE(session.can_rewind(a, prefix.seq));
+    EXPECT_TRUE(session.can_rewind(a, 7));
+    EXPECT_FALSE(session.can_rewind(a, 10));
+    EXPECT_FALSE(session.can_rewind(a, held + 1));
+    EXPECT_FALSE(session.can_rewind(99, 0));
+    // open_sequence() takes the slots that hold nothing before a.
+    const int b = session.open_sequence(), c = session.open_sequence();
+    EXPECT_NE(b, a);
+    EXPECT_NE(c, a);
+    session.close_sequence(c);
+    session.close_sequence(b);
+    EXPECT_THROW(session.open_sequence(99), InputError);
+    session.open_sequence(a);
+    EXPECT_THROW(session.open_sequence(a), InputError);
+    EXPECT_EQ(session.length(a), held);
+    session.rewind(a, prefix.seq);
+    Session fresh(m, 1, options_for(plan, 1));
+    fresh.append(prefix);
+    EXPECT_EQ(session.append({a}, rest), fresh.append(rest));
+    EXPECT_EQ(session.decode({a}, {70}), fresh.decode({70}));
+    session.close_sequence(a);
+    // The slots that hold nothing (b, c) first, then a.
+    const int first = session.open_sequence(), second = session.open_sequence(), third = session.open_sequence();
+    EXPECT_EQ(third, a);  // closed last
+    EXPECT_EQ(session.length(first), 0);
+    EXPECT_EQ(session.length(second), 0);
+    EXPECT_EQ(session.length(third), 0);
+  }
+}
+
 TEST(SessionSlots, BadSequenceListsAreClearErrors) {
   const Model& m = test::tiny_model("tiny-gemma3");
   Session session(m, 2, options_for(Plan::Split, 2));

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -29,8 +30,10 @@
 #include "serve/http_wire.h"
 #include "serve/media_input.h"
 #include "serve/prefill_pieces.h"
+#include "serve/prefix_cache.h"
 #include "serve_test_support.h"
 #include "splitdec/batch.h"
+#include "test_prompts.h"
 #include "test_support.h"
 
 namespace splitdec {
@@ -714,7 +717,19 @@ TEST(Serve, LogprobsAreTheStepLogitsLogSoftmax) {
     if (!ev["choices"].empty() && ev["choices"][0]["logprobs"].is_object())
       for (const json& e : ev["choices"][0]["logprobs"]["content"]) streamed_content.push_back(e);
   }
-  EXPECT_EQ(streamed_content, content);
+  // The streamed request found the whole one's prompt in the prefix cache and
+  // prefilled only its last position: the same tokens, log probabilities
+  // equal to float rounding (the reused KV was computed in other chunks).
+  ASSERT_EQ(streamed_content.size(), content.size());
+  for (size_t k = 0; k < content.size(); ++k) {
+    EXPECT_EQ(streamed_content[k]["token"], content[k]["token"]) << k;
+    EXPECT_EQ(streamed_content[k]["bytes"], content[k]["bytes"]) << k;
+    EXPECT_NEAR(streamed_content[k]["logprob"].get<double>(), content[k]["logprob"].get<double>(), 1e-4) << k;
+    ASSERT_EQ(streamed_content[k]["top_logprobs"].size(), content[k]["top_logprobs"].size()) << k;
+    for (size_t j = 0; j < content[k]["top_logprobs"].size(); ++j)
+      EXPECT_NEAR(streamed_content[k]["top_logprobs"][j]["logprob"].get<double>(),
+                  content[k]["top_logprobs"][j]["logprob"].get<double>(), 1e-4) << k;
+  }
   // Not asked for: null.
   EXPECT_TRUE(post(s, "/v1/chat/completions", chat_body("hi", 2).dump()).body["choices"][0]["logprobs"].is_null());
 }
@@ -791,7 +806,10 @@ TEST(Serve, CompletionsEchoAndRefusedFields) {
   const Answer echoed = post(s, "/v1/completions", body.dump());
   ASSERT_EQ(echoed.status, 200) << echoed.raw;
   EXPECT_EQ(echoed.body["choices"][0]["text"], "The sea" + reply);
-  EXPECT_EQ(echoed.body["usage"], plain.body["usage"]);
+  json echoed_usage = echoed.body["usage"], plain_usage = plain.body["usage"];
+  EXPECT_EQ(echoed_usage["prompt_tokens_details"]["cached_tokens"], 3);  // the same prompt: all but its last token
+  echoed_usage.erase("prompt_tokens_details"), plain_usage.erase("prompt_tokens_details");
+  EXPECT_EQ(echoed_usage, plain_usage);
   body["stream"] = true;
   const Answer streamed = post(s, "/v1/completions", body.dump());
   bool done = false;
@@ -1164,7 +1182,9 @@ TEST(Serve, SixteenConcurrentClientsMatchTheirSoloRuns) {
   auto reply_text = [](const Answer& a) {
     if (a.status != 200) return "HTTP " + std::to_string(a.status) + ": " + a.raw;
     if (a.body.is_discarded()) return sse_text(a.raw);
-    return a.body["choices"][0]["message"]["content"].get<std::string>() + "|" + a.body["usage"].dump();
+    json usage = a.body["usage"];
+    usage.erase("prompt_tokens_details");  // what a request finds cached depends on what ran before it
+    return a.body["choices"][0]["message"]["content"].get<std::string>() + "|" + usage.dump();
   };
   std::vector<std::string> solo;
   for (const std::string& b : bodies) solo.push_back(reply_text(post(s, "/v1/chat/completions", b)));
@@ -1214,6 +1234,255 @@ TEST(Serve, QueuedRequestsRunUnderEveryPlan) {
       EXPECT_EQ(together[i].rfind("200:", 0), 0u) << together[i];
     }
   }
+}
+
+// --- The prefix cache (serve/prefix_cache.h) ---
+
+// The cache's choice on a session that holds what it remembers: a whole
+// match keeps all but the last position, a divergence inside a media block
+// (one row's bytes) backs off to the block's start, the generated tokens fed
+// count, media rows must be there on both sides, a sliding ring that has
+// wrapped past the window before the cut refuses the reuse, and a short
+// match does not evict a slot while an empty one is free.
+TEST(ServeUnits, PrefixCacheReusesWholeMediaBlocksOnlyAndRespectsTheRing) {
+  const Model& model = test::tiny_model("tiny-gemma3");
+  const ModelConfig& c = model.config();
+  SessionOptions so;
+  so.capacity = 256;
+  so.chunk = 4;  // rings of the window plus a small chunk: a long sequence wraps them
+  so.max_sequences = 2;
+  Session session(model, 0, so);
+  serve::PrefixCache cache(2);
+  const PromptBatch p = test::batch_of({test::SeqBuilder(c, 7).text(5).media(Modality::Image, 16).text(6)}, 0);
+  ASSERT_EQ(p.seq, 30);  // bos, 5 text, boi, 16 image rows at [7, 23), eoi, 6 text
+  const int a = session.open_sequence();
+  session.append({a}, p);
+  session.decode({a}, {100});
+  cache.remember(a, p, {100, 101}, session.length(a));  // 101 was chosen, never fed
+  session.close_sequence(a);
+  // A long text slot (no BOS: it shares nothing with p): its rings hold the last few dozen positions only.
+  const PromptBatch text = test::batch_of({test::SeqBuilder(c, 9).text(200).no_bos()}, 0);
+  ASSERT_NE(text.tokens[0], p.tokens[0]);
+  const int b = session.open_sequence();
+  ASSERT_NE(b, a);
+  session.append({b}, text);
+  cache.remember(b, text, {}, session.length(b));
+  session.close_sequence(b);
+
+  // The slot that holds p, all but the last position.
+  EXPECT_EQ(cache.choose(p, session).slot, a);
+  EXPECT_EQ(cache.choose(p, session).cached, 29);
+  // The fed reply token counts; the one never fed does not.
+  PromptBatch longer = p;
+  for (int t : {100, 101, 102}) longer.tokens.push_back(t), longer.modality.push_back(Modality::Text), longer.attention_mask.push_back(1);
+  longer.seq += 3;
+  EXPECT_EQ(cache.shared_prefix(a, longer), 31);
+  EXPECT_EQ(cache.choose(longer, session).cached, 31);
+  // One media row differs by one bit: the block is recomputed whole.
+  PromptBatch other_row = p;
+  uint32_t bits;
+  std::memcpy(&bits, &other_row.media[size_t(10 * c.hidden_size)], 4);
+  bits ^= 1u;
+  std::memcpy(&other_row.media[size_t(10 * c.hidden_size)], &bits, 4);
+  EXPECT_EQ(cache.shared_prefix(a, other_row), 17);
+  EXPECT_EQ(cache.choose(other_row, session).slot, a);
+  EXPECT_EQ(cache.choose(other_row, session).cached, 7);
+  // Media rows on one side only: never equal.
+  PromptBatch no_rows = p;
+  no_rows.media.clear();
+  EXPECT_EQ(cache.choose(no_rows, session).cached, 7);
+  // A different first token: a miss, in the least recently used slot.
+  PromptBatch other = p;
+  other.tokens[0] = other.tokens[0] == 40 ? 41 : 40;
+  const serve::PrefixCache::Reuse miss = cache.choose(other, session);
+  EXPECT_EQ(miss.cached, 0);
+  EXPECT_EQ(miss.slot, a);
+
+  auto cut_then_other = [&](int keep) {
+    PromptBatch q = text;
+    q.tokens.resize(size_t(keep)), q.modality.resize(size_t(keep)), q.attention_mask.resize(size_t(keep));
+    for (int t : {50, 51, 52}) q.tokens.push_back(t), q.modality.push_back(Modality::Text), q.attention_mask.push_back(1);
+    q.seq = keep + 3;
+    return q;
+  };
+  EXPECT_FALSE(session.can_rewind(b, 150));
+  EXPECT_EQ(cache.shared_prefix(b, cut_then_other(150)), 150);
+  EXPECT_EQ(cache.choose(cut_then_other(150), session).cached, 0);  // the ring dropped the window before 150
+  EXPECT_TRUE(session.can_rewind(b, 195));
+  const serve::PrefixCache::Reuse near = cache.choose(cut_then_other(195), session);
+  EXPECT_EQ(near.slot, b);
+  EXPECT_EQ(near.cached, 195);
+  // A live slot is never chosen.
+  session.open_sequence(b);
+  EXPECT_NE(cache.choose(cut_then_other(195), session).slot, b);
+  session.close_sequence(b);
+  // A forgotten slot is never reused; it is the empty one now, so a match of
+  // less than half of a's prompt leaves a alone.
+  cache.forget(b);
+  EXPECT_EQ(cache.choose(cut_then_other(195), session).cached, 0);
+  const serve::PrefixCache::Reuse spared = cache.choose(other_row, session);
+  EXPECT_EQ(spared.slot, b);
+  EXPECT_EQ(spared.cached, 0);
+  EXPECT_EQ(cache.choose(p, session).slot, a);  // more than half: reused
+}
+
+// One chat turn's reply and usage.
+struct TurnReply {
+  std::string text;
+  int64_t prompt = -1, cached = -1;
+};
+
+TurnReply chat_turn(const TestServer& s, const json& messages, int max_tokens, bool stream) {
+  json body = {{"model", "tiny"}, {"messages", messages}, {"temperature", 0}, {"max_tokens", max_tokens}, {"stream", stream}};
+  if (stream) body["stream_options"] = {{"include_usage", true}};
+  const Answer a = post(s, "/v1/chat/completions", body.dump());
+  TurnReply t;
+  if (a.status != 200) {
+    t.text = "HTTP " + std::to_string(a.status) + ": " + a.raw;
+    return t;
+  }
+  json usage;
+  if (stream) {
+    t.text = sse_text(a.raw);
+    for (size_t at = 0; (at = a.raw.find("data: {", at)) != std::string::npos; ++at) {
+      const json e = json::parse(a.raw.substr(at + 6, a.raw.find("\n\n", at) - at - 6), nullptr, false);
+      if (e.contains("usage") && e["usage"].is_object()) usage = e["usage"];
+    }
+  } else {
+    t.text = a.body["choices"][0]["message"]["content"];
+    usage = a.body["usage"];
+  }
+  if (usage.is_object()) {
+    t.prompt = usage.value("prompt_tokens", int64_t(-1));
+    if (usage.contains("prompt_tokens_details")) t.cached = usage["prompt_tokens_details"].value("cached_tokens", int64_t(-1));
+  }
+  return t;
+}
+
+// A chat as an OpenAI client plays it: each turn resends every earlier turn
+// and reply. Turn 1's content may hold media; the third turn is streamed.
+std::vector<TurnReply> play_chat(const TestServer& s, const json& first, const std::vector<std::string>& next, int max_tokens = 6) {
+  json messages = json::array({{{"role", "user"}, {"content", first}}});
+  std::vector<TurnReply> replies{chat_turn(s, messages, max_tokens, false)};
+  for (size_t k = 0; k < next.size(); ++k) {
+    messages.push_back({{"role", "assistant"}, {"content", replies.back().text}});
+    messages.push_back({{"role", "user"}, {"content", next[k]}});
+    replies.push_back(chat_turn(s, messages, max_tokens, k == 1));
+  }
+  return replies;
+}
+
+json image_content(const std::string& npy, const std::string& question) {
+  return {{{"type", "text"}, {"text", "Look:"}},
+          {{"type", "image_url"}, {"image_url", {{"url", "data:application/octet-stream;base64," + test::base64_encode(npy)}}}},
+          {{"type", "text"}, {"text", question}}};
+}
+
+// Turn k of a chat prefills only what turn k-1 did not hold (its prompt and
+// the reply fed after it), an image in turn 1 included (reused whole, never
+// re-prefilled), and every reply is the cache-off server's, under each plan.
+TEST(Serve, PrefixCacheMultiTurnChatsEqualCacheOffUnderEveryPlan) {
+  const std::vector<std::string> next{"And then what?", "Why is the sea wide?", "Tell me more about waves."};
+  for (const char* plan : {"split", "single", "unified", "split-copy"}) {
+    SCOPED_TRACE(plan);
+    TestServerOptions o;
+    o.plan = plan;
+    o.max_sequences = 3;
+    TestServer on(o);
+    o.prefix_cache = false;
+    TestServer off(o);
+    const int image_rows = on.engine().impl().model.config().mm_tokens_per_image;
+    const std::string npy = test::npy_bytes(image_rows, on.engine().hidden_size(), 0.5f);
+    for (const json& first : {json("Tell me about the sea."), image_content(npy, "What is it?")}) {
+      const std::vector<TurnReply> cached = play_chat(on, first, next), plain = play_chat(off, first, next);
+      ASSERT_EQ(cached.size(), plain.size());
+      if (first.is_string()) {  // the image chat's turn 1 shares the text chat's template start
+        EXPECT_EQ(cached[0].cached, 0);
+      }
+      for (size_t k = 0; k < cached.size(); ++k) {
+        SCOPED_TRACE("turn " + std::to_string(k + 1));
+        EXPECT_EQ(cached[k].text, plain[k].text);
+        EXPECT_EQ(cached[k].prompt, plain[k].prompt);
+        EXPECT_EQ(plain[k].cached, 0);
+        if (k == 0) continue;
+        // Everything turn k-1 held is reused (its prompt ends "<start_of_turn>model\n"), the new turn is not.
+        EXPECT_GE(cached[k].cached, cached[k - 1].prompt - 2) << "turn " << k + 1 << " of " << first.dump().substr(0, 40);
+        EXPECT_LT(cached[k].cached, cached[k].prompt);
+      }
+    }
+    EXPECT_GE(metric(on, "splitdec_prefix_cache_hits_total"), 6);
+    EXPECT_GT(metric(on, "splitdec_prompt_tokens_cached_total"), 6 * 10);
+    EXPECT_EQ(metric(off, "splitdec_prefix_cache_hits_total"), 0);
+    EXPECT_EQ(metric(off, "splitdec_prompt_tokens_cached_total"), 0);
+  }
+}
+
+// A request whose image differs from the cached one in one bit of one row
+// diverges inside the media block: the block is recomputed whole (only the
+// text before it is reused) and the reply is the cache-off server's.
+TEST(Serve, PrefixCacheRecomputesAMediaBlockItDivergesInside) {
+  for (const char* plan : {"split", "single", "unified"}) {
+    SCOPED_TRACE(plan);
+    TestServerOptions o;
+    o.plan = plan;
+    o.max_sequences = 1;  // no empty slot: a short match is still taken
+    TestServer on(o);
+    o.prefix_cache = false;
+    TestServer off(o);
+    const int image_rows = on.engine().impl().model.config().mm_tokens_per_image;
+    const int hidden = on.engine().hidden_size();
+    const std::string npy = test::npy_bytes(image_rows, hidden, 0.5f);
+    std::string changed = npy;
+    changed[changed.size() - size_t(image_rows / 2) * size_t(hidden) * 4] ^= 1;  // row image_rows / 2, lowest mantissa bit
+    const json first = json::array({{{"role", "user"}, {"content", image_content(npy, "What is it?")}}});
+    const json second = json::array({{{"role", "user"}, {"content", image_content(changed, "What is it?")}}});
+    const TurnReply warm = chat_turn(on, first, 6, false);
+    ASSERT_EQ(warm.cached, 0) << warm.text;
+    const TurnReply diverged = chat_turn(on, second, 6, false), plain = chat_turn(off, second, 6, false);
+    EXPECT_EQ(diverged.text, plain.text);
+    EXPECT_GT(diverged.cached, 0);  // "<bos><start_of_turn>user\nLook:" and the image's opening marker
+    EXPECT_LE(diverged.cached + image_rows, diverged.prompt - 6);  // the block and what follows it are prefilled
+    // The same image again: the block is reused now.
+    const TurnReply again = chat_turn(on, second, 6, false);
+    EXPECT_EQ(again.text, plain.text);
+    EXPECT_EQ(again.cached, again.prompt - 1);
+    // Token ids without the BOS share nothing with the one slot: what it held is evicted.
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_evictions_total"), 0);
+    const Answer ids = post(on, "/v1/completions", completion_body(json::array({10, 11, 12}), 2).dump());
+    EXPECT_EQ(ids.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << ids.raw;
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_evictions_total"), 1);
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_hits_total"), 2);
+    EXPECT_EQ(metric(on, "splitdec_prefix_cache_misses_total"), 2);
+  }
+}
+
+// Conversations that run at once, with fewer slots than conversations (so
+// slots are taken from each other), still give their solo, cache-off replies.
+TEST(Serve, PrefixCacheConcurrentConversationsGiveTheirSoloReplies) {
+  TestServerOptions o;
+  o.max_sequences = 2;
+  o.prefill_budget = 16;  // long prompts over several iterations, beside other requests' steps
+  TestServer on(o);
+  o.prefix_cache = false;
+  TestServer off(o);
+  const int image_rows = on.engine().impl().model.config().mm_tokens_per_image;
+  const std::string npy = test::npy_bytes(image_rows, on.engine().hidden_size(), 0.25f);
+  const std::vector<json> firsts{json("Tell me about the sea."), json("Why are waves round?"), image_content(npy, "Is this the sea?"),
+                                 json("Name three rivers.")};
+  const std::vector<std::string> next{"And the next one?", "Say it again, shorter."};
+  std::vector<std::vector<TurnReply>> solo, together(firsts.size());
+  for (const json& f : firsts) solo.push_back(play_chat(off, f, next));
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < firsts.size(); ++i) clients.emplace_back([&, i] { together[i] = play_chat(on, firsts[i], next); });
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < firsts.size(); ++i)
+    for (size_t k = 0; k < solo[i].size(); ++k) {
+      EXPECT_EQ(together[i][k].text, solo[i][k].text) << "conversation " << i << " turn " << k + 1;
+      EXPECT_EQ(together[i][k].text.rfind("HTTP ", 0), std::string::npos) << together[i][k].text;
+    }
+  EXPECT_GT(metric(on, "splitdec_prefix_cache_hits_total") + metric(on, "splitdec_prefix_cache_misses_total"), 0);
+  EXPECT_EQ(metric(on, "splitdec_prefix_cache_hits_total") + metric(on, "splitdec_prefix_cache_misses_total"),
+            int64_t(firsts.size() * (next.size() + 1)));
 }
 
 // A batched decode step gives a sequence the logits it gets alone, bit for
@@ -1327,10 +1596,12 @@ TEST(Serve, OfficialOpenAiClient) {
   o.api_key = "test-key";
   TestServer s(o);
   const std::string out = test::temp_dir("serve-node") + "/out.txt";
-  const int rc = std::system(("timeout 120 node " + dir + "/openai_client.mjs " + s.url() + "/v1 test-key > " + out + " 2>&1").c_str());
+  const int rc = std::system(
+      ("timeout 120 node " + dir + "/openai_client.mjs " + s.url() + "/v1 test-key " + DEMO_PNG + " > " + out + " 2>&1").c_str());
   const std::string text = test::read_file(out);
   EXPECT_EQ(rc, 0) << text;
   EXPECT_NE(text.find("\"model\":\"tiny\""), std::string::npos) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("\"cachedPerTurn\":\\[[0-9]+,[0-9]+\\]"))) << text;  // the image chat ran
 }
 
 TEST(Serve, Curl) {
@@ -1587,6 +1858,10 @@ TEST(ServeHostile, ServeRefusesOutOfRangeFlags) {
     EXPECT_NE(text.find(flags.substr(0, flags.find(' '))), std::string::npos) << text;
     EXPECT_NE(text.find("out of range"), std::string::npos) << text;
   }
+  const int rc = std::system((std::string("timeout 60 ") + SPLITDEC_BINARY + " serve --model " + model + " --prefix-cache maybe > " +
+                              out + " 2>&1").c_str());
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(test::read_file(out).find("--prefix-cache must be on or off, got 'maybe'"), std::string::npos) << test::read_file(out);
 }
 
 

@@ -152,20 +152,44 @@ KvLayout Session::layout_for(AttentionPath path) const {
 }
 
 int Session::open_sequence() {
-  for (size_t s = 0; s < seqs_.size(); ++s)
-    if (!seqs_[s].live) {
-      kv_->clear(int(s));
-      seqs_[s] = Sequence{};
-      seqs_[s].live = true;
-      return int(s);
+  int pick = -1;
+  for (size_t s = 0; s < seqs_.size(); ++s) {
+    const Sequence& sq = seqs_[s];
+    if (sq.live) continue;
+    if (sq.length == 0) {  // holds nothing: nothing is lost
+      pick = int(s);
+      break;
     }
-  throw CapacityError("all " + std::to_string(seqs_.size()) + " sequence slots of the session are in use");
+    if (pick < 0 || sq.closed_at < seqs_[size_t(pick)].closed_at) pick = int(s);
+  }
+  if (pick < 0) throw CapacityError("all " + std::to_string(seqs_.size()) + " sequence slots of the session are in use");
+  kv_->clear(pick);
+  seqs_[size_t(pick)] = Sequence{};
+  seqs_[size_t(pick)].live = true;
+  return pick;
+}
+
+void Session::open_sequence(int seq) {
+  if (seq < 0 || size_t(seq) >= seqs_.size())
+    throw InputError("open_sequence: no slot " + std::to_string(seq) + " (the session has " + std::to_string(seqs_.size()) + ")");
+  if (seqs_[size_t(seq)].live) throw InputError("open_sequence: slot " + std::to_string(seq) + " is in use");
+  seqs_[size_t(seq)].live = true;
 }
 
 void Session::close_sequence(int seq) {
   check_sequences({seq}, 1, "close_sequence");
-  kv_->clear(seq);
-  seqs_[size_t(seq)] = Sequence{};
+  seqs_[size_t(seq)].live = false;
+  seqs_[size_t(seq)].closed_at = ++closes_;
+}
+
+bool Session::can_rewind(int seq, int64_t length) const {
+  if (seq < 0 || size_t(seq) >= seqs_.size()) return false;
+  try {
+    check_rewind(seq, length);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 bool Session::live(int seq) const { return seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live; }

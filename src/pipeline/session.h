@@ -7,10 +7,13 @@
 // A session holds up to `max_sequences` sequences, each in its own KV slot
 // with its own length: a prefill or a decode step takes any subset of the
 // live sequences (their linear layers run as one batch; attention runs per
-// sequence on its slot). Slots are reused once a sequence is closed. The
-// lockstep calls (append(segment), decode(tokens), rewind(length)) act on
-// the first `batch` sequences, opened by the constructor, for callers that
-// move a left-padded batch together.
+// sequence on its slot). Slots are reused once a sequence is closed: a
+// closed slot keeps its KV (positions, media blocks) until it is opened
+// empty, so a server can reopen it and continue from a prefix of what it
+// held (a prefix cache across requests: rewind to the shared prefix, then
+// append the rest). The lockstep calls (append(segment), decode(tokens),
+// rewind(length)) act on the first `batch` sequences, opened by the
+// constructor, for callers that move a left-padded batch together.
 #pragma once
 
 #include <cstdint>
@@ -57,10 +60,20 @@ class Session {
   ~Session();
 
   // --- Per sequence ---
-  // A free slot, now live and empty. CapacityError when every slot is live.
+  // A free slot, now live and empty: one that holds nothing, else the one
+  // closed longest ago (what it held is dropped). CapacityError when every
+  // slot is live.
   int open_sequence();
-  // Frees the slot (its KV is forgotten).
+  // Reopens free slot `seq` with what it held when it was closed (its
+  // length, KV and media blocks); rewind() then keeps a prefix of it.
+  void open_sequence(int seq);
+  // Frees the slot. Its KV stays until the slot is opened again: empty
+  // (open_sequence()) or as it was (open_sequence(seq)).
   void close_sequence(int seq);
+  // Whether rewind(seq, length) would succeed, live slot or free one: false
+  // where it cuts a bidirectional media block or a sliding ring no longer
+  // holds the window before `length` (check_rewind says which).
+  bool can_rewind(int seq, int64_t length) const;
   // Appends `segment` (one row per entry of `seqs`, in order) and prefills it.
   // Padding is only allowed at the left of a sequence's first segment.
   // Returns logits [n, vocab] of each sequence's last position, or
@@ -103,6 +116,7 @@ class Session {
     // Bidirectional media blocks, absolute [begin, end): a rewind may not cut
     // one (its kept positions attended to the dropped ones).
     std::vector<KeyInterval> media_blocks;
+    uint64_t closed_at = 0;  // close order (open_sequence() drops the oldest content first)
   };
   // What a segment's chunks share, computed once per segment: block ids per
   // sequence, and each sequence's next media row (chunks run in order).
@@ -127,6 +141,7 @@ class Session {
   std::unique_ptr<KvStore> kv_;
   std::vector<Sequence> seqs_;  // one per slot
   std::vector<TraceEntry> trace_;
+  uint64_t closes_ = 0;
 };
 
 }  // namespace splitdec

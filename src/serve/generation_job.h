@@ -31,6 +31,7 @@ struct GenerationOutcome {
   std::string text;           // the whole reply (stop strings cut)
   std::vector<TokenLogprob> logprobs;  // when asked for: one per generated token
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache, not prefilled
   std::string error;          // set when the generation failed after admission
   int error_status = 500;
 

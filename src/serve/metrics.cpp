@@ -58,6 +58,13 @@ void Metrics::count_tokens(int64_t prompt, int64_t completion) {
   completion_tokens_ += completion;
 }
 
+void Metrics::count_prefix_lookup(int64_t cached, bool evicted) {
+  std::lock_guard<std::mutex> lock(m_);
+  ++(cached > 0 ? prefix_hits_ : prefix_misses_);
+  prefix_evictions_ += evicted;
+  prompt_tokens_cached_ += cached;
+}
+
 void Metrics::set_queue_depth(int64_t n) {
   std::lock_guard<std::mutex> lock(m_);
   queue_depth_ = n;
@@ -108,7 +115,14 @@ std::string Metrics::render() const {
   header(out, "splitdec_requests_total", "counter", "HTTP requests answered, by status code.");
   for (const auto& [status, n] : requests_by_status_)
     out += "splitdec_requests_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
-  scalar(out, "splitdec_prompt_tokens_total", "counter", "Prompt tokens prefilled.", double(prompt_tokens_));
+  scalar(out, "splitdec_prompt_tokens_total", "counter", "Prompt tokens of finished requests (cached ones included).", double(prompt_tokens_));
+  scalar(out, "splitdec_prompt_tokens_cached_total", "counter", "Prompt tokens reused from the prefix cache, not prefilled.",
+         double(prompt_tokens_cached_));
+  scalar(out, "splitdec_prefix_cache_hits_total", "counter", "Requests that reused a prefix of a free slot's KV.", double(prefix_hits_));
+  scalar(out, "splitdec_prefix_cache_misses_total", "counter", "Requests (prefix cache on) that prefilled their whole prompt.",
+         double(prefix_misses_));
+  scalar(out, "splitdec_prefix_cache_evictions_total", "counter",
+         "Free slots whose held prompt was dropped for a request that shares none of it.", double(prefix_evictions_));
   scalar(out, "splitdec_generation_tokens_total", "counter", "Tokens generated.", double(completion_tokens_));
   scalar(out, "splitdec_requests_active", "gauge", "Requests accepted and not finished (queued or running).", double(active_));
   scalar(out, "splitdec_queue_depth", "gauge", "Requests waiting for a sequence slot.", double(queue_depth_));

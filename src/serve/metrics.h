@@ -30,6 +30,9 @@ class Metrics {
 
   void count_request(int status);
   void count_tokens(int64_t prompt, int64_t completion);
+  // A request took a slot with `cached` prompt positions already there (0: a
+  // miss); `evicted`: what the slot held (another prompt) was dropped for it.
+  void count_prefix_lookup(int64_t cached, bool evicted);
   void set_queue_depth(int64_t n);
   // Requests accepted and not yet finished (queued or holding a slot).
   void set_active(int64_t n);
@@ -49,6 +52,7 @@ class Metrics {
   const int kv_slots_;
   std::map<int, int64_t> requests_by_status_;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  int64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_evictions_ = 0, prompt_tokens_cached_ = 0;
   int64_t active_ = 0, queue_depth_ = 0, batch_size_ = 0, kv_slots_used_ = 0, decode_steps_ = 0;
   int64_t media_waiting_ = 0;
   Histogram ttft_, itl_, batch_sizes_, media_;

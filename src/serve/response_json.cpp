@@ -24,7 +24,8 @@ std::string event(const json& j) {
 json usage(const GenerationOutcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.completion_tokens},
-          {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+          {"total_tokens", o.prompt_tokens + o.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 }  // namespace
 

@@ -16,6 +16,7 @@ using Clock = std::chrono::steady_clock;
 struct Scheduler::Live {
   std::shared_ptr<GenerationJob> job;
   int seq = -1;
+  int64_t cached = 0;  // prompt positions its slot already held (the prefix cache)
   std::vector<std::pair<int, int>> pieces;  // prompt positions still to prefill, in order
   size_t next_piece = 0;
   int request = -1;  // the step generator's id once the last piece started
@@ -37,7 +38,7 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 }  // namespace
 
 Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, SchedulerOptions options, Metrics& metrics)
-    : model_(model), tokenizer_(tokenizer), options_(std::move(options)), metrics_(metrics) {
+    : model_(model), tokenizer_(tokenizer), options_(std::move(options)), metrics_(metrics), cache_(options_.max_sequences) {
   if (options_.max_sequences < 1) throw InputError("--max-sequences must be >= 1");
   if (options_.prefill_budget < 1) throw InputError("--prefill-budget must be >= 1");
   if (options_.max_queue < 0) throw InputError("--max-queue must be >= 0");
@@ -132,10 +133,13 @@ void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
     auto l = std::make_unique<Live>();
     l->job = std::move(job);
     try {
-      l->seq = session_->open_sequence();  // a slot is free: admission counted them
-      l->pieces = prefill_pieces(l->job->params().prompt, options_.prefill_budget);
+      open_slot(*l);  // a slot is free: admission counted them
+      // Pieces are cut from where the slot's content ends, so a cached prefix is never fed again.
+      const PromptBatch& p = l->job->params().prompt;
+      l->pieces = prefill_pieces(prompt_slice(p, int(l->cached), p.seq), options_.prefill_budget);
+      for (auto& [begin, end] : l->pieces) begin += int(l->cached), end += int(l->cached);
     } catch (const std::exception& e) {
-      if (l->seq >= 0) session_->close_sequence(l->seq);
+      if (l->seq >= 0 && session_->live(l->seq)) session_->close_sequence(l->seq);
       l->job->finish(GenerationOutcome::failed(std::string("internal error: ") + e.what(), 500));
       ++failed;
       continue;
@@ -149,6 +153,36 @@ void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
     metrics_.set_active(running_);
     if (running_ == 0) idle_.notify_all();
   }
+}
+
+void Scheduler::open_slot(Live& l) {
+  if (!options_.prefix_cache) {
+    l.seq = session_->open_sequence();
+    steps_->forget_sequence(l.seq);
+    return;
+  }
+  const PromptBatch& prompt = l.job->params().prompt;
+  PrefixCache::Reuse reuse = cache_.choose(prompt, *session_);
+  session_->open_sequence(reuse.slot);
+  l.seq = reuse.slot;
+  const bool held = cache_.holds(l.seq);
+  cache_.forget(l.seq);  // its content changes from here; remembered again when the request ends well
+  // The generator's state of the slot follows its KV: the kept positions'
+  // history (the repetition penalty reads it), no pending token. A history
+  // that disagrees would be a bug: the slot then starts over.
+  const std::vector<int>& history = steps_->history(l.seq);
+  if (reuse.cached > 0 && (history.size() < size_t(reuse.cached) ||
+                           !std::equal(history.begin(), history.begin() + reuse.cached, prompt.tokens.begin())))
+    reuse.cached = 0;
+  session_->rewind(l.seq, reuse.cached);  // 0: starts over
+  if (reuse.cached > 0) {
+    steps_->truncate_history(l.seq, size_t(reuse.cached));
+    steps_->set_pending(l.seq, -1);
+  } else {
+    steps_->forget_sequence(l.seq);
+  }
+  l.cached = reuse.cached;
+  metrics_.count_prefix_lookup(reuse.cached, held && reuse.cached == 0);
 }
 
 // Whole pieces, first admitted first, while the budget lasts; the first
@@ -232,6 +266,7 @@ void Scheduler::reap() {
         o.text = r.text;
         o.logprobs = r.logprobs;
         o.prompt_tokens = l.job->params().prompt.seq;
+        o.cached_tokens = l.cached;
         o.completion_tokens = int64_t(r.tokens.size());
         switch (r.stop_reason) {
           case StopReason::StopToken:
@@ -242,6 +277,9 @@ void Scheduler::reap() {
           case StopReason::NonFinite: o.error = "the model produced NaN or Inf logits", o.error_status = 500; break;
         }
         metrics_.count_tokens(o.prompt_tokens, o.completion_tokens);
+        // Its slot keeps what its KV holds: the prompt, then the tokens fed after it.
+        if (options_.prefix_cache && r.stop_reason != StopReason::NonFinite)
+          cache_.remember(l.seq, l.job->params().prompt, r.tokens, session_->length(l.seq));
         l.job->finish(std::move(o));
         steps_->release(l.request);
         done = true;
@@ -254,7 +292,7 @@ void Scheduler::reap() {
     }
     if (done) {
       session_->close_sequence(l.seq);
-      steps_->forget_sequence(l.seq);
+      if (!options_.prefix_cache) steps_->forget_sequence(l.seq);
       it = live_.erase(it);
       ++ended;
     } else {

@@ -4,7 +4,9 @@
 // positions of admitted requests, each request on its own (never batched
 // with another request's prompt, so its chunks are the ones of a solo run),
 // (4) runs one batched decode step for every live request, and (5) frees the
-// slots of the requests that ended. Handler threads only submit jobs and
+// slots of the requests that ended. A freed slot keeps its KV for the
+// prefix cache (prefix_cache.h): a request that shares a prefix with what a
+// free slot holds takes that slot and prefills only the rest. Handler threads only submit jobs and
 // wait on their channels (generation_job.h).
 #pragma once
 
@@ -21,6 +23,7 @@
 #include "pipeline/session.h"
 #include "serve/generation_job.h"
 #include "serve/metrics.h"
+#include "serve/prefix_cache.h"
 
 namespace splitdec {
 class Model;
@@ -34,6 +37,7 @@ struct SchedulerOptions {
   int max_sequences = 16;   // KV slots: requests decoded together
   int prefill_budget = 512; // prompt positions prefilled per iteration (a media block is never split)
   int max_queue = 64;       // requests waiting for a slot
+  bool prefix_cache = true; // reuse a free slot's KV for a prompt that shares its prefix
 };
 
 class Scheduler {
@@ -57,6 +61,8 @@ class Scheduler {
   void prefill();
   void decode();
   void reap();
+  // Gives `l` a slot: the prefix cache's pick rewound to the shared prefix, or an empty one.
+  void open_slot(Live& l);
   void fail_all(const std::string& why, int status);
 
   const Model& model_;
@@ -70,6 +76,7 @@ class Scheduler {
   std::unique_ptr<SessionSource> source_;
   std::unique_ptr<StepGenerator> steps_;
   std::vector<std::unique_ptr<Live>> live_;
+  PrefixCache cache_;
 
   std::mutex m_;
   std::condition_variable wake_, idle_;

@@ -1,12 +1,14 @@
 // The official OpenAI client against a running `splitdec serve`:
-//   node openai_client.mjs BASE_URL API_KEY
+//   node openai_client.mjs BASE_URL API_KEY [PNG]
 // Non-streamed and streamed chat (greedy: the same text both ways), a
 // completion (and its echo), the model list and one model by id, logit_bias
-// and the penalties, and refused requests. Prints one JSON line
-// with what it saw; exits 1 on the first mismatch.
+// and the penalties, a multi-turn chat about the PNG whose later turns find
+// the earlier ones in the prefix cache, and refused requests. Prints one
+// JSON line with what it saw; exits 1 on the first mismatch.
+import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 
-const [baseURL, apiKey] = process.argv.slice(2);
+const [baseURL, apiKey, png] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
 const fail = (why) => {
   console.error("FAIL: " + why);
@@ -78,6 +80,26 @@ try {
 }
 if (!badBias || badBias.status !== 400 || badBias.param !== "logit_bias") fail("logit_bias 150 was not refused: " + JSON.stringify(badBias));
 
+// A chat as the client keeps it: each turn resends the earlier turns and
+// replies; from turn 2 on, everything the previous turn held (its prompt,
+// the image in it included) is reused, never prefilled again.
+const cachedPerTurn = [];
+if (png) {
+  const image = "data:image/png;base64," + readFileSync(png).toString("base64");
+  const chat = [{ role: "user", content: [{ type: "image_url", image_url: { url: image } }, { type: "text", text: "What is this?" }] }];
+  let previousPrompt = 0;
+  for (const question of ["And the colours?", "Say it once more."]) {
+    const reply = await client.chat.completions.create({ model: modelId, messages: chat, temperature: 0, max_tokens: 6 });
+    const cached = reply.usage.prompt_tokens_details?.cached_tokens;
+    if (typeof cached !== "number") fail("no usage.prompt_tokens_details.cached_tokens: " + JSON.stringify(reply.usage));
+    if (previousPrompt > 0 && (cached < previousPrompt - 2 || cached >= reply.usage.prompt_tokens))
+      fail(`turn ${cachedPerTurn.length + 1}: ${cached} cached of ${reply.usage.prompt_tokens}, the previous turn had ${previousPrompt}`);
+    cachedPerTurn.push(cached);
+    previousPrompt = reply.usage.prompt_tokens;
+    chat.push({ role: "assistant", content: reply.choices[0].message.content }, { role: "user", content: question });
+  }
+}
+
 let refused = null;
 try {
   await client.chat.completions.create({ model: modelId, messages: [{ role: "robot", content: "hi" }] });
@@ -86,4 +108,4 @@ try {
 }
 if (!refused || refused.status !== 400) fail("an unknown role was not refused with 400: " + JSON.stringify(refused));
 
-console.log(JSON.stringify({ model: modelId, text: choice.message.content, chunks, finish, completion: completion.choices[0].text, refused }));
+console.log(JSON.stringify({ model: modelId, text: choice.message.content, chunks, finish, completion: completion.choices[0].text, cachedPerTurn, refused }));
