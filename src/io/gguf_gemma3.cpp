@@ -1,5 +1,6 @@
 #include "io/gguf_gemma3.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <regex>
