@@ -31,7 +31,12 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
       case GgufTokenType::Byte: kind = BpeVocabulary::Kind::Byte; break;
       default: fail("tokenizer.ggml.token_type", "[" + std::to_string(id) + "] is " + std::to_string(t) + " (0 to 6 are defined)");
     }
-    v.add(std::string(tokens[id]), kind);
+    std::string piece(tokens[id]);
+    // The converter writes user-defined pieces pre-normalized (U+2581 as a
+    // space); Gemma's pieces never hold a raw space, so this is undone exactly.
+    if (GgufTokenType(t) == GgufTokenType::UserDefined)
+      for (size_t at; (at = piece.find(' ')) != std::string::npos;) piece.replace(at, 1, "\xe2\x96\x81");
+    v.add(std::move(piece), kind);
   }
   if (model == "llama") {
     const std::vector<double> scores = f.numbers("tokenizer.ggml.scores");

@@ -114,7 +114,8 @@ bool looks_special(const std::string& t) {
 
 struct Vocabulary {
   std::vector<std::string> tokens;
-  std::vector<float> scores;
+  std::vector<float> scores;         // SentencePiece (tokenizer.ggml.model "llama")
+  std::vector<std::string> merges;   // BPE (tokenizer.ggml.model "gpt2")
   std::vector<int32_t> types;
 };
 
@@ -122,8 +123,8 @@ struct Vocabulary {
 // from tokenizer.model (scores and types as SentencePiece has them), then
 // the added tokens (here tokenizer.json's, which Google's folders also list
 // in tokenizer_config.json) as control or user-defined with score -1000.
-// A folder with only tokenizer.json gets scores from its merge ranks, the
-// SentencePiece form of the same BPE.
+// A folder with only tokenizer.json is written as the converter's gpt2
+// vocabulary: pieces, types and the merges.
 Vocabulary vocabulary_of(const std::string& dir, int vocab_size) {
   using T = GgufTokenType;
   Vocabulary v;
@@ -153,27 +154,23 @@ Vocabulary vocabulary_of(const std::string& dir, int vocab_size) {
       v.types[size_t(id)] = int32_t(t);
     }
   } else {
-    std::map<std::string, float> merged;  // piece -> -(rank of the first merge that makes it)
-    const json& merges = tj["model"].contains("merges") ? tj["model"]["merges"] : json::array();
-    for (size_t rank = 0; rank < merges.size(); ++rank) {
-      const json& m = merges[rank];
-      std::string piece;
-      if (m.is_array() && m.size() == 2) piece = m[0].get<std::string>() + m[1].get<std::string>();
-      else if (m.is_string()) piece = m.get<std::string>().substr(0, m.get<std::string>().find(' ')) +
-                                      m.get<std::string>().substr(m.get<std::string>().find(' ') + 1);
-      merged.emplace(piece, -float(rank));
-    }
+    // The converter's _set_vocab_gpt2: the pieces by id and the merges as
+    // they are (no scores), so the file encodes exactly as the folder.
     static const std::regex byte_piece("<0x[0-9A-F]{2}>");
     for (auto it = tj["model"]["vocab"].begin(); it != tj["model"]["vocab"].end(); ++it) {
       const int64_t id = it.value().get<int64_t>();
       if (id < 0 || size_t(id) >= n) continue;
-      const auto m = merged.find(it.key());
       v.tokens[size_t(id)] = it.key();
-      // Pieces no merge makes come last, so that deriving merges back from
-      // scores never lets them merge before the real ones.
-      v.scores[size_t(id)] = m != merged.end() ? m->second : -1e9f;
       v.types[size_t(id)] = int32_t(std::regex_match(it.key(), byte_piece) ? T::Byte : T::Normal);
     }
+    if (tj["model"].contains("merges") && tj["model"]["merges"].is_array())
+      for (const json& m : tj["model"]["merges"]) {
+        if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+          v.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+        else if (m.is_string()) v.merges.push_back(m.get<std::string>());
+        else throw FormatError(json_path.string() + ": a merge is neither \"a b\" nor [\"a\", \"b\"]");
+      }
+    v.scores.clear();
   }
   if (tj.contains("added_tokens") && tj["added_tokens"].is_array())
     for (const json& a : tj["added_tokens"]) {
@@ -253,11 +250,13 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   m.add_u32("general.quantization_version", 2);
 
   const Vocabulary vocab = vocabulary_of(o.model_dir, config.vocab_size);
-  m.add_string("tokenizer.ggml.model", "llama");
+  const bool sentencepiece = !vocab.scores.empty();
+  m.add_string("tokenizer.ggml.model", sentencepiece ? "llama" : "gpt2");
   m.add_string("tokenizer.ggml.pre", "default");
   m.add_strings("tokenizer.ggml.tokens", vocab.tokens);
-  m.add_f32s("tokenizer.ggml.scores", vocab.scores);
+  if (sentencepiece) m.add_f32s("tokenizer.ggml.scores", vocab.scores);
   m.add_i32s("tokenizer.ggml.token_type", vocab.types);
+  if (!sentencepiece) m.add_strings("tokenizer.ggml.merges", vocab.merges);
   m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(config.bos_token_id));
   m.add_u32("tokenizer.ggml.eos_token_id", uint32_t(config.eos_token_ids.at(0)));
   if (const auto unk = std::find(vocab.tokens.begin(), vocab.tokens.end(), "<unk>"); unk != vocab.tokens.end())
