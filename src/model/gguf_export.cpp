@@ -224,7 +224,9 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   GgufMetadata m;
   m.add_string("general.architecture", "gemma3");
   m.add_string("general.type", "model");
-  m.add_string("general.name", fs::path(o.model_dir).filename().string());
+  fs::path folder(o.model_dir);  // its name, as the converter names a model without a model card
+  if (!folder.has_filename()) folder = folder.parent_path();  // "dir/"
+  m.add_string("general.name", folder.filename().string());
   m.add_u32(a + "block_count", uint32_t(config.num_layers));
   m.add_u32(a + "context_length", uint32_t(number_or(h, "max_position_embeddings", 131072)));
   m.add_u32(a + "embedding_length", uint32_t(config.hidden_size));
