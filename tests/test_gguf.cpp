@@ -261,6 +261,16 @@ TEST(Gguf, MalformedFilesAreErrorsThatNameTheThingAndTheLimit) {
     EXPECT_EQ(f.tensors()[1].nbytes, 68u);
     EXPECT_EQ(f.string("general.architecture"), "gemma3");
   }
+  {  // general.alignment moves the data section and the offsets' grid
+    Bytes g;
+    g.header(1, 1).kv_u32("general.alignment", 64).tensor("a", {4}, ggml_type::F32, 0);
+    g.b.append((64 - g.b.size() % 64) % 64, '\0');
+    g.data(16);
+    const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(g.b.data()), g.b.size(), "aligned.gguf");
+    EXPECT_EQ(f.alignment(), 64u);
+    EXPECT_EQ(f.data_offset() % 64, 0u);
+    EXPECT_EQ(f.tensors()[0].data, reinterpret_cast<const uint8_t*>(g.b.data()) + f.data_offset());
+  }
   {  // every truncation is refused, by name
     const std::string b = good();
     for (size_t n = 0; n < b.size(); n += 7) expect_refused(b.substr(0, n), {"bad.gguf"});
