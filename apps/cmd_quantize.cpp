@@ -1,20 +1,27 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "cli_common.h"
+#include "core/error.h"
 #include "core/machine.h"
+#include "model/gguf_export.h"
 #include "model/quantize_model.h"
+#include "prompt/chat_template.h"
 
 namespace splitdec::cli {
 
 void add_quantize(CLI::App& app, std::function<int()>& run) {
-  auto* cmd = app.add_subcommand("quantize", "write a model folder with 8-bit or 4-bit block weights (streamed from the source)");
+  auto* cmd = app.add_subcommand("quantize",
+                                 "write a model folder with 8-bit or 4-bit block weights, or (--out FILE.gguf) a GGUF file "
+                                 "as llama.cpp's converter writes it (streamed from the source)");
   auto o = std::make_shared<QuantizeOptions>();
   cmd->add_option("-m,--model", o->model_dir, "source model directory")->required();
-  cmd->add_option("--out", o->out_dir, "output directory (new or empty)")->required();
+  cmd->add_option("--out", o->out_dir, "output directory (new or empty), or a FILE.gguf (Gemma-3 models)")->required();
   cmd->add_option("--weights", o->weights,
-                  "q8: Q8_0 blocks everywhere; q4: Q4_0 linear layers, Q8_0 embedding / LM head (llama.cpp's layouts)")
+                  "q8: Q8_0 blocks everywhere; q4: Q4_0 linear layers, Q8_0 embedding / LM head (llama.cpp's layouts); "
+                  "to a .gguf also f32, f16, bf16")
       ->required();
   cmd->add_option("--keep", o->keep, "tensor-name glob kept as stored, e.g. '*embed_tokens*' (repeatable)");
   cmd->callback([o, &run] {
@@ -24,6 +31,16 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
           std::fprintf(stderr, "\rquantizing: tensor %zu of %zu", done, total);
           if (done == total) std::fprintf(stderr, "\n");
         };
+      if (std::filesystem::path(o->out_dir).extension() == ".gguf") {
+        if (!o->keep.empty()) throw InputError("--keep is not taken when writing a GGUF (--out " + o->out_dir + ")");
+        GgufExportOptions g{o->model_dir, o->out_dir, o->weights, std::nullopt, o->progress};
+        const ChatTemplate folder_template = ChatTemplate::from_model_dir(o->model_dir, "gemma3");
+        if (!folder_template.is_builtin()) g.chat_template = folder_template.source();
+        const GgufExportSummary s = export_gguf(g);
+        std::printf("wrote %s (%s): %d tensors; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(), s.tensors,
+                    format_bytes(s.bytes_in).c_str(), format_bytes(s.bytes_out).c_str());
+        return 0;
+      }
       const QuantizeSummary s = quantize_model(*o);
       std::printf("wrote %s (%s): %d matrices quantized, %d kept by --keep; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(),
                   s.quantized, s.kept, format_bytes(s.bytes_in).c_str(), format_bytes(s.bytes_out).c_str());

@@ -444,8 +444,10 @@ TEST(Cli, LlamaCppHabits) {
     EXPECT_EQ(v.output.rfind("splitdec ", 0), 0u) << args << "\n" << v.output;
   }
   const std::string work = test::temp_dir("cli-habits");
-  test::write_file(work + "/model.gguf", "GGUF");
-  expect_fails_with("generate -m " + work + "/model.gguf -p hi", {"model.gguf", "not a folder", "config.json", "GGUF"});
+  test::write_file(work + "/model.gguf", "GGUF");  // a GGUF cut after its magic
+  expect_fails_with("generate -m " + work + "/model.gguf -p hi", {"model.gguf", "version", "truncated"});
+  test::write_file(work + "/model.bin", "GGUF");
+  expect_fails_with("generate -m " + work + "/model.bin -p hi", {"model.bin", "not a folder", "config.json", "GGUF"});
   expect_fails_with("generate -m " + work + "/nothing -p hi", {"nothing", "no such folder", "config.json"});
   test::write_file(work + "/ids.json", R"({"tokens": [[2, 6, 9, 40]]})");
   const auto ids = test::run_splitdec("generate -m " + dir + " --input " + work + "/ids.json -n 2");

@@ -3,7 +3,8 @@
 // give a result or a splitdec::Error - never a crash, a hang or another
 // exception type. Run under ASan in CI; each surface stops after a few
 // seconds or a fixed number of inputs. (safetensors headers are fuzzed in
-// test_safetensors.cpp.)
+// test_safetensors.cpp.) GGUF files: the reader, the Gemma-3 config and
+// tensors, and the vocabulary.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +15,10 @@
 
 #include "core/error.h"
 #include "core/npy.h"
+#include "io/gguf.h"
+#include "io/gguf_gemma3.h"
+#include "io/gguf_tokenizer.h"
+#include "io/gguf_writer.h"
 #include "io/media_embeddings.h"
 #include "io/safetensors.h"
 #include "io/model_config.h"
@@ -118,5 +123,40 @@ TEST(Fuzz, ShardIndex) {
     test::write_file(dir + "/model.safetensors.index.json", text);
     const TensorStore s = TensorStore::open_dir(dir);
     for (const auto& [name, t] : s.tensors()) (void)t.to_f32();
+  });
+}
+
+TEST(Fuzz, GgufFiles) {
+  const std::string dir = test::temp_dir("fuzz-gguf");
+  GgufMetadata m;
+  m.add_string("general.architecture", "gemma3");
+  m.add_u32("gemma3.embedding_length", 32);
+  m.add_u32("gemma3.block_count", 1);
+  m.add_u32("gemma3.feed_forward_length", 64);
+  m.add_u32("gemma3.attention.head_count", 2);
+  m.add_u32("gemma3.attention.head_count_kv", 1);
+  m.add_u32("gemma3.attention.key_length", 16);
+  m.add_u32("gemma3.attention.sliding_window", 8);
+  m.add_f32("gemma3.rope.freq_base", 10000.f);
+  m.add_string("tokenizer.ggml.model", "llama");
+  m.add_strings("tokenizer.ggml.tokens", {"<pad>", "<eos>", "<bos>", "<unk>", "a", "b", "ab", "<0x41>"});
+  m.add_f32s("tokenizer.ggml.scores", {0, 0, 0, 0, -1, -2, -3, 0});
+  m.add_i32s("tokenizer.ggml.token_type", {3, 3, 3, 2, 1, 1, 1, 6});
+  m.add_u32("tokenizer.ggml.bos_token_id", 2);
+  m.add_bools("gemma3.attention.sliding_window_pattern", {true});
+  const std::string seed_path = dir + "/seed.gguf";
+  {
+    GgufWriter w(seed_path, m, {{"token_embd.weight", ggml_type::F32, {32, 8}}, {"output_norm.weight", ggml_type::F32, {32}},
+                                {"blk.0.attn_q.weight", ggml_type::Q8_0, {32, 32}}});
+    std::vector<uint8_t> bytes(32 * 8 * 4 + 32 * 4 + 32 * 34, 0x3c);
+    w.write(bytes.data(), bytes.size());
+    w.finish();
+  }
+  const std::string seed = test::read_file(seed_path);
+  fuzz(seed, 14, [](const std::string& bytes) {
+    const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz.gguf");
+    gemma3_tensors_from_gguf(f);
+    gguf_vocabulary(f);
+    gemma3_model_config_from_gguf(f);
   });
 }

@@ -84,27 +84,35 @@ BpeVocabulary bpe_vocabulary_from_sentencepiece(const std::string& serialized, c
   if (!sp.LoadFromSerializedProto(serialized).ok()) throw FormatError("tokenizer.model: not a SentencePiece model");
   const std::set<std::string> defined(user_defined.begin(), user_defined.end());
   BpeVocabulary v;
-  std::unordered_map<std::string, int> ids;
+  std::vector<float> scores;
   for (int id = 0; id < sp.GetPieceSize(); ++id) {
     std::string piece = sp.IdToPiece(id);
     auto kind = BpeVocabulary::Kind::Normal;
     if (sp.IsControl(id) || sp.IsUnknown(id) || defined.count(piece)) kind = BpeVocabulary::Kind::Special;
     else if (sp.IsUnused(id)) kind = BpeVocabulary::Kind::Added;
     else if (sp.IsByte(id)) kind = BpeVocabulary::Kind::Byte;
-    if (kind == BpeVocabulary::Kind::Normal) ids.emplace(piece, id);
     v.add(std::move(piece), kind);
+    scores.push_back(sp.GetScore(id));
   }
+  derive_merges(v, scores);
+  return v;
+}
+
+void derive_merges(BpeVocabulary& v, const std::vector<float>& scores) {
+  std::unordered_map<std::string, int> ids;
+  for (int id = 0; id < v.size(); ++id)
+    if (v.kinds[size_t(id)] == BpeVocabulary::Kind::Normal) ids.emplace(v.pieces[size_t(id)], id);
   // Every split of a normal piece into two normal pieces is a merge; a higher
   // score merges first, ties by the ids of the halves (transformers' order).
   std::vector<std::tuple<float, int, int, size_t>> ranked;  // -score, left id, right id, split
   for (const auto& [piece, id] : ids)
     for (size_t k = 1; k < piece.size(); ++k) {
       auto l = ids.find(piece.substr(0, k)), r = ids.find(piece.substr(k));
-      if (l != ids.end() && r != ids.end()) ranked.emplace_back(-sp.GetScore(id), l->second, r->second, k);
+      if (l != ids.end() && r != ids.end()) ranked.emplace_back(-scores[size_t(id)], l->second, r->second, k);
     }
   std::sort(ranked.begin(), ranked.end());
+  v.merges.clear();
   for (const auto& [score, l, r, k] : ranked) v.merges.emplace_back(v.pieces[size_t(l)], v.pieces[size_t(r)]);
-  return v;
 }
 
 }  // namespace splitdec

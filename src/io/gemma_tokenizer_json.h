@@ -36,4 +36,8 @@ std::string gemma_tokenizer_json(const BpeVocabulary& vocabulary);
 BpeVocabulary bpe_vocabulary_from_sentencepiece(const std::string& serialized_model,
                                                 const std::vector<std::string>& user_defined);
 
+// Sets v.merges from the pieces' SentencePiece scores (by id), as above:
+// what a vocabulary of pieces and scores (a GGUF's) needs to encode as BPE.
+void derive_merges(BpeVocabulary& v, const std::vector<float>& scores);
+
 }  // namespace splitdec

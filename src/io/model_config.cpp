@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "io/families/family.h"
+#include "io/gguf.h"
+#include "io/gguf_gemma3.h"
 
 namespace splitdec {
 
@@ -44,17 +46,14 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
 ModelConfig load_model_config(const std::string& model_dir) {
   // Say what a model is when the path is something else (a GGUF file, a
   // typo), rather than "DIR/config.json: cannot open".
+  if (is_gguf_path(model_dir)) return gemma3_model_config_from_gguf(*GgufFile::open(model_dir));
   std::error_code ec;
   const auto status = std::filesystem::status(model_dir, ec);
   const std::string expected =
       "a model is a Hugging Face folder (config.json, *.safetensors, tokenizer.json or tokenizer.model), "
-      "as make-model, quantize and Hugging Face write them";
-  if (!std::filesystem::exists(status)) throw ConfigError(model_dir + ": no such folder; " + expected);
-  if (!std::filesystem::is_directory(status)) {
-    const bool gguf = std::filesystem::path(model_dir).extension() == ".gguf";
-    throw ConfigError(model_dir + ": a file, not a folder; " + expected +
-                      (gguf ? " (GGUF files are not read yet)" : ""));
-  }
+      "as make-model, quantize and Hugging Face write them, or a Gemma-3 GGUF file (FILE.gguf)";
+  if (!std::filesystem::exists(status)) throw ConfigError(model_dir + ": no such folder or file; " + expected);
+  if (!std::filesystem::is_directory(status)) throw ConfigError(model_dir + ": a file, not a folder; " + expected);
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot open; " + expected);

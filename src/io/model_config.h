@@ -49,6 +49,9 @@ struct ModelConfig {
   float attn_scale = 1.f;  // multiplies q.k
   // RMSNorm flavour: Gemma-3 multiplies by (1 + w), Gemma-4 by w.
   bool norm_adds_one = true;
+  // The embedding scale sqrt(hidden_size): rounded to the checkpoint's float
+  // type as Hugging Face does, or kept in f32 as llama.cpp does (GGUF files).
+  bool embed_scale_rounded = true;
   // Applied to the logits when set (see docs/semantics.md for which classes).
   std::optional<float> final_logit_softcap;
   bool tie_word_embeddings = true;
@@ -67,6 +70,7 @@ struct ModelConfig {
 
 // `source` names the file in error messages.
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
+// A model folder's config.json, or a GGUF file's metadata (io/gguf_gemma3.h).
 ModelConfig load_model_config(const std::string& model_dir);
 
 }  // namespace splitdec

@@ -9,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "io/gguf.h"
+#include "io/gguf_gemma3.h"
 
 namespace splitdec {
 
@@ -172,7 +174,7 @@ TensorStore& TensorStore::operator=(TensorStore&&) noexcept = default;
 TensorStore::~TensorStore() = default;
 
 void TensorStore::add_file(const std::string& path) {
-  auto file = std::make_unique<MappedFile>(path);
+  auto file = std::make_shared<const MappedFile>(path);
   auto parsed = parse_safetensors(file->data(), file->size(), path);
   for (auto& [name, view] : parsed) {
     if (tensors_.count(name)) throw FormatError(path + ": tensor '" + name + "' also appears in another shard");
@@ -187,7 +189,17 @@ TensorStore TensorStore::open_file(const std::string& path) {
   return s;
 }
 
+TensorStore TensorStore::open_gguf(const std::string& path) {
+  const std::shared_ptr<const GgufFile> gguf = GgufFile::open(path);
+  TensorStore s;
+  s.tensors_ = gemma3_tensors_from_gguf(*gguf);
+  // The views point into the mapping, which the store keeps.
+  s.files_.push_back(std::shared_ptr<const MappedFile>(gguf, gguf->mapped()));
+  return s;
+}
+
 TensorStore TensorStore::open_dir(const std::string& dir) {
+  if (is_gguf_path(dir)) return open_gguf(dir);
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::exists(single)) return open_file(single.string());

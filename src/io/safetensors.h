@@ -19,6 +19,10 @@ std::string shape_text(const std::vector<int64_t>& shape);
 // Bytes of a tensor of this dtype and shape.
 uint64_t tensor_nbytes(DType dtype, const std::vector<int64_t>& shape);
 
+// Tensors held as llama.cpp blocks (a GGUF's Q8_0 / Q4_0): `shape` is the
+// logical [out, in], `data` the blocks, byte for byte WeightMatrix's.
+enum class BlockType : uint8_t { None, Q8_0, Q4_0 };
+
 struct TensorView {
   std::string name;
   std::string file;  // for error messages
@@ -26,6 +30,7 @@ struct TensorView {
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
+  BlockType blocks = BlockType::None;  // set: dtype is U8 and data the blocks
 
   int64_t numel() const;
   // Converts every element to f32 (the reference path works in f32).
@@ -46,6 +51,9 @@ class TensorStore {
  public:
   static TensorStore open_dir(const std::string& dir);
   static TensorStore open_file(const std::string& path);
+  // A GGUF file's tensors under checkpoint names (io/gguf_gemma3.h).
+  // open_dir takes a .gguf path too and comes here.
+  static TensorStore open_gguf(const std::string& path);
 
   TensorStore(TensorStore&&) noexcept;
   TensorStore& operator=(TensorStore&&) noexcept;
@@ -66,7 +74,7 @@ class TensorStore {
  private:
   TensorStore();
   void add_file(const std::string& path);
-  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::shared_ptr<const MappedFile>> files_;
   std::map<std::string, TensorView> tensors_;
 };
 

@@ -13,6 +13,8 @@
 #include <sentencepiece_trainer.h>
 
 #include "core/error.h"
+#include "io/gguf.h"
+#include "io/gguf_tokenizer.h"
 #include "io/hf_tokenizer.h"
 
 namespace splitdec {
@@ -40,6 +42,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& json, cons
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::open_dir(const std::string& dir) {
+  if (is_gguf_path(dir)) return gguf_tokenizer(*GgufFile::open(dir));
   const auto json_path = std::filesystem::path(dir) / "tokenizer.json";
   if (std::filesystem::exists(json_path)) {
     std::unique_ptr<Tokenizer> t(new Tokenizer());

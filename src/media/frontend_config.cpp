@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/gguf.h"
+#include "io/gguf_gemma3.h"
 #include "io/config_fields.h"
 #include "io/model_config.h"
 
@@ -154,6 +156,8 @@ FrontendConfig parse_frontend_config(const json& root, const ModelConfig& decode
 
 FrontendConfig load_frontend_config(const std::string& model_dir, const ModelConfig& decoder) {
   namespace fs = std::filesystem;
+  // A GGUF holds the text model only (its vision tower is a separate mmproj file).
+  if (is_gguf_path(model_dir)) return parse_frontend_config(gemma3_config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
   const fs::path path = fs::path(model_dir) / "config.json";
   std::ifstream in(path);
   if (!in) throw InputError(path.string() + ": cannot open");

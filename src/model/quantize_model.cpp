@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/quantized_tensors.h"
@@ -73,6 +74,9 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
   const WeightLoading scheme = weight_loading_named(o.weights);
   if (!scheme.format || scheme.f32_activations)
     throw InputError("--weights " + o.weights + ": quantize writes q8 or q4 (activations are chosen at load: --weights q8-f32act)");
+  if (is_gguf_path(o.model_dir))
+    throw InputError("--model " + o.model_dir + " is a GGUF file; quantize reads a model folder (llama.cpp's llama-quantize "
+                     "requantizes GGUFs)");
   std::error_code ec;
   if (fs::exists(o.out_dir) && fs::equivalent(o.out_dir, o.model_dir, ec))
     throw InputError("--out " + o.out_dir + " is the source folder; write the quantized model to a new one");

@@ -158,6 +158,17 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
     const int out = int(shape[0]), in = int(shape[1]);
     const TensorView& stored = store.get(name);
+    if (stored.blocks != BlockType::None) {  // a GGUF's Q8_0 / Q4_0 blocks: splitdec's own, copied as they are
+      const TensorView& v = view(name, shape);
+      const WeightFormat f = v.blocks == BlockType::Q8_0 ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
+      if (!weight_format_fits(f, in) || size_t(out) * weight_row_bytes(f, in) != v.nbytes)
+        throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not " +
+                          weight_format_name(f) + " rows of " + std::to_string(in));
+      WeightMatrix m = WeightMatrix::zeros(f, out, in);
+      store.copy_out(v, m.data.data());
+      m.int8_activations = !loading.f32_activations;
+      return m;
+    }
     if (!dtype_is_float(stored.dtype)) {  // quantized in the file: its own shape rules
       WeightMatrix m = load_quantized_matrix(store, stored, out, in);
       m.int8_activations = !loading.f32_activations;
@@ -197,6 +208,7 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
   // embedding's, or where that is quantized the final norm's (norms never are).
   w.dtype = store.get(prefix + "embed_tokens.weight").dtype;
   if (!dtype_is_float(w.dtype)) w.dtype = store.get(prefix + "norm.weight").dtype;
+  if (!c.embed_scale_rounded) w.dtype = DType::F32;  // GGUF: the scale stays f32
   w.layers.resize(size_t(c.num_layers));
   const std::vector<WeightSpec> specs = decoder_weight_specs(c);
   size_t done = 0;

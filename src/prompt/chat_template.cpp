@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/gguf.h"
 
 namespace splitdec {
 namespace {
@@ -165,6 +166,21 @@ ChatTemplate ChatTemplate::builtin(const std::string& family) {
 
 ChatTemplate ChatTemplate::from_model_dir(const fs::path& dir, const std::string& family) {
   builtin_source(family);  // refuses an unknown family whatever the folder holds
+  if (is_gguf_path(dir.string())) {
+    // A GGUF: tokenizer.chat_template, and the pieces of its BOS / EOS ids.
+    const auto gguf = GgufFile::open(dir.string());
+    std::optional<ChatTemplate> found;
+    if (auto text = gguf->string("tokenizer.chat_template")) found.emplace(ChatTemplate(std::move(*text), dir.string() + " (tokenizer.chat_template)", false));
+    else found.emplace(builtin(family));
+    const std::vector<std::string_view> tokens = gguf->strings("tokenizer.ggml.tokens");
+    auto piece = [&](const char* key, std::string& out) {
+      const std::optional<int64_t> id = gguf->integer(key);
+      if (id && *id >= 0 && size_t(*id) < tokens.size()) out = std::string(tokens[size_t(*id)]);
+    };
+    piece("tokenizer.ggml.bos_token_id", found->default_bos_);
+    piece("tokenizer.ggml.eos_token_id", found->default_eos_);
+    return std::move(*found);
+  }
   const fs::path config_path = dir / "tokenizer_config.json";
   const nlohmann::json config = fs::exists(config_path) ? read_json(config_path) : nlohmann::json::object();
   std::optional<ChatTemplate> found;

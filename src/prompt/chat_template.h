@@ -7,6 +7,7 @@
 //      {"name", "template"} of which the one named "default" is taken;
 //   3. else <dir>/chat_template.json's "chat_template" (the processor's copy);
 //   4. else splitdec's built-in template for the family ("gemma3", "gemma4").
+// A GGUF file (FILE.gguf) gives its tokenizer.chat_template, else the built-in.
 #pragma once
 
 #include <filesystem>
