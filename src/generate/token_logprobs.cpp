@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstddef>
-#include <numeric>
 
 namespace splitdec {
 
@@ -19,12 +17,19 @@ TokenLogprob token_logprob(const std::vector<float>& logits, float temperature, 
   TokenLogprob out;
   out.token = token;
   out.logprob = logprob(token);
-  std::vector<int> ids(logits.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  const size_t k = std::min(ids.size(), size_t(std::max(0, top)));
-  std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(k), ids.end(),
-                    [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); });
-  for (size_t i = 0; i < k && std::isfinite(logits[size_t(ids[i])]); ++i) out.top.emplace_back(ids[i], logprob(ids[i]));
+  // The `top` best in one pass, kept sorted (top <= 20): no vocabulary-sized
+  // buffer per token. Better: a higher logit, or the same one at a lower id.
+  const size_t k = size_t(std::max(0, top));
+  std::vector<int> best;
+  best.reserve(k + 1);
+  auto better = [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b); };
+  for (int id = 0; k > 0 && id < int(logits.size()); ++id) {
+    if (!std::isfinite(logits[size_t(id)])) continue;
+    if (best.size() == k && !better(id, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
+    if (best.size() > k) best.pop_back();
+  }
+  for (int id : best) out.top.emplace_back(id, logprob(id));
   return out;
 }
 

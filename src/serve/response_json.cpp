@@ -48,7 +48,10 @@ json ResponseWriter::logprobs_json(const std::vector<TokenLogprob>& entries) con
     json content = json::array();
     for (const TokenLogprob& e : entries) {
       json top = json::array();
-      for (const auto& [id, lp] : e.top) top.push_back({{"token", text(id)}, {"logprob", lp}, {"bytes", bytes(text(id))}});
+      for (const auto& [id, lp] : e.top) {
+        const std::string t = text(id);
+        top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes(t)}});
+      }
       const std::string t = text(e.token);
       content.push_back({{"token", t}, {"logprob", e.logprob}, {"bytes", bytes(t)}, {"top_logprobs", top}});
     }
