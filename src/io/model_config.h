@@ -36,6 +36,11 @@ struct LayerSpec {
   // A learned scalar (checkpoint tensor layer_scalar, default 1) multiplies
   // the layer output after both residual adds (Gemma-4).
   bool layer_scalar = false;
+  // A mixture of experts beside the dense MLP (Gemma-4 26B-A4B; 0: none):
+  // a router picks top_k of num_experts per token (model/mixture_of_experts.h).
+  int num_experts = 0;
+  int top_k_experts = 0;
+  int expert_intermediate_size = 0;
 };
 
 struct ModelConfig {
@@ -63,6 +68,12 @@ struct ModelConfig {
   int boa_token_id = -1, eoa_token_id = -1, audio_token_id = -1;
   int mm_tokens_per_image = 256;
   MaskPolicy default_policy = MaskPolicy::Causal;
+  // Per-layer embeddings (Gemma-4 E2B/E4B; 0: none): each layer also reads a
+  // per_layer_dim-wide input per token, from a packed table of
+  // per_layer_vocab rows and a projection of the input embedding
+  // (model/per_layer_embeddings.h).
+  int per_layer_dim = 0;
+  int per_layer_vocab = 0;
   std::vector<LayerSpec> layers;
 
   bool is_kv_shared(int layer) const { return layers[size_t(layer)].kv_source != layer; }

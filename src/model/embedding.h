@@ -13,4 +13,10 @@ namespace splitdec {
 // with media rows spliced in unscaled, in order, at the non-text positions.
 std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt);
 
+// The per-layer inputs of the prompt's rows (Model::per_layer_inputs; media
+// rows read the pad token's table row), from `hidden` = embed_prompt's rows.
+// Empty for a model without per-layer embeddings.
+std::vector<float> embed_per_layer(const Model& model, const PromptBatch& prompt, const std::vector<float>& hidden,
+                                   bool rows_independent = false);
+
 }  // namespace splitdec

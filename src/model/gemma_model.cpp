@@ -1,17 +1,21 @@
 #include "model/gemma_model.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include "core/aligned_vector.h"
+#include "core/error.h"
 #include "io/safetensors.h"
 #include "kernels/linear.h"
 #include "kernels/ops.h"
+#include "model/mixture_of_experts.h"
+#include "model/per_layer_embeddings.h"
 
 namespace splitdec {
 
 Model Model::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress, const WeightLoading& loading) {
   ModelConfig config = load_model_config(dir);
-  TensorStore store = TensorStore::open_dir(dir);
+  auto store = std::make_shared<const TensorStore>(TensorStore::open_dir(dir));
   ModelWeights weights = load_weights(config, store, progress, loading);
   return Model(std::move(config), std::move(weights));
 }
@@ -31,19 +35,30 @@ void Model::embed(const int* tokens, int rows, float* hidden) const {
 // Activations of one layer; kept across the layers of a call so that a
 // decode step allocates once, not once per layer.
 struct Model::LayerScratch {
-  AlignedVector<float> x, q, k, v, attn, o, gate, up;  // linear()'s rows start on cache lines
+  AlignedVector<float> x, q, k, v, attn, o, gate, up, moe;  // linear()'s rows start on cache lines
 };
 
-void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                       bool rows_independent) const {
+void Model::per_layer_inputs(const int* table_tokens, const float* hidden, int rows, float* out, bool rows_independent) const {
+  splitdec::per_layer_inputs(config_, weights_, table_tokens, hidden, rows, out, rows_independent);
+}
+
+void Model::run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention, bool rows_independent,
+                       const float* per_layer) const {
+  if (has_per_layer_inputs() && !per_layer)
+    throw std::logic_error("run_layers: this model has per-layer embeddings and none were given");
   LayerScratch scratch;
-  for (int l = 0; l < config_.num_layers; ++l) run_layer(l, hidden, rows, positions, attention, scratch, rows_independent);
+  for (int l = 0; l < config_.num_layers; ++l)
+    run_layer(l, hidden, rows, positions, attention, scratch, rows_independent,
+              per_layer ? per_layer + int64_t(l) * rows * config_.per_layer_dim : nullptr);
 }
 
 // out = h + post_ff_norm(down(gelu(gate(h')) * up(h'))), h' = pre_ff_norm(h),
-// h = x + post_attn_norm(attn(input_norm(x))); Gemma-4 then scales by layer_scalar.
+// h = x + post_attn_norm(attn(input_norm(x))). Gemma-4: with experts the
+// MLP term is post_ff_norm_1(mlp) + post_ff_norm_2(experts(pre_ff_norm_2(h)))
+// inside post_ff_norm; with per-layer embeddings out += the layer's
+// per-layer term; then out is scaled by layer_scalar.
 void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                      LayerScratch& scratch, bool rows_independent) const {
+                      LayerScratch& scratch, bool rows_independent, const float* per_layer) const {
   const ModelConfig& c = config_;
   const LayerSpec& spec = c.layers[size_t(l)];
   const LayerWeights& w = weights_.layers[size_t(l)];
@@ -53,7 +68,7 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   const bool add1 = c.norm_adds_one;
   const bool shared = c.is_kv_shared(l);
 
-  auto& [x, q, k, v, attn, o, gate, up] = scratch;
+  auto& [x, q, k, v, attn, o, gate, up, moe] = scratch;
   x.resize(size_t(rows) * H);
   ops::rms_norm(hidden, w.input_norm.data(), rows, H, eps, add1, x.data());
 
@@ -88,8 +103,23 @@ void Model::run_layer(int l, float* hidden, int rows, const int64_t* positions, 
   linear(x.data(), rows, w.up_proj, up.data(), rows_independent);
   ops::gelu_tanh_gate(gate.data(), up.data(), gate.size());
   linear(gate.data(), rows, w.down_proj, o.data(), rows_independent);
+  if (spec.num_experts > 0) {
+    ops::rms_norm(o.data(), w.post_feedforward_norm_1.data(), rows, H, eps, add1, o.data());
+    ops::rms_norm(hidden, w.pre_feedforward_norm_2.data(), rows, H, eps, add1, x.data());
+    moe.resize(size_t(rows) * H);
+    mixture_of_experts(c, spec, w, hidden, x.data(), rows, moe.data(), rows_independent);
+    ops::rms_norm(moe.data(), w.post_feedforward_norm_2.data(), rows, H, eps, add1, moe.data());
+    ops::residual_add(o.data(), moe.data(), o.size());
+  }
   ops::rms_norm(o.data(), w.post_feedforward_norm.data(), rows, H, eps, add1, o.data());
-  ops::residual_add(hidden, o.data(), o.size(), w.layer_scalar);
+  if (!per_layer) {
+    ops::residual_add(hidden, o.data(), o.size(), w.layer_scalar);
+    return;
+  }
+  ops::residual_add(hidden, o.data(), o.size());
+  add_per_layer_input(c, w, per_layer, hidden, rows, rows_independent);
+  if (w.layer_scalar != 1.f)
+    for (size_t i = 0; i < size_t(rows) * H; ++i) hidden[i] *= w.layer_scalar;
 }
 
 void Model::logits(const float* hidden, int rows, float* out, bool rows_independent) const {

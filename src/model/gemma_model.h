@@ -1,6 +1,8 @@
-// The Gemma-3 / dense Gemma-4 decoder: the whole model math in one place.
+// The Gemma-3 / Gemma-4 decoder: the whole model math in one place.
 // Family differences live in ModelConfig data (norm flavour, scale, head
-// dims, KV sharing, layer scalar), not in branches scattered elsewhere.
+// dims, KV sharing, layer scalar, per-layer embeddings, experts), not in
+// branches scattered elsewhere; the two Gemma-4 extras have their own files
+// (per_layer_embeddings.h, mixture_of_experts.h).
 //
 // Attention itself is supplied by the caller through AttentionStage, so the
 // same layer math serves the reference oracle and every execution plan.
@@ -40,12 +42,21 @@ class Model {
   // checkpoint dtype as HF does. Token ids must already be validated.
   void embed(const int* tokens, int rows, float* hidden) const;
 
+  // Whether run_layers needs per-layer inputs (Gemma-4 E2B / E4B).
+  bool has_per_layer_inputs() const { return config_.per_layer_dim > 0; }
+  // The per-layer inputs [layers, rows, per_layer_dim] of rows whose table
+  // ids are `table_tokens` (pad on media rows) and whose input embeddings
+  // are `hidden` (model/per_layer_embeddings.h).
+  void per_layer_inputs(const int* table_tokens, const float* hidden, int rows, float* out,
+                        bool rows_independent = false) const;
+
   // Runs every decoder layer over hidden [rows, hidden_size] in place.
-  // positions: the RoPE position of each row.
+  // positions: the RoPE position of each row. per_layer: per_layer_inputs()
+  // of these rows when has_per_layer_inputs(), else null.
   // `rows_independent`: each row computed as it would be alone (decode
   // steps of a batch; see linear()).
   void run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                  bool rows_independent = false) const;
+                  bool rows_independent = false, const float* per_layer = nullptr) const;
 
   // Final norm, LM head and (where configured) final logit softcap.
   void logits(const float* hidden, int rows, float* out, bool rows_independent = false) const;
@@ -53,7 +64,7 @@ class Model {
  private:
   struct LayerScratch;
   void run_layer(int layer, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                 LayerScratch& scratch, bool rows_independent) const;
+                 LayerScratch& scratch, bool rows_independent, const float* per_layer) const;
   ModelConfig config_;
   ModelWeights weights_;
 };

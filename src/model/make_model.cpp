@@ -33,8 +33,10 @@ struct Preset {
   bool tiny;
 };
 constexpr Preset kPresets[] = {
-    {"tiny-gemma3", true},  {"tiny-gemma4", true}, {"tiny-gemma4-unified", true}, {"gemma3-1b", false},
-    {"gemma3-12b", false}, {"gemma4-12b", false}, {"gemma4-12b-attention", false}, {"gemma4-31b", false}};
+    {"tiny-gemma3", true},      {"tiny-gemma4", true},      {"tiny-gemma4-unified", true}, {"tiny-gemma4-ple", true},
+    {"tiny-gemma4-moe", true},  {"gemma3-1b", false},       {"gemma3-12b", false},         {"gemma4-12b", false},
+    {"gemma4-12b-attention", false}, {"gemma4-31b", false}, {"gemma4-e2b", false},        {"gemma4-e4b", false},
+    {"gemma4-26b-a4b", false}};
 
 // Token ids of the special pieces in the trained tokenizer.
 struct SpecialIds {
@@ -92,7 +94,24 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
                             {"mm_embed_dim", embed_dim}, {"mm_posemb_size", 1120}, {"output_proj_dims", hidden}};
     top["audio_config"] = {{"model_type", "gemma4_unified_audio"}, {"audio_embed_dim", 640}};
   };
+  // The vision encoders of convert_gemma4_weights.py: on-device (E2B, E4B:
+  // clipped linears) and large (26B-A4B, 31B: standardize).
+  auto gemma4_vision_on_device = [&] {
+    gemma4_vision({{"hidden_size", 768}, {"intermediate_size", 3072}, {"num_hidden_layers", 16},
+                   {"num_attention_heads", 12}, {"num_key_value_heads", 12}, {"head_dim", 64}, {"patch_size", 16},
+                   {"pooling_kernel_size", 3}, {"position_embedding_size", 10240}, {"default_output_length", 280},
+                   {"rms_norm_eps", 1e-6}, {"use_clipped_linears", true}, {"standardize", false}});
+  };
+  auto gemma4_vision_large = [&] {
+    gemma4_vision({{"hidden_size", 1152}, {"intermediate_size", 4304}, {"num_hidden_layers", 27},
+                   {"num_attention_heads", 16}, {"num_key_value_heads", 16}, {"head_dim", 72}, {"patch_size", 16},
+                   {"pooling_kernel_size", 3}, {"position_embedding_size", 10240}, {"default_output_length", 280},
+                   {"rms_norm_eps", 1e-6}, {"use_clipped_linears", false}, {"standardize", true}});
+  };
+  // E2B / E4B attend causally everywhere (use_bidirectional_attention null).
+  auto causal_text = [&] { text["use_bidirectional_attention"] = nullptr; };
   int n_layers = 0;
+  int pattern = name.rfind("tiny", 0) == 0 ? 3 : 6;  // sliding layers per full one, plus one
   if (name == "tiny-gemma3") {
     multimodal_gemma3(16);
     n_layers = 6;
@@ -120,6 +139,60 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
                      {"pooling_kernel_size", 3}, {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6},
                      {"use_clipped_linears", true}, {"standardize", true}});
     }
+  } else if (name == "tiny-gemma4-ple") {
+    // E2B / E4B in small: per-layer embeddings, KV-shared layers with the
+    // double-wide MLP, causal attention, the clipped-linear vision encoder.
+    multimodal_gemma4(16);
+    causal_text();
+    n_layers = 6;
+    text.update({{"vocab_size", vocab}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_attention_heads", 4},
+                 {"num_key_value_heads", 1}, {"head_dim", 16}, {"global_head_dim", 32}, {"num_kv_shared_layers", 2},
+                 {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 16}, {"vocab_size_per_layer_input", vocab},
+                 {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
+    gemma4_vision({{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+                   {"num_key_value_heads", 2}, {"head_dim", 16}, {"patch_size", 16}, {"pooling_kernel_size", 3},
+                   {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6}, {"use_clipped_linears", true}});
+  } else if (name == "tiny-gemma4-moe") {
+    // 26B-A4B in small: 8 experts, 2 per token, beside the dense MLP.
+    multimodal_gemma4(16);
+    n_layers = 6;
+    text.update({{"vocab_size", vocab}, {"hidden_size", 64}, {"intermediate_size", 64}, {"num_attention_heads", 4},
+                 {"num_key_value_heads", 2}, {"num_global_key_value_heads", 1}, {"head_dim", 16},
+                 {"global_head_dim", 32}, {"attention_k_eq_v", true}, {"enable_moe_block", true}, {"num_experts", 8},
+                 {"top_k_experts", 2}, {"moe_intermediate_size", 32}, {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
+    gemma4_vision({{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+                   {"num_key_value_heads", 2}, {"head_dim", 16}, {"patch_size", 16}, {"pooling_kernel_size", 3},
+                   {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6}, {"standardize", true}});
+  } else if (name == "gemma4-e2b") {
+    // convert_gemma4_weights.py's gemma-4-e2b: 35 layers (4 sliding : 1 full),
+    // the last 20 reuse K/V, per-layer embeddings of 256.
+    multimodal_gemma4(280);
+    causal_text();
+    n_layers = 35;
+    pattern = 5;
+    text.update({{"vocab_size", 262144}, {"hidden_size", 1536}, {"intermediate_size", 6144}, {"num_attention_heads", 8},
+                 {"num_key_value_heads", 1}, {"head_dim", 256}, {"global_head_dim", 512}, {"num_kv_shared_layers", 20},
+                 {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
+                 {"vocab_size_per_layer_input", 262144}, {"sliding_window", 512}, {"rms_norm_eps", 1e-6}});
+    gemma4_vision_on_device();
+  } else if (name == "gemma4-e4b") {
+    multimodal_gemma4(280);
+    causal_text();
+    n_layers = 42;
+    text.update({{"vocab_size", 262144}, {"hidden_size", 2560}, {"intermediate_size", 10240}, {"num_attention_heads", 8},
+                 {"num_key_value_heads", 2}, {"head_dim", 256}, {"global_head_dim", 512}, {"num_kv_shared_layers", 18},
+                 {"hidden_size_per_layer_input", 256}, {"vocab_size_per_layer_input", 262144}, {"sliding_window", 512},
+                 {"rms_norm_eps", 1e-6}});
+    gemma4_vision_on_device();
+  } else if (name == "gemma4-26b-a4b") {
+    // 128 experts of 704, 8 per token, beside a dense MLP of 2112.
+    multimodal_gemma4(280);
+    n_layers = 30;
+    text.update({{"vocab_size", 262144}, {"hidden_size", 2816}, {"intermediate_size", 2112}, {"num_attention_heads", 16},
+                 {"num_key_value_heads", 8}, {"num_global_key_value_heads", 2}, {"head_dim", 256},
+                 {"global_head_dim", 512}, {"attention_k_eq_v", true}, {"enable_moe_block", true}, {"num_experts", 128},
+                 {"top_k_experts", 8}, {"moe_intermediate_size", 704}, {"sliding_window", 1024}, {"rms_norm_eps", 1e-6}});
+    gemma4_vision_large();
   } else if (name == "gemma3-1b") {
     top["model_type"] = "gemma3_text";
     n_layers = 26;
@@ -178,16 +251,20 @@ ordered_json preset_config(const std::string& name, int vocab, const SpecialIds&
     if (*layers < 1 || *layers > n_layers)
       throw InputError("--layers " + std::to_string(*layers) + " is outside [1, " + std::to_string(n_layers) +
                        "] for preset " + name);
+    // The first N layers of a model whose last K share K/V: only those of
+    // the K that are among the N share.
+    if (name != "tiny-gemma4" && text.contains("num_kv_shared_layers"))
+      text["num_kv_shared_layers"] = std::max(0, text["num_kv_shared_layers"].get<int>() - (n_layers - *layers));
     n_layers = *layers;
   }
   ordered_json& t = top["model_type"] == "gemma3_text" ? top : text;
   t["num_hidden_layers"] = n_layers;
   const bool g4 = name.find("gemma4") != std::string::npos;
   // The layer-type pattern of the full model, cut to n_layers (5:1 sliding:full,
-  // 2:1 on the tiny presets).
-  const int pattern = name.rfind("tiny", 0) == 0 ? 3 : 6;
+  // 4:1 on E2B, 2:1 on the tiny presets).
   t["layer_types"] = layer_types_json(n_layers, pattern, g4);
   if (name == "tiny-gemma4" && n_layers < 6) t["num_kv_shared_layers"] = 0;
+
   if (!text.empty() && &t == &text) top["text_config"] = text;
   top["tie_word_embeddings"] = true;
   top["pad_token_id"] = 0;
@@ -278,18 +355,23 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
     // 1/sqrt(hidden) (times sqrt(hidden) at lookup), norm gains near 1.
     const bool q_norm = spec.name.find("q_norm") != std::string::npos;
     const int head_dim = spec.shape[0] > 0 ? int(spec.shape[0]) : 1;
-    const float linear = spec.kind == WeightSpec::Linear ? std::sqrt(3.f / float(spec.shape[1])) : 0.f;
+    const float linear = spec.kind == WeightSpec::Linear    ? std::sqrt(3.f / float(spec.shape[1]))
+                         : spec.kind == WeightSpec::Experts ? std::sqrt(3.f / float(spec.shape[2]))
+                                                            : 0.f;
     const float embedding = std::sqrt(3.f / H);
+    const float table = config.per_layer_dim > 0 ? std::sqrt(3.f / float(config.per_layer_dim)) : 0.f;
     // Gemma-4 attention has scale 1: a q_norm gain of 2/sqrt(head_dim)
     // keeps scores at a useful spread.
     const float gain = q_norm ? 2.f / std::sqrt(float(head_dim)) : 1.f;
     tensors.push_back({prefix + spec.name, spec.shape,
-                       [kind = spec.kind, linear, embedding, gain, adds_one = config.norm_adds_one](float r) {
+                       [kind = spec.kind, linear, embedding, table, gain, adds_one = config.norm_adds_one](float r) {
                          switch (kind) {
                            case WeightSpec::Linear: return r * linear;
                            case WeightSpec::Embedding: return r * embedding;
                            case WeightSpec::Norm: return adds_one ? 0.1f * r : gain * (1.f + 0.1f * r);
                            case WeightSpec::Scalar: return 0.75f + 0.25f * r;
+                           case WeightSpec::Experts: return r * linear;
+                           case WeightSpec::MappedTable: return r * table;  // times sqrt(P) at lookup
                          }
                          return 0.f;
                        }});
@@ -338,8 +420,9 @@ void make_model(const MakeModelOptions& o) {
   const std::vector<std::string>& special = gemma4 ? gemma4_special_pieces() : gemma_special_pieces();
   const std::string tokenizer_model = train_tokenizer(kTokenizerCorpus, kTokenizerVocab, unsigned(o.seed), special);
   const BpeVocabulary trained = bpe_vocabulary_from_sentencepiece(tokenizer_model, special);
-  const bool real_vocabulary = o.preset == "gemma3-1b" || o.preset == "gemma3-12b" ||
-                               o.preset == "gemma4-12b" || o.preset == "gemma4-31b";
+  const bool real_vocabulary = o.preset == "gemma3-1b" || o.preset == "gemma3-12b" || o.preset == "gemma4-12b" ||
+                               o.preset == "gemma4-31b" || o.preset == "gemma4-e2b" || o.preset == "gemma4-e4b" ||
+                               o.preset == "gemma4-26b-a4b";
   SpecialIds ids{};
   BpeVocabulary vocabulary;
   if (real_vocabulary) {

@@ -67,8 +67,10 @@ std::vector<float> reference_logits(const Model& model, const PromptBatch& p, Ma
   validate_prompt_batch(p, model.config());
   std::vector<float> hidden = embed_prompt(model, p);
   const std::vector<int64_t> positions = p.rope_positions();
+  const std::vector<float> per_layer = embed_per_layer(model, p, hidden);
   ReferenceAttention attention(model.config(), p, policy);
-  model.run_layers(hidden.data(), int(p.rows()), positions.data(), attention);
+  model.run_layers(hidden.data(), int(p.rows()), positions.data(), attention, false,
+                   per_layer.empty() ? nullptr : per_layer.data());
   std::vector<float> logits(size_t(p.rows()) * size_t(model.config().vocab_size));
   model.logits(hidden.data(), int(p.rows()), logits.data());
   return logits;

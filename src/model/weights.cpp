@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/machine.h"
@@ -20,6 +21,24 @@ struct Overloaded : F... {
   using F::operator()...;
 };
 }  // namespace
+
+MappedTable::MappedTable(std::shared_ptr<const TensorStore> store, const TensorView* view)
+    : store_(std::move(store)), view_(view) {}
+
+int64_t MappedTable::rows() const { return view_ ? view_->shape[0] : 0; }
+int64_t MappedTable::cols() const { return view_ ? view_->shape[1] : 0; }
+DType MappedTable::dtype() const { return view_ ? view_->dtype : DType::F32; }
+
+void MappedTable::row_f32(int64_t r, float* dst) const {
+  const size_t n = size_t(cols()), esize = dtype_size(view_->dtype);
+  TensorView row = *view_;
+  row.data = view_->data + size_t(r) * n * esize;
+  row.nbytes = n * esize;
+  for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(row.dtype, row.data + i * esize);
+  // Dropped at once: a prompt's rows are read once per chunk, and keeping
+  // them would let the table creep into resident memory row by row.
+  store_->release(row);
+}
 
 WeightLoading weight_loading_named(const std::string& name) {
   WeightLoading w;
@@ -77,10 +96,36 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
     add("mlp.gate_proj.weight", {I, H}, WeightSpec::Linear, &L::gate_proj);
     add("mlp.up_proj.weight", {I, H}, WeightSpec::Linear, &L::up_proj);
     add("mlp.down_proj.weight", {H, I}, WeightSpec::Linear, &L::down_proj);
+    if (spec.num_experts > 0) {
+      const int64_t E = spec.num_experts, X = spec.expert_intermediate_size;
+      add("router.proj.weight", {E, H}, WeightSpec::Linear, &L::router);
+      add("router.scale", {H}, WeightSpec::Norm, &L::router_scale);
+      add("router.per_expert_scale", {E}, WeightSpec::Norm, &L::per_expert_scale);
+      add("experts.gate_up_proj", {E, 2 * X, H}, WeightSpec::Experts, &L::expert_gate_up);
+      add("experts.down_proj", {E, H, X}, WeightSpec::Experts, &L::expert_down);
+      add("pre_feedforward_layernorm_2.weight", {H}, WeightSpec::Norm, &L::pre_feedforward_norm_2);
+      add("post_feedforward_layernorm_1.weight", {H}, WeightSpec::Norm, &L::post_feedforward_norm_1);
+      add("post_feedforward_layernorm_2.weight", {H}, WeightSpec::Norm, &L::post_feedforward_norm_2);
+    }
+    if (c.per_layer_dim > 0) {
+      const int64_t P = c.per_layer_dim;
+      add("per_layer_input_gate.weight", {P, H}, WeightSpec::Linear, &L::per_layer_input_gate);
+      add("per_layer_projection.weight", {H, P}, WeightSpec::Linear, &L::per_layer_projection);
+      add("post_per_layer_input_norm.weight", {H}, WeightSpec::Norm, &L::post_per_layer_input_norm);
+    }
     if (spec.layer_scalar) {
       add("layer_scalar", {1}, WeightSpec::Scalar, &L::layer_scalar);
       s.back().optional = true;  // an HF buffer some checkpoints omit; default 1
     }
+  }
+  if (c.per_layer_dim > 0) {
+    const int64_t LP = int64_t(c.num_layers) * c.per_layer_dim;
+    s.push_back({"embed_tokens_per_layer.weight", {c.per_layer_vocab, LP}, WeightSpec::MappedTable, -1,
+                 &ModelWeights::per_layer_table});
+    s.push_back({"per_layer_model_projection.weight", {LP, H}, WeightSpec::Linear, -1,
+                 &ModelWeights::per_layer_model_projection});
+    s.push_back({"per_layer_projection_norm.weight", {c.per_layer_dim}, WeightSpec::Norm, -1,
+                 &ModelWeights::per_layer_projection_norm});
   }
   s.push_back({"norm.weight", {H}, WeightSpec::Norm, -1, &ModelWeights::final_norm});
   return s;
@@ -90,7 +135,8 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
 std::map<std::string, bool> decoder_matrix_names(const ModelConfig& c, const std::string& prefix) {
   std::map<std::string, bool> out;
   for (const WeightSpec& s : decoder_weight_specs(c))
-    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding) out[prefix + s.name] = s.kind == WeightSpec::Embedding;
+    if (s.kind == WeightSpec::Linear || s.kind == WeightSpec::Embedding || s.kind == WeightSpec::Experts)
+      out[prefix + s.name] = s.kind == WeightSpec::Embedding;
   if (!c.tie_word_embeddings)
     for (const char* head : {"lm_head.weight", "language_model.lm_head.weight"}) out[head] = true;
   return out;
@@ -118,8 +164,9 @@ void convert_rows(const TensorStore& store, const TensorView& v, int r0, int row
   store.release(piece);
 }
 
-ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const std::function<void(size_t, size_t)>& progress,
-                          const WeightLoading& loading) {
+ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const TensorStore>& shared_store,
+                          const std::function<void(size_t, size_t)>& progress, const WeightLoading& loading) {
+  const TensorStore& store = *shared_store;
   const std::string prefix = find_decoder_prefix(store);
   auto view = [&](const std::string& name, const std::vector<int64_t>& shape) -> const TensorView& {
     const TensorView& v = store.get(name);
@@ -155,11 +202,11 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     store.release(v);
     return values;
   };
-  auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
-    const int out = int(shape[0]), in = int(shape[1]);
-    const TensorView& stored = store.get(name);
+  // `stored`: the tensor as the file holds it, read as [out, in] (an expert
+  // stack [E, out, in] as E * out rows).
+  auto matrix_from = [&](const TensorView& stored, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
     if (stored.blocks != BlockType::None) {  // a GGUF's Q8_0 / Q4_0 blocks: splitdec's own, copied as they are
-      const TensorView& v = view(name, shape);
+      const TensorView& v = view(stored.name, shape);
       const WeightFormat f = v.blocks == BlockType::Q8_0 ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
       if (!weight_format_fits(f, in) || size_t(out) * weight_row_bytes(f, in) != v.nbytes)
         throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not " +
@@ -174,7 +221,8 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
       m.int8_activations = !loading.f32_activations;
       return m;
     }
-    const TensorView& v = view(name, shape);
+    TensorView v = view(stored.name, shape);
+    v.shape = {out, in};
     const std::optional<WeightFormat> to = target(v, embedding);
     if (!to) {
       WeightMatrix m = WeightMatrix::zeros(weight_format_of(v.dtype), out, in);
@@ -189,13 +237,33 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
     for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step) convert_rows(store, v, r0, std::min(step, out - r0), m, r0);
     return m;
   };
+  auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
+    return matrix_from(store.get(name), shape, int(shape[0]), int(shape[1]), embedding);
+  };
+  // An expert stack [E, out, in]: read whole, then cut into one matrix per
+  // expert, so that a token's step reads only its experts' rows.
+  auto experts = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const int E = int(shape[0]), out = int(shape[1]), in = int(shape[2]);
+    if (int64_t(E) * out > (int64_t(1) << 30)) throw FormatError("tensor '" + name + "' has too many rows");
+    const WeightMatrix all = matrix_from(store.get(name), shape, E * out, in, false);
+    std::vector<WeightMatrix> each(static_cast<size_t>(E));
+    for (int e = 0; e < E; ++e) {
+      each[size_t(e)] = WeightMatrix::from_bytes(all.format, out, in, all.row(e * out));
+      each[size_t(e)].int8_activations = all.int8_activations;
+    }
+    return each;
+  };
   // Weights are copied out of the mapped files into memory: weights larger
   // than the machine are refused before any copy (counted as they will be
   // stored: a matrix converted to `loading.format` at its new size).
   // Only the decoder's matrices convert; media towers load as stored.
   const std::map<std::string, bool> converted = decoder_matrix_names(c, prefix);
+  std::set<std::string> mapped;  // left in the file, not copied
+  for (const WeightSpec& spec : decoder_weight_specs(c))
+    if (spec.kind == WeightSpec::MappedTable) mapped.insert(prefix + spec.name);
   size_t total = 0;
   for (const auto& [name, v] : store.tensors()) {
+    if (mapped.count(name)) continue;
     const auto it = converted.find(name);
     const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(v, it->second);
     total += to ? size_t(v.shape[0]) * weight_row_bytes(*to, int(v.shape[1])) : v.nbytes;
@@ -221,8 +289,18 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
                    [&](WeightMatrix LayerWeights::*m) { layer->*m = matrix(full, spec.shape, false); },
                    [&](std::vector<float> LayerWeights::*m) { layer->*m = fetch(full, spec.shape); },
                    [&](float LayerWeights::*m) { layer->*m = fetch(full, spec.shape)[0]; },
-                   [&](WeightMatrix ModelWeights::*m) { w.*m = matrix(full, spec.shape, true); },
+                   [&](std::vector<WeightMatrix> LayerWeights::*m) { layer->*m = experts(full, spec.shape); },
+                   [&](WeightMatrix ModelWeights::*m) {
+                     w.*m = matrix(full, spec.shape, spec.kind == WeightSpec::Embedding);
+                   },
                    [&](std::vector<float> ModelWeights::*m) { w.*m = fetch(full, spec.shape); },
+                   [&](MappedTable ModelWeights::*m) {
+                     const TensorView& v = view(full, spec.shape);
+                     if (!dtype_is_float(v.dtype))
+                       throw FormatError(v.file + ": tensor '" + full + "' is " + dtype_name(v.dtype) +
+                                         "; the per-layer table is read in place and must be f32, bf16 or f16");
+                     w.*m = MappedTable(shared_store, &v);
+                   },
                },
                spec.slot);
   }
@@ -238,11 +316,15 @@ ModelWeights load_weights(const ModelConfig& c, const TensorStore& store, const 
 }
 
 size_t ModelWeights::bytes() const {
-  size_t b = embed_tokens.bytes() + lm_head.bytes() + final_norm.size() * 4;
-  for (const LayerWeights& L : layers)
-    for (const WeightMatrix* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
+  size_t b = embed_tokens.bytes() + lm_head.bytes() + final_norm.size() * 4 + per_layer_model_projection.bytes();
+  for (const LayerWeights& L : layers) {
+    for (const WeightMatrix* m : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj,
+                                  &L.per_layer_input_gate, &L.per_layer_projection, &L.router})
       b += m->bytes();
-  return b;
+    for (const auto* stack : {&L.expert_gate_up, &L.expert_down})
+      for (const WeightMatrix& m : *stack) b += m.bytes();
+  }
+  return b;  // the mapped per-layer table is not resident
 }
 
 }  // namespace splitdec

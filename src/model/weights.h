@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -25,6 +26,40 @@ struct LayerWeights {
   std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;  // [hidden]
   WeightMatrix gate_proj, up_proj, down_proj;
   float layer_scalar = 1.f;  // multiplies the layer output (LayerSpec::layer_scalar)
+
+  // Per-layer embeddings (ModelConfig::per_layer_dim): gate [P, H],
+  // projection [H, P], and the norm after the projection [H].
+  WeightMatrix per_layer_input_gate, per_layer_projection;
+  std::vector<float> post_per_layer_input_norm;
+
+  // Mixture of experts (LayerSpec::num_experts = E, expert width I).
+  WeightMatrix router;                       // [E, H]
+  std::vector<float> router_scale;           // [H]
+  std::vector<float> per_expert_scale;       // [E]
+  std::vector<WeightMatrix> expert_gate_up;  // E of [2I, H]: gate rows, then up rows
+  std::vector<WeightMatrix> expert_down;     // E of [H, I]
+  // pre_feedforward_layernorm_2 (experts' input), post_feedforward_layernorm_1
+  // (dense MLP's output), post_feedforward_layernorm_2 (experts' output).
+  std::vector<float> pre_feedforward_norm_2, post_feedforward_norm_1, post_feedforward_norm_2;
+};
+
+// A float table read in place from the mapped checkpoint: only the rows a
+// prompt needs are touched, so it costs no resident memory beyond them
+// (the per-layer embedding table, the largest tensor of Gemma-4 E2B/E4B).
+class MappedTable {
+ public:
+  MappedTable() = default;
+  MappedTable(std::shared_ptr<const TensorStore> store, const TensorView* view);
+  bool empty() const { return view_ == nullptr; }
+  int64_t rows() const;
+  int64_t cols() const;
+  DType dtype() const;
+  // Row r (checked by the caller) as f32, then its file pages dropped.
+  void row_f32(int64_t r, float* dst) const;
+
+ private:
+  std::shared_ptr<const TensorStore> store_;
+  const TensorView* view_ = nullptr;
 };
 
 struct ModelWeights {
@@ -33,6 +68,12 @@ struct ModelWeights {
   std::vector<float> final_norm;    // [hidden]
   WeightMatrix lm_head;             // [vocab, hidden]; empty when tied to embed_tokens
   std::vector<LayerWeights> layers;
+  // Per-layer embeddings: the packed table [per_layer_vocab, layers * P]
+  // (mapped, not loaded), the projection of the input embedding
+  // [layers * P, hidden] and its norm [P].
+  MappedTable per_layer_table;
+  WeightMatrix per_layer_model_projection;
+  std::vector<float> per_layer_projection_norm;
 
   const WeightMatrix& output_matrix() const { return lm_head.empty() ? embed_tokens : lm_head; }
   size_t bytes() const;
@@ -48,11 +89,14 @@ std::string find_decoder_prefix(const TensorStore& store);
 struct WeightSpec {
   std::string name;  // without prefix
   std::vector<int64_t> shape;
-  enum Kind { Linear, Embedding, Norm, Scalar } kind;
+  // Experts: a stack [E, out, in] of linear weights, one matrix per expert.
+  // MappedTable: a float table left in the mapped file.
+  enum Kind { Linear, Embedding, Norm, Scalar, Experts, MappedTable } kind;
   int layer = -1;  // the layer it belongs to; -1: the model's
   // The member it loads into: of LayerWeights when layer >= 0, of ModelWeights otherwise.
   std::variant<WeightMatrix LayerWeights::*, std::vector<float> LayerWeights::*, float LayerWeights::*,
-               WeightMatrix ModelWeights::*, std::vector<float> ModelWeights::*>
+               std::vector<WeightMatrix> LayerWeights::*, WeightMatrix ModelWeights::*,
+               std::vector<float> ModelWeights::*, splitdec::MappedTable ModelWeights::*>
       slot;
   bool optional = false;  // absent in the checkpoint: the member keeps its default (HF buffers)
 };
@@ -81,6 +125,7 @@ WeightLoading weight_loading_named(const std::string& name);
 // The decoder's matrices by checkpoint name (decoder prefix included; an
 // untied LM head under both names it may have), each marked true for the
 // embedding / LM head: what --weights and `splitdec quantize` convert.
+// Expert stacks [E, out, in] convert as E * out rows of `in`.
 std::map<std::string, bool> decoder_matrix_names(const ModelConfig& config, const std::string& prefix);
 
 // Rows converted per convert_rows call: at most 64 MiB of f32 scratch.
@@ -91,7 +136,8 @@ int convert_piece_rows(int in);
 // a value the format cannot hold.
 void convert_rows(const TensorStore& store, const TensorView& v, int r0, int rows, WeightMatrix& dst, int dst_r0);
 
-ModelWeights load_weights(const ModelConfig& config, const TensorStore& store,
+// `store` stays referenced by the weights that read it in place (MappedTable).
+ModelWeights load_weights(const ModelConfig& config, const std::shared_ptr<const TensorStore>& store,
                           const std::function<void(size_t, size_t)>& progress = {}, const WeightLoading& loading = {});
 
 }  // namespace splitdec

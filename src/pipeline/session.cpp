@@ -359,10 +359,13 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
   }
   std::vector<float> hidden = embed_prompt(model_, chunk);
   {
-    SessionAttention attention(*this, seqs, path, rows, blocks);
     // A decode step computes each sequence's row as it would alone, so a
     // request's tokens do not depend on what else is in the batch.
-    model_.run_layers(hidden.data(), n * rows, positions.data(), attention, kind == TraceEntry::Decode);
+    const bool decode = kind == TraceEntry::Decode;
+    const std::vector<float> per_layer = embed_per_layer(model_, chunk, hidden, decode);
+    SessionAttention attention(*this, seqs, path, rows, blocks);
+    model_.run_layers(hidden.data(), n * rows, positions.data(), attention, decode,
+                      per_layer.empty() ? nullptr : per_layer.data());
   }
   const KvTraffic traffic = kv_->take_traffic();
   entry.kv_bytes_allocated = traffic.allocated;

@@ -142,6 +142,9 @@ void build_layers(const ConfigFields& t, const std::vector<LayerType>& types, co
     L.inv_freq = inverse_frequencies(p.rope[full], L.head_dim);
     L.v_norm = p.v_norm;
     L.layer_scalar = p.layer_scalar;
+    L.num_experts = p.num_experts;
+    L.top_k_experts = p.top_k_experts;
+    L.expert_intermediate_size = p.expert_intermediate_size;
     L.kv_source = i;
     if (i >= first_shared) {
       // Reuses the K/V of the last earlier layer of the same type.

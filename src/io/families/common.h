@@ -55,6 +55,7 @@ struct LayerPlan {
   RopeParams rope[2];               // [sliding, full]
   bool v_norm = false;
   bool layer_scalar = false;
+  int num_experts = 0, top_k_experts = 0, expert_intermediate_size = 0;  // every layer's, when set
 };
 // Checks the final softcap, then fills c.layers from the plan.
 void build_layers(const ConfigFields& t, const std::vector<LayerType>& types, const LayerPlan& plan, ModelConfig& c);

@@ -3,7 +3,9 @@
 // 1; global_head_dim on full layers, which may take V from k_proj
 // (attention_k_eq_v); proportional RoPE on full layers; the last layer is
 // full; the last num_kv_shared_layers reuse earlier K/V; a layer_scalar
-// multiplies each layer's output. MoE and per-layer embeddings are rejected.
+// multiplies each layer's output. E2B / E4B add per-layer embeddings
+// (hidden_size_per_layer_input), 26B-A4B a mixture of experts beside the
+// dense MLP (enable_moe_block).
 #include "io/families/common.h"
 
 namespace splitdec {
@@ -49,13 +51,26 @@ void parse_gemma4(const ConfigSource& s, ModelConfig& c) {
   c.norm_adds_one = false;
   c.attn_scale = 1.f;
   c.final_logit_softcap = t.optional_number("final_logit_softcapping");
-  if (t.boolean("enable_moe_block", false)) t.fail("enable_moe_block", "value true (mixture of experts) is not supported");
-  if (t.has("num_experts") && t.integer("num_experts", 0) > 0)
-    t.fail("num_experts", "value " + t.raw("num_experts").dump() + " (mixture of experts) is not supported");
   const int ple = t.integer("hidden_size_per_layer_input", 256);
-  if (ple != 0)
-    t.fail("hidden_size_per_layer_input",
-           "value " + std::to_string(ple) + " (per-layer embeddings) is not supported; only 0 is");
+  if (ple < 0) t.fail("hidden_size_per_layer_input", "must not be negative");
+  if (ple > 0) {
+    if (ple > (1 << 14)) t.fail("hidden_size_per_layer_input", "value " + std::to_string(ple) + " is far past any real checkpoint");
+    c.per_layer_dim = ple;
+    c.per_layer_vocab = t.integer("vocab_size_per_layer_input", 262144, 1);
+    if (int64_t(c.num_layers) * ple > (int64_t(1) << 24))
+      t.fail("hidden_size_per_layer_input", "times num_hidden_layers is far past any real checkpoint");
+  }
+  const bool moe = t.boolean("enable_moe_block", false);
+  if (moe) {
+    for (const char* k : {"num_experts", "top_k_experts", "moe_intermediate_size"})
+      if (!t.has(k)) t.fail(k, "is required when enable_moe_block is true");
+    p.num_experts = t.integer("num_experts", 0, 1);
+    p.top_k_experts = t.integer("top_k_experts", 0, 1);
+    p.expert_intermediate_size = t.integer("moe_intermediate_size", 0, 1);
+    if (p.num_experts > 4096) t.fail("num_experts", "value " + std::to_string(p.num_experts) + " is far past any real checkpoint");
+    if (p.top_k_experts > p.num_experts)
+      t.fail("top_k_experts", "value " + std::to_string(p.top_k_experts) + " exceeds num_experts " + std::to_string(p.num_experts));
+  }
   const std::string bidir = t.string("use_bidirectional_attention", "");
   if (bidir == "all")
     t.fail("use_bidirectional_attention", "value 'all' (an encoder, every token bidirectional) is not supported");
