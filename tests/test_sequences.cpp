@@ -123,7 +123,7 @@ TEST_P(Interleaved, TwoSequencesMatchRunningAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Plans, Interleaved,
-                         ::testing::Combine(::testing::Values("tiny-gemma3", "tiny-gemma4"),
+                         ::testing::Combine(::testing::Values("tiny-gemma3", "tiny-gemma4", "tiny-gemma4-ple", "tiny-gemma4-moe"),
                                             ::testing::Values(Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified)),
                          [](const auto& info) {
                            std::string n = std::get<0>(info.param) + "_" + plan_name(std::get<1>(info.param));

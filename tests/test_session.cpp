@@ -93,7 +93,8 @@ TEST_P(PlanAgreement, EveryPlanMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     TinyModels, PlanAgreement,
-    ::testing::Combine(::testing::Values("tiny-gemma3", "tiny-gemma4"), ::testing::ValuesIn(all_mask_policies())),
+    ::testing::Combine(::testing::Values("tiny-gemma3", "tiny-gemma4", "tiny-gemma4-ple", "tiny-gemma4-moe"),
+                       ::testing::ValuesIn(all_mask_policies())),
     [](const auto& info) {
       std::string n = std::get<0>(info.param) + "_" + mask_policy_name(std::get<1>(info.param));
       for (char& ch : n)
