@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     o.plan = parse_package_kind(plan);
     if (!policy.empty()) o.policy = parse_mask_policy(policy);
     check_onnx_export_options(o);  // before loading a model that may be large
+    check_onnx_exportable(load_model_config(model_dir));
     const Model model = Model::load(model_dir);
     // The media frontends' graphs, when the checkpoint has their weights.
     const onnx_export::ExportFrontends frontends = onnx_export::load_export_frontends(model_dir, model.config());

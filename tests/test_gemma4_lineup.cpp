@@ -466,3 +466,18 @@ TEST(Gemma4Lineup, MissingOrMisshapenExpertTensorsAreNamed) {
     EXPECT_NE(std::string(e.what()).find("experts.gate_up_proj"), std::string::npos) << e.what();
   }
 }
+
+TEST(Gemma4Lineup, ExportsThatCannotWriteTheNewPiecesSaySo) {
+  for (const char* preset : {"tiny-gemma4-ple", "tiny-gemma4-moe"}) {
+    const std::string dir = test::tiny_model_dir(preset);
+    const test::CommandResult r = test::run_splitdec("export-onnx --model " + dir + " --out " + test::temp_dir("no-onnx"));
+    EXPECT_NE(r.exit_code, 0) << preset;
+    EXPECT_NE(r.output.find(std::string(preset) == "tiny-gemma4-ple" ? "per-layer embeddings" : "mixture of experts"),
+              std::string::npos)
+        << r.output;
+    const test::CommandResult g = test::run_splitdec("quantize --model " + dir + " --weights q8 --out " +
+                                                     test::temp_dir("no-gguf") + "/m.gguf");
+    EXPECT_NE(g.exit_code, 0) << preset;
+    EXPECT_NE(g.output.find("GGUF"), std::string::npos) << g.output;
+  }
+}

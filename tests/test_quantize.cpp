@@ -19,6 +19,8 @@
 #include "kv/kv_rows.h"
 #include "model/gemma_model.h"
 #include "model/quantize_model.h"
+#include "model/reference_forward.h"
+#include "test_prompts.h"
 #include "model/weights.h"
 #include "test_support.h"
 
@@ -45,6 +47,8 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
   EXPECT_EQ(a.dtype, b.dtype);
   expect_same_matrix(a.embed_tokens, b.embed_tokens, "embed_tokens");
   expect_same_matrix(a.lm_head, b.lm_head, "lm_head");
+  expect_same_matrix(a.per_layer_model_projection, b.per_layer_model_projection, "per_layer_model_projection");
+  EXPECT_EQ(a.per_layer_table.empty(), b.per_layer_table.empty());
   EXPECT_EQ(a.final_norm, b.final_norm);
   ASSERT_EQ(a.layers.size(), b.layers.size());
   for (size_t i = 0; i < a.layers.size(); ++i) {
@@ -57,6 +61,14 @@ void expect_same_weights(const ModelWeights& a, const ModelWeights& b) {
     expect_same_matrix(x.gate_proj, y.gate_proj, l + "gate_proj");
     expect_same_matrix(x.up_proj, y.up_proj, l + "up_proj");
     expect_same_matrix(x.down_proj, y.down_proj, l + "down_proj");
+    expect_same_matrix(x.per_layer_input_gate, y.per_layer_input_gate, l + "per_layer_input_gate");
+    expect_same_matrix(x.per_layer_projection, y.per_layer_projection, l + "per_layer_projection");
+    expect_same_matrix(x.router, y.router, l + "router");
+    ASSERT_EQ(x.expert_gate_up.size(), y.expert_gate_up.size()) << l;
+    for (size_t e = 0; e < x.expert_gate_up.size(); ++e) {
+      expect_same_matrix(x.expert_gate_up[e], y.expert_gate_up[e], l + "expert_gate_up " + std::to_string(e));
+      expect_same_matrix(x.expert_down[e], y.expert_down[e], l + "expert_down " + std::to_string(e));
+    }
     EXPECT_EQ(x.q_norm, y.q_norm) << l;
     EXPECT_EQ(x.input_norm, y.input_norm) << l;
     EXPECT_EQ(x.post_feedforward_norm, y.post_feedforward_norm) << l;
@@ -103,6 +115,7 @@ const std::string kUp = "model.language_model.layers.0.mlp.up_proj.weight";
 TEST(Quantize, FolderLoadsToTheBlocksThatQuantizingAtLoadGives) {
   for (const std::string dtype : {"f32", "bf16"}) {
     const std::string src = test::tiny_model_dir("tiny-gemma4", 0, dtype);
+    SCOPED_TRACE("tiny-gemma4");
     for (const std::string weights : {"q8", "q4"}) {
       SCOPED_TRACE(dtype + " -> " + weights);
       const std::string out = quantized_copy(src, weights);
@@ -118,6 +131,32 @@ TEST(Quantize, FolderLoadsToTheBlocksThatQuantizingAtLoadGives) {
       EXPECT_EQ(store.get(kUp).dtype, weights == "q8" ? DType::I8 : DType::U8);
       EXPECT_EQ(store.get(kUp + "_scale").dtype, DType::F16);
       EXPECT_EQ(store.get(kUp + "_scale").shape[1] * 32, store.get(kUp).shape[1] * (weights == "q8" ? 1 : 2));
+    }
+  }
+}
+
+// Expert stacks [E, out, in] quantize as E * out rows and load per expert;
+// the per-layer table stays float (read in place).
+TEST(Quantize, ExpertsAndPerLayerEmbeddingsQuantizeAsAtLoad) {
+  for (const std::string preset : {"tiny-gemma4-moe", "tiny-gemma4-ple"}) {
+    const std::string src = test::tiny_model_dir(preset, 0, "bf16");
+    for (const std::string weights : {"q8", "q4"}) {
+      SCOPED_TRACE(preset + " -> " + weights);
+      const std::string out = quantized_copy(src, weights);
+      const Model at_load = Model::load(src, {}, weight_loading_named(weights));
+      const Model from_folder = Model::load(out);
+      expect_same_weights(at_load.weights(), from_folder.weights());
+      const TensorStore store = TensorStore::open_dir(out);
+      if (preset == "tiny-gemma4-moe") {
+        const TensorView& g = store.get("model.language_model.layers.0.experts.gate_up_proj");
+        EXPECT_EQ(g.dtype, weights == "q8" ? DType::I8 : DType::U8);
+        EXPECT_EQ(g.shape[0], 8 * 64);  // E * 2 * moe_intermediate_size rows
+        EXPECT_EQ(from_folder.weights().layers[0].expert_down[3].format, weights == "q8" ? WeightFormat::Q8_0 : WeightFormat::Q4_0);
+      } else {
+        EXPECT_EQ(store.get("model.language_model.embed_tokens_per_layer.weight").dtype, DType::BF16);
+      }
+      const PromptBatch p = test::batch_of({test::SeqBuilder(from_folder.config(), 4).text(6)}, 0);
+      EXPECT_EQ(reference_logits(at_load, p, MaskPolicy::Causal), reference_logits(from_folder, p, MaskPolicy::Causal));
     }
   }
 }

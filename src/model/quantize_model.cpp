@@ -53,7 +53,9 @@ void copy_tensor(const TensorStore& store, const TensorView& v, SafetensorsWrite
 }
 
 // v's rows quantized to `to`, values streamed to the writer, then scales.
-void quantize_tensor(const TensorStore& store, const TensorView& v, WeightFormat to, SafetensorsWriter& out) {
+void quantize_tensor(const TensorStore& store, const TensorView& stored, WeightFormat to, SafetensorsWriter& out) {
+  TensorView v = stored;  // an expert stack [E, out, in] as E * out rows
+  v.shape = {stored.numel() / stored.shape.back(), stored.shape.back()};
   const int rows = int(v.shape[0]), in = int(v.shape[1]), step = convert_piece_rows(in);
   std::vector<uint16_t> scales(size_t(rows) * size_t(in / 32));
   std::vector<uint8_t> values;
@@ -99,7 +101,10 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     Plan p{&v, std::nullopt};
     const auto m = matrices.find(name);
     const WeightFormat to = m != matrices.end() && m->second ? embedding : linear;
-    if (m != matrices.end() && v.shape.size() == 2 && weight_format_fits(to, int(v.shape[1]))) {
+    // A matrix [out, in], or an expert stack [E, out, in] written as E * out rows.
+    const bool matrix_shape = v.shape.size() == 2 || v.shape.size() == 3;
+    const int64_t rows = matrix_shape ? v.numel() / v.shape.back() : 0;
+    if (m != matrices.end() && matrix_shape && weight_format_fits(to, int(v.shape.back()))) {
       if (kept(name, o.keep)) ++summary.kept;
       else p.to = to;
     }
@@ -108,8 +113,8 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
                         "' would write its scales under that name");
     if (p.to) {
       ++summary.quantized;
-      entries.push_back({name, quantized_values_dtype(*p.to), quantized_values_shape(*p.to, v.shape[0], v.shape[1])});
-      entries.push_back({quantized_scale_name(name), DType::F16, {v.shape[0], v.shape[1] / 32}});
+      entries.push_back({name, quantized_values_dtype(*p.to), quantized_values_shape(*p.to, rows, v.shape.back())});
+      entries.push_back({quantized_scale_name(name), DType::F16, {rows, v.shape.back() / 32}});
     } else {
       entries.push_back({name, v.dtype, v.shape});
     }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "io/model_config.h"
 #include "mask/mask_contract.h"
 
 namespace splitdec {
@@ -54,6 +55,9 @@ inline constexpr const char* kSplitdecConfigFile = "splitdec.json";    // plan, 
 // Throws InputError naming the feature and the reason when the options
 // cannot be expressed with the operators the package uses.
 void check_onnx_export_options(const OnnxExportOptions& options);
+// ConfigError naming the feature a model has that the export cannot write
+// (per-layer embeddings, experts).
+void check_onnx_exportable(const ModelConfig& config);
 
 // `frontends` (when given and holding weights) adds the vision / speech
 // graphs and their genai_config.json sections; without it, or for a
