@@ -167,11 +167,10 @@ TEST(Config, Errors) {
   expect_error({{"model_type", "gemma3_text"}, {"use_bidirectional_attention", true}}, {"use_bidirectional_attention"});
   expect_error({{"model_type", "gemma3_text"}, {"head_dim", 7}}, {"head_dim", "even"});
   expect_error({{"model_type", "gemma3"}, {"text_config", 3}}, {"text_config", "object"});
-  // Gemma-4 features out of scope.
-  expect_error({{"model_type", "gemma4"}, {"text_config", json::object()}},
-               {"hidden_size_per_layer_input", "256", "per-layer embeddings"});
-  expect_error(gemma4_text({{"enable_moe_block", true}}), {"enable_moe_block", "mixture of experts"});
-  expect_error(gemma4_text({{"num_experts", 8}}), {"num_experts", "8"});
+  // Gemma-4: experts need their sizes; features out of scope.
+  expect_error(gemma4_text({{"enable_moe_block", true}}), {"num_experts", "required", "enable_moe_block"});
+  expect_error(gemma4_text({{"enable_moe_block", true}, {"num_experts", 4}, {"top_k_experts", 5}, {"moe_intermediate_size", 8}}),
+               {"top_k_experts", "5", "num_experts 4"});
   expect_error(gemma4_text({{"use_bidirectional_attention", "all"}}), {"use_bidirectional_attention", "'all'"});
   expect_error(gemma4_text({{"use_bidirectional_attention", "text"}}), {"use_bidirectional_attention", "'text'"});
   expect_error(gemma4_text({{"num_kv_shared_layers", 6}}), {"num_kv_shared_layers", "6"});

@@ -202,11 +202,12 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     store.release(v);
     return values;
   };
-  // `stored`: the tensor as the file holds it, read as [out, in] (an expert
+  // `name`: the tensor as the file holds it, read as [out, in] (an expert
   // stack [E, out, in] as E * out rows).
-  auto matrix_from = [&](const TensorView& stored, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
+  auto matrix_from = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
+    const TensorView& stored = store.get(name);
     if (stored.blocks != BlockType::None) {  // a GGUF's Q8_0 / Q4_0 blocks: splitdec's own, copied as they are
-      const TensorView& v = view(stored.name, shape);
+      const TensorView& v = view(name, shape);
       const WeightFormat f = v.blocks == BlockType::Q8_0 ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
       if (!weight_format_fits(f, in) || size_t(out) * weight_row_bytes(f, in) != v.nbytes)
         throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not " +
@@ -221,7 +222,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
       m.int8_activations = !loading.f32_activations;
       return m;
     }
-    TensorView v = view(stored.name, shape);
+    TensorView v = view(name, shape);
     v.shape = {out, in};
     const std::optional<WeightFormat> to = target(v, embedding);
     if (!to) {
@@ -238,14 +239,14 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     return m;
   };
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
-    return matrix_from(store.get(name), shape, int(shape[0]), int(shape[1]), embedding);
+    return matrix_from(name, shape, int(shape[0]), int(shape[1]), embedding);
   };
   // An expert stack [E, out, in]: read whole, then cut into one matrix per
   // expert, so that a token's step reads only its experts' rows.
   auto experts = [&](const std::string& name, const std::vector<int64_t>& shape) {
     const int E = int(shape[0]), out = int(shape[1]), in = int(shape[2]);
     if (int64_t(E) * out > (int64_t(1) << 30)) throw FormatError("tensor '" + name + "' has too many rows");
-    const WeightMatrix all = matrix_from(store.get(name), shape, E * out, in, false);
+    const WeightMatrix all = matrix_from(name, shape, E * out, in, false);
     std::vector<WeightMatrix> each(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) {
       each[size_t(e)] = WeightMatrix::from_bytes(all.format, out, in, all.row(e * out));
