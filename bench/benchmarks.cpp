@@ -582,6 +582,27 @@ FloorStep decode_steps_against_floor(Session& session, double weight_bytes) {
   return {a.kernel_s, a.floor_s, weight_bytes / a.floor_s / 1e9, a.fraction, rss};
 }
 
+// The weight bytes one decode step of one token reads: every resident
+// matrix, except that of each layer's experts only the router's top_k are
+// read; plus the token's rows of the per-layer table (the table itself
+// stays in the file).
+double decode_weight_bytes(const Model& model) {
+  const ModelConfig& c = model.config();
+  double bytes = double(model.weights().bytes());
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerSpec& spec = c.layers[size_t(l)];
+    if (spec.num_experts == 0) continue;
+    double experts = 0;
+    const LayerWeights& w = model.weights().layers[size_t(l)];
+    for (const auto* stack : {&w.expert_gate_up, &w.expert_down})
+      for (const WeightMatrix& m : *stack) experts += double(m.bytes());
+    bytes -= experts * (1.0 - double(spec.top_k_experts) / spec.num_experts);
+  }
+  if (c.per_layer_dim > 0)
+    bytes += double(c.num_layers) * c.per_layer_dim * double(dtype_size(model.weights().per_layer_table.dtype()));
+  return bytes;
+}
+
 // A decode step of `batch` sequences, each at `context` positions of
 // synthetic past.
 FloorStep decode_against_floor(const Model& model, int context, int batch = 1) {
@@ -589,7 +610,7 @@ FloorStep decode_against_floor(const Model& model, int context, int batch = 1) {
   o.capacity = context + 16;
   Session s(model, batch, o);
   for (int q = 0; q < batch; ++q) s.fill_synthetic(q, context);
-  return decode_steps_against_floor(s, double(model.weights().bytes()));
+  return decode_steps_against_floor(s, decode_weight_bytes(model));
 }
 
 // KV bytes one decode step at `context` positions reads from `storage`:
@@ -615,14 +636,19 @@ double prefill_flops(const Model& model, int S) {
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = model.weights().layers[size_t(l)];
     double params = 0;
-    for (const WeightMatrix* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.gate_proj, &w.up_proj, &w.down_proj})
+    for (const WeightMatrix* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.o_proj, &w.gate_proj, &w.up_proj, &w.down_proj,
+                                  &w.per_layer_input_gate, &w.per_layer_projection, &w.router})
       params += double(m->in) * double(m->out);
-    f += 2 * params * S;
     const LayerSpec& spec = c.layers[size_t(l)];
+    if (spec.num_experts > 0)  // each token through its top_k experts
+      params += double(spec.top_k_experts) * 3.0 * spec.expert_intermediate_size * c.hidden_size;
+    f += 2 * params * S;
     std::vector<KeyInterval> visible(static_cast<size_t>(S));
     for (int i = 0; i < S; ++i) visible[size_t(i)] = {spec.window > 0 ? std::max(0, i - spec.window + 1) : 0, i + 1};
     f += attention_flops(visible, c.num_heads, spec.head_dim);
   }
+  const WeightMatrix& proj = model.weights().per_layer_model_projection;
+  f += 2 * double(proj.in) * double(proj.out) * S;
   const WeightMatrix& head = model.weights().output_matrix();
   return f + 2 * double(head.in) * double(head.out);
 }
@@ -645,7 +671,7 @@ json whole_model(const std::string& dir, const std::string& label, int prompt_le
   session.append(p);
   const double prefill_s = now_s() - t0;
   const double flops = prefill_flops(model, prompt_len);
-  const double weight_bytes = double(model.weights().bytes());
+  const double weight_bytes = decode_weight_bytes(model);
   const FloorStep d = decode_steps_against_floor(session, weight_bytes);
   const double decode_s = d.step_s, floor_s = d.floor_s;
   const double gflops = flops / prefill_s / 1e9, rss = d.peak_rss_mib;
@@ -861,8 +887,27 @@ json folder_decode(const std::string& dir, const std::string& weights) {
   std::fflush(stdout);
   reset_peak_rss();
   const Model model = Model::load(dir, {}, weight_loading_named(weights));
-  json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights}, {"weight_bytes", double(model.weights().bytes())}};
-  double rss = 0;
+  json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights},
+              {"weight_bytes", double(model.weights().bytes())}, {"decode_weight_bytes", decode_weight_bytes(model)}};
+  double rss = peak_rss_mib();  // the load's
+  {
+    // A 512-token text prompt in one call, against the GEMM peak probed just before.
+    constexpr int kPrompt = 512;
+    SessionOptions o;
+    o.capacity = kPrompt + 16;
+    o.chunk = kPrompt;
+    Session session(model, 1, o);
+    const PromptBatch p = synthetic_prompt(model.config(), kPrompt, false);
+    const double peak = probe_gemm_peak_gflops(3);
+    const double t0 = now_s();
+    session.append(p);
+    const double prefill_s = now_s() - t0, gflops = prefill_flops(model, kPrompt) / prefill_s / 1e9;
+    out["prefill"] = {{"prompt_tokens", kPrompt}, {"tokens_per_s", kPrompt / prefill_s}, {"gflops", gflops},
+                      {"gemm_peak_gflops", peak}, {"fraction_of_peak", gflops / peak}};
+    std::printf("%-40s prefill of %d: %7.1f tokens/s, %6.1f GFLOP/s (%.0f%% of the GEMM peak %.0f)\n", "", kPrompt,
+                kPrompt / prefill_s, gflops, 100 * gflops / peak, peak);
+    rss = std::max(rss, peak_rss_mib());
+  }
   for (int context : {1024, 4096}) {
     const FloorStep f = decode_against_floor(model, context);
     const std::string key = "at_" + std::to_string(context / 1024) + "k";
@@ -874,7 +919,9 @@ json folder_decode(const std::string& dir, const std::string& weights) {
   }
   out["fraction_of_floor"] = out["at_4k"]["fraction_of_floor"];
   out["peak_rss_mib"] = rss;
-  std::printf("%-40s weights %.2f GB; peak RSS %.0f MiB\n", "", out["weight_bytes"].get<double>() / 1e9, out["peak_rss_mib"].get<double>());
+  std::printf("%-40s weights %.2f GB resident, %.2f GB read per decoded token; peak RSS %.0f MiB\n", "",
+              out["weight_bytes"].get<double>() / 1e9, out["decode_weight_bytes"].get<double>() / 1e9,
+              out["peak_rss_mib"].get<double>());
   return out;
 }
 
