@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "kv/kv_rows.h"
 #include "model/gemma_model.h"
+#include "model/make_model.h"
 #include "model/quantize_model.h"
 #include "model/reference_forward.h"
 #include "test_prompts.h"
@@ -338,4 +339,27 @@ TEST(Q4_0, TinyBlocksAreZeroAndInfKvRowsPropagate) {
   row[2] = std::numeric_limits<float>::infinity();
   std::vector<int8_t> q(8);
   EXPECT_TRUE(std::isinf(quantize_kv_row(row.data(), 8, q.data())));
+}
+
+// make-model --weights writes what quantize writes from the same preset:
+// the same blocks, and a folder that loads without the float file.
+TEST(Quantize, MakeModelWritesTheBlocksQuantizeWrites) {
+  for (const std::string weights : {"q8", "q4"}) {
+    SCOPED_TRACE(weights);
+    const std::string src = test::tiny_model_dir("tiny-gemma4-moe", 0, "bf16");
+    MakeModelOptions o;
+    o.preset = "tiny-gemma4-moe";
+    o.out_dir = test::temp_dir("made-" + weights);
+    o.dtype = DType::BF16;
+    o.weights = weights;
+    make_model(o);
+    expect_same_weights(Model::load(quantized_copy(src, weights)).weights(), Model::load(o.out_dir).weights());
+    const nlohmann::json cfg = nlohmann::json::parse(test::read_file(o.out_dir + "/config.json"));
+    EXPECT_EQ(cfg["splitdec_quantization"]["weights"], weights);
+  }
+  MakeModelOptions bad;
+  bad.preset = "tiny-gemma4";
+  bad.out_dir = test::temp_dir("made-bad");
+  bad.weights = "q3";
+  EXPECT_THROW(make_model(bad), InputError);
 }

@@ -16,6 +16,8 @@
 #include "media/frontend_weights.h"
 #include "io/tokenizer.h"
 #include "model/preset_vocabulary.h"
+#include "model/quantize_model.h"
+#include "model/quantized_tensors.h"
 #include "model/weights.h"
 
 namespace splitdec {
@@ -344,7 +346,7 @@ std::vector<RandomTensor> frontend_random_tensors(const FrontendConfig& frontend
 // streamed to the file a few MiB at a time: the full-size presets (24 GB
 // for gemma4-12b in bf16) are written on a machine with less memory.
 void write_random_weights(const ModelConfig& config, const FrontendConfig& frontend, const std::string& path, DType dtype,
-                          uint64_t seed) {
+                          uint64_t seed, const std::string& weights) {
   const bool text_only = config.model_type == "gemma3_text";
   const std::string prefix = text_only ? "model." : "model.language_model.";
   const float H = float(config.hidden_size);
@@ -377,8 +379,30 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
                        }});
   }
   for (RandomTensor& t : frontend_random_tensors(frontend)) tensors.push_back(std::move(t));
+  // With --weights, the decoder's matrices go out as splitdec quantize writes
+  // them (values, then scales) from the values rounded to `dtype`.
+  std::map<std::string, WeightFormat> quantized;
+  if (!weights.empty()) {
+    const WeightLoading scheme = weight_loading_named(weights);
+    if (!scheme.format || scheme.f32_activations) throw InputError("--weights " + weights + ": make-model writes q8 or q4");
+    for (const auto& [name, embedding] : decoder_matrix_names(config, prefix)) {
+      const WeightFormat f = embedding ? scheme.embedding_format.value_or(*scheme.format) : *scheme.format;
+      for (const RandomTensor& t : tensors)
+        if (t.name == name && weight_format_fits(f, int(t.shape.back()))) quantized[name] = f;
+    }
+  }
   std::vector<SafetensorsWriter::Entry> entries;
-  for (const RandomTensor& t : tensors) entries.push_back({t.name, dtype, t.shape});
+  for (const RandomTensor& t : tensors) {
+    const auto q = quantized.find(t.name);
+    if (q == quantized.end()) {
+      entries.push_back({t.name, dtype, t.shape});
+      continue;
+    }
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= t.shape[d];
+    entries.push_back({t.name, quantized_values_dtype(q->second), quantized_values_shape(q->second, rows, t.shape.back())});
+    entries.push_back({quantized_scale_name(t.name), DType::F16, {rows, t.shape.back() / 32}});
+  }
   SafetensorsWriter out(path, std::move(entries), {{"format", "pt"}});
   constexpr size_t kPiece = size_t(1) << 22;  // elements generated per write
   std::vector<uint8_t> bytes(kPiece * dtype_size(dtype));
@@ -386,6 +410,29 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
     size_t n = 1;
     for (int64_t d : t.shape) n *= size_t(d);
     const Uniform u{splitmix64(seed ^ hash_name(t.name))};
+    if (const auto q = quantized.find(t.name); q != quantized.end()) {
+      const int in = int(t.shape.back()), rows = int(n / size_t(in)), step = convert_piece_rows(in);
+      std::vector<uint16_t> scales(size_t(rows) * size_t(in / 32));
+      std::vector<float> f32;
+      std::vector<uint8_t> values;
+      for (int r0 = 0; r0 < rows; r0 += step) {
+        const int m = std::min(step, rows - r0);
+        f32.resize(size_t(m) * size_t(in));
+        const size_t base = size_t(r0) * size_t(in);
+        ThreadPool::global()->parallel_for(int64_t(f32.size()), [&](int64_t a, int64_t b) {
+          for (int64_t i = a; i < b; ++i) f32[size_t(i)] = round_to_dtype(t.value(u.at(base + size_t(i))), dtype);
+        }, 1 << 14);
+        WeightMatrix block = WeightMatrix::zeros(q->second, m, in);
+        ThreadPool::global()->parallel_for(m, [&](int64_t a, int64_t b) {
+          block.set_rows_f32(int(a), int(b - a), f32.data() + size_t(a) * size_t(in));
+        });
+        values.resize(size_t(m) * (weight_row_bytes(q->second, in) - size_t(in / 32) * 2));
+        split_quantized_rows(block, 0, m, values.data(), scales.data() + size_t(r0) * size_t(in / 32));
+        out.write(values.data(), values.size());
+      }
+      out.write(scales.data(), scales.size() * 2);
+      continue;
+    }
     for (size_t i0 = 0; i0 < n; i0 += kPiece) {
       const size_t m = std::min(kPiece, n - i0);
       ThreadPool::global()->parallel_for(
@@ -445,7 +492,8 @@ void make_model(const MakeModelOptions& o) {
   const ModelConfig config = parse_model_config(nlohmann::json::parse(cfg_json.dump()), o.preset);
 
   const FrontendConfig frontend = parse_frontend_config(nlohmann::json::parse(cfg_json.dump()), config, o.preset);
-  write_random_weights(config, frontend, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed);
+  write_random_weights(config, frontend, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed, o.weights);
+  if (!o.weights.empty()) cfg_json["splitdec_quantization"] = quantization_note(o.weights, {});
   {
     std::ofstream out(fs::path(o.out_dir) / "config.json");
     out << cfg_json.dump(2) << "\n";

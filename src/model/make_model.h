@@ -19,6 +19,9 @@ struct MakeModelOptions {
   uint64_t seed = 0;
   std::optional<DType> dtype;  // default: f32 for tiny presets, bf16 for full-size ones
   std::optional<int> layers;   // keep only the first N layers
+  // "q8" / "q4": the decoder's matrices written quantized, exactly as
+  // `splitdec quantize` writes them from this dtype's values; empty: float.
+  std::string weights{};
   // A chat template written beside the tokenizer, where the family's real
   // checkpoints keep it (Gemma-3: tokenizer_config.json, Gemma-4:
   // chat_template.jinja). Empty: none.

@@ -72,6 +72,18 @@ void quantize_tensor(const TensorStore& store, const TensorView& stored, WeightF
 
 }  // namespace
 
+nlohmann::ordered_json quantization_note(const std::string& weights, const std::vector<std::string>& kept) {
+  const WeightLoading scheme = weight_loading_named(weights);
+  const WeightFormat linear = *scheme.format, embedding = scheme.embedding_format.value_or(linear);
+  return {{"weights", weights},
+          {"linear", weight_format_name(linear)},
+          {"embedding", weight_format_name(embedding)},
+          {"block_size", 32},
+          {"scale_dtype", "float16"},
+          {"layout", "NAME: block values (Q8_0: I8 [out, in]; Q4_0: U8 [out, in / 2], Q4_0's nibble packing), NAME_scale: F16 [out, in / 32]"},
+          {"kept", kept}};
+}
+
 QuantizeSummary quantize_model(const QuantizeOptions& o) {
   const WeightLoading scheme = weight_loading_named(o.weights);
   if (!scheme.format || scheme.f32_activations)
@@ -171,14 +183,7 @@ QuantizeSummary quantize_model(const QuantizeOptions& o) {
     if (name == "config.json") {
       std::ifstream in(f.path());
       nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(in);
-      cfg["splitdec_quantization"] = {
-          {"weights", o.weights},
-          {"linear", weight_format_name(linear)},
-          {"embedding", weight_format_name(embedding)},
-          {"block_size", 32},
-          {"scale_dtype", "float16"},
-          {"layout", "NAME: block values (Q8_0: I8 [out, in]; Q4_0: U8 [out, in / 2], Q4_0's nibble packing), NAME_scale: F16 [out, in / 32]"},
-          {"kept", o.keep}};
+      cfg["splitdec_quantization"] = quantization_note(o.weights, o.keep);
       std::ofstream out(fs::path(o.out_dir) / name);
       out << cfg.dump(2) << "\n";
       if (!out) throw FormatError((fs::path(o.out_dir) / name).string() + ": write failed");

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace splitdec {
 
 struct QuantizeOptions {
@@ -29,5 +31,9 @@ struct QuantizeSummary {
 
 // InputError for a bad option; FormatError for a bad source tensor (named).
 QuantizeSummary quantize_model(const QuantizeOptions& options);
+
+// config.json's "splitdec_quantization" note for `weights` ("q8" / "q4")
+// with the --keep patterns `kept` (make-model --weights writes it too).
+nlohmann::ordered_json quantization_note(const std::string& weights, const std::vector<std::string>& kept);
 
 }  // namespace splitdec
