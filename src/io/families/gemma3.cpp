@@ -57,7 +57,7 @@ void parse_gemma3(const ConfigSource& s, ModelConfig& c) {
 }  // namespace
 
 const ModelFamily& gemma3_family() {
-  static const ModelFamily f{Family::Gemma3, {{"gemma3", true}, {"gemma3_text", false}}, parse_gemma3};
+  static const ModelFamily f{Family::Gemma3, {{"gemma3", true}, {"gemma3_text", false}}, parse_gemma3, gemma3_presets};
   return f;
 }
 

@@ -99,7 +99,7 @@ void parse_gemma4(const ConfigSource& s, ModelConfig& c) {
 
 const ModelFamily& gemma4_family() {
   static const ModelFamily f{
-      Family::Gemma4, {{"gemma4", true}, {"gemma4_unified", true}, {"gemma4_text", false}}, parse_gemma4};
+      Family::Gemma4, {{"gemma4", true}, {"gemma4_unified", true}, {"gemma4_text", false}}, parse_gemma4, gemma4_presets};
   return f;
 }
 

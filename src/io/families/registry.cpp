@@ -1,5 +1,5 @@
 // Every supported model family, keyed on config.json's model_type. Adding a
-// family: its file in this folder and one line here.
+// family: its files in this folder (parser, presets) and one line here.
 #include "io/families/family.h"
 
 namespace splitdec {
@@ -19,6 +19,12 @@ const ModelFamily* find_model_family(const std::string& model_type, bool* multim
         return &family();
       }
   return nullptr;
+}
+
+std::vector<const ModelFamily*> model_families() {
+  std::vector<const ModelFamily*> out;
+  for (auto family : kFamilies) out.push_back(&family());
+  return out;
 }
 
 std::string supported_model_types() {
