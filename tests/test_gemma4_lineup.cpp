@@ -172,6 +172,15 @@ TEST(Gemma4Lineup, UnsupportedOrIncompleteFieldsAreNamed) {
   t["hidden_size_per_layer_input"] = -1;
   EXPECT_NE(message(t).find("hidden_size_per_layer_input"), std::string::npos) << message(t);
   t = e2b_text();
+  t["vocab_size_per_layer_input"] = 1000;
+  EXPECT_NE(message(t).find("vocab_size_per_layer_input"), std::string::npos) << message(t);
+  t = e2b_text();
+  t["pad_token_id"] = 262144;
+  EXPECT_NE(message(t).find("pad_token_id"), std::string::npos) << message(t);
+  t = a4b_text();
+  t["moe_intermediate_size"] = 1 << 29;
+  EXPECT_NE(message(t).find("moe_intermediate_size"), std::string::npos) << message(t);
+  t = e2b_text();
   t["use_bidirectional_attention"] = "all";
   EXPECT_NE(message(t).find("use_bidirectional_attention"), std::string::npos) << message(t);
   // Gemma-3n is another family: its model_type is named with the ones that are supported.
@@ -433,8 +442,14 @@ TEST(Gemma4Lineup, HfLayoutPerLayerEmbeddingCheckpointRunsEveryPlan) {
   const Model m = Model::load(write_hf_checkpoint(t, "hf-e2b-like"));
   EXPECT_EQ(m.config().per_layer_dim, 16);
   EXPECT_FALSE(m.weights().per_layer_table.empty());
-  // The table stays in the file: the resident weights do not count it.
-  EXPECT_LT(m.weights().bytes(), size_t(t.vocab) * t.layers * t.P * 4 + 4'000'000);
+  // The table's rows are the file's rows (checked against the tensor as written).
+  const TensorStore raw = TensorStore::open_dir(write_hf_checkpoint(t, "hf-e2b-like-raw"));
+  const std::vector<float> table = raw.get("model.language_model.embed_tokens_per_layer.weight").to_f32();
+  std::vector<float> row(size_t(t.layers) * size_t(t.P));
+  for (int token : {0, 1, 137, t.vocab - 1}) {
+    m.weights().per_layer_table.row_f32(token, row.data());
+    EXPECT_TRUE(std::equal(row.begin(), row.end(), table.begin() + long(token) * long(row.size()))) << token;
+  }
   expect_plans_match_reference(m, "per-layer embeddings");
 }
 
@@ -446,7 +461,23 @@ TEST(Gemma4Lineup, HfLayoutExpertCheckpointRunsEveryPlan) {
   t.X = 32;
   const Model m = Model::load(write_hf_checkpoint(t, "hf-a4b-like"));
   EXPECT_EQ(m.config().layers[0].num_experts, 8);
-  EXPECT_EQ(m.weights().layers[0].expert_gate_up.size(), 8u);
+  ASSERT_EQ(m.weights().layers[0].expert_gate_up.size(), 8u);
+  // Each expert's matrices are its slice of the stacks as written: [e, o, :].
+  const TensorStore raw = TensorStore::open_dir(write_hf_checkpoint(t, "hf-a4b-like-raw"));
+  for (const char* stack : {"gate_up_proj", "down_proj"}) {
+    const std::vector<float> all = raw.get(std::string("model.language_model.layers.2.experts.") + stack).to_f32();
+    const std::vector<WeightMatrix>& each =
+        std::string(stack) == "gate_up_proj" ? m.weights().layers[2].expert_gate_up : m.weights().layers[2].expert_down;
+    for (int e : {0, 5, 7}) {
+      const WeightMatrix& w = each[size_t(e)];
+      std::vector<float> row(size_t(w.in));
+      for (int o : {0, w.out / 2, w.out - 1}) {
+        w.row_f32(o, row.data());
+        const long at = (long(e) * w.out + o) * w.in;
+        EXPECT_TRUE(std::equal(row.begin(), row.end(), all.begin() + at)) << stack << " expert " << e << " row " << o;
+      }
+    }
+  }
   expect_plans_match_reference(m, "experts");
 }
 

@@ -153,6 +153,9 @@ TEST(Quantize, ExpertsAndPerLayerEmbeddingsQuantizeAsAtLoad) {
         EXPECT_EQ(g.dtype, weights == "q8" ? DType::I8 : DType::U8);
         EXPECT_EQ(g.shape[0], 8 * 64);  // E * 2 * moe_intermediate_size rows
         EXPECT_EQ(from_folder.weights().layers[0].expert_down[3].format, weights == "q8" ? WeightFormat::Q8_0 : WeightFormat::Q4_0);
+        // The router stays as stored: rounding would flip its top-k choices.
+        EXPECT_EQ(store.get("model.language_model.layers.0.router.proj.weight").dtype, DType::BF16);
+        EXPECT_EQ(at_load.weights().layers[0].router.format, WeightFormat::BF16);
       } else {
         EXPECT_EQ(store.get("model.language_model.embed_tokens_per_layer.weight").dtype, DType::BF16);
       }

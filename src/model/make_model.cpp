@@ -112,7 +112,8 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
     // 1/sqrt(hidden) (times sqrt(hidden) at lookup), norm gains near 1.
     const bool q_norm = spec.name.find("q_norm") != std::string::npos;
     const int head_dim = spec.shape[0] > 0 ? int(spec.shape[0]) : 1;
-    const float linear = spec.kind == WeightSpec::Linear    ? std::sqrt(3.f / float(spec.shape[1]))
+    const float linear = spec.kind == WeightSpec::Linear || spec.kind == WeightSpec::Router
+                             ? std::sqrt(3.f / float(spec.shape[1]))
                          : spec.kind == WeightSpec::Experts ? std::sqrt(3.f / float(spec.shape[2]))
                                                             : 0.f;
     const float embedding = std::sqrt(3.f / H);
@@ -127,7 +128,8 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
                            case WeightSpec::Embedding: return r * embedding;
                            case WeightSpec::Norm: return adds_one ? 0.1f * r : gain * (1.f + 0.1f * r);
                            case WeightSpec::Scalar: return 0.75f + 0.25f * r;
-                           case WeightSpec::Experts: return r * linear;
+                           case WeightSpec::Experts:
+                           case WeightSpec::Router: return r * linear;
                            case WeightSpec::MappedTable: return r * table;  // times sqrt(P) at lookup
                          }
                          return 0.f;

@@ -35,6 +35,11 @@ void MappedTable::row_f32(int64_t r, float* dst) const {
   row.data = view_->data + size_t(r) * n * esize;
   row.nbytes = n * esize;
   for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(row.dtype, row.data + i * esize);
+  // Read in place, so checked as read (the loader checks what it copies).
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(dst[i]))
+      throw FormatError(view_->file + ": tensor '" + view_->name + "' holds a non-finite value (NaN or Inf) in row " +
+                        std::to_string(r));
   // Dropped at once: a prompt's rows are read once per chunk, and keeping
   // them would let the table creep into resident memory row by row.
   store_->release(row);
@@ -98,7 +103,7 @@ std::vector<WeightSpec> decoder_weight_specs(const ModelConfig& c) {
     add("mlp.down_proj.weight", {H, I}, WeightSpec::Linear, &L::down_proj);
     if (spec.num_experts > 0) {
       const int64_t E = spec.num_experts, X = spec.expert_intermediate_size;
-      add("router.proj.weight", {E, H}, WeightSpec::Linear, &L::router);
+      add("router.proj.weight", {E, H}, WeightSpec::Router, &L::router);
       add("router.scale", {H}, WeightSpec::Norm, &L::router_scale);
       add("router.per_expert_scale", {E}, WeightSpec::Norm, &L::per_expert_scale);
       add("experts.gate_up_proj", {E, 2 * X, H}, WeightSpec::Experts, &L::expert_gate_up);
@@ -241,11 +246,21 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
     return matrix_from(name, shape, int(shape[0]), int(shape[1]), embedding);
   };
+  auto matrix_as_stored = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& v = view(name, shape);
+    if (!dtype_is_float(v.dtype))
+      throw FormatError(v.file + ": tensor '" + name + "' is " + dtype_name(v.dtype) + "; it must be f32, bf16 or f16");
+    WeightMatrix m = WeightMatrix::zeros(weight_format_of(v.dtype), int(shape[0]), int(shape[1]));
+    store.copy_out(v, m.data.data());
+    check_finite(v, m.data.data());
+    return m;
+  };
   // An expert stack [E, out, in]: read whole, then cut into one matrix per
   // expert, so that a token's step reads only its experts' rows.
   auto experts = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    if (shape[0] * shape[1] > (int64_t(1) << 30))
+      throw FormatError("tensor '" + name + "' " + shape_text(shape) + " has more than 2^30 rows");
     const int E = int(shape[0]), out = int(shape[1]), in = int(shape[2]);
-    if (int64_t(E) * out > (int64_t(1) << 30)) throw FormatError("tensor '" + name + "' has too many rows");
     const WeightMatrix all = matrix_from(name, shape, E * out, in, false);
     std::vector<WeightMatrix> each(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) {
@@ -266,8 +281,10 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   for (const auto& [name, v] : store.tensors()) {
     if (mapped.count(name)) continue;
     const auto it = converted.find(name);
-    const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(v, it->second);
-    total += to ? size_t(v.shape[0]) * weight_row_bytes(*to, int(v.shape[1])) : v.nbytes;
+    TensorView flat = v;  // an expert stack [E, out, in] converts as E * out rows
+    if (v.shape.size() == 3) flat.shape = {v.shape[0] * v.shape[1], v.shape[2]};
+    const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(flat, it->second);
+    total += to ? size_t(flat.shape[0]) * weight_row_bytes(*to, int(flat.shape[1])) : v.nbytes;
   }
   if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
     throw CapacityError("the weights need " + format_bytes(total) + " of memory, more than this machine's " + format_bytes(have) +
@@ -287,7 +304,12 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     if (spec.optional && !store.find(full)) continue;
     LayerWeights* layer = spec.layer >= 0 ? &w.layers[size_t(spec.layer)] : nullptr;
     std::visit(Overloaded{
-                   [&](WeightMatrix LayerWeights::*m) { layer->*m = matrix(full, spec.shape, false); },
+                   [&](WeightMatrix LayerWeights::*m) {
+                     // The router stays as stored: its top-k is a discrete choice
+                     // that rounding would flip (llama.cpp keeps it float too).
+                     layer->*m = spec.kind == WeightSpec::Router ? matrix_as_stored(full, spec.shape)
+                                                                 : matrix(full, spec.shape, false);
+                   },
                    [&](std::vector<float> LayerWeights::*m) { layer->*m = fetch(full, spec.shape); },
                    [&](float LayerWeights::*m) { layer->*m = fetch(full, spec.shape)[0]; },
                    [&](std::vector<WeightMatrix> LayerWeights::*m) { layer->*m = experts(full, spec.shape); },

@@ -90,8 +90,9 @@ struct WeightSpec {
   std::string name;  // without prefix
   std::vector<int64_t> shape;
   // Experts: a stack [E, out, in] of linear weights, one matrix per expert.
-  // MappedTable: a float table left in the mapped file.
-  enum Kind { Linear, Embedding, Norm, Scalar, Experts, MappedTable } kind;
+  // MappedTable: a float table left in the mapped file. Router: a linear
+  // weight kept as stored (--weights and quantize leave it float).
+  enum Kind { Linear, Embedding, Norm, Scalar, Experts, MappedTable, Router } kind;
   int layer = -1;  // the layer it belongs to; -1: the model's
   // The member it loads into: of LayerWeights when layer >= 0, of ModelWeights otherwise.
   std::variant<WeightMatrix LayerWeights::*, std::vector<float> LayerWeights::*, float LayerWeights::*,

@@ -57,6 +57,16 @@ void parse_gemma4(const ConfigSource& s, ModelConfig& c) {
     if (ple > (1 << 14)) t.fail("hidden_size_per_layer_input", "value " + std::to_string(ple) + " is far past any real checkpoint");
     c.per_layer_dim = ple;
     c.per_layer_vocab = t.integer("vocab_size_per_layer_input", 262144, 1);
+    // Every token, and pad (what media rows read), must have a table row.
+    if (c.per_layer_vocab < c.vocab_size)
+      t.fail("vocab_size_per_layer_input", "value " + std::to_string(c.per_layer_vocab) + " is below vocab_size " +
+                                               std::to_string(c.vocab_size) + ": some tokens would have no per-layer row");
+    if (c.per_layer_vocab > (1 << 24))
+      t.fail("vocab_size_per_layer_input", "value " + std::to_string(c.per_layer_vocab) + " is far past any real checkpoint");
+    if (c.pad_token_id < 0 || c.pad_token_id >= c.per_layer_vocab)
+      t.fail("pad_token_id", "value " + std::to_string(c.pad_token_id) +
+                                 " has no per-layer row (media rows read pad's); it must be below vocab_size_per_layer_input " +
+                                 std::to_string(c.per_layer_vocab));
     if (int64_t(c.num_layers) * ple > (int64_t(1) << 24))
       t.fail("hidden_size_per_layer_input", "times num_hidden_layers is far past any real checkpoint");
   }
@@ -68,6 +78,8 @@ void parse_gemma4(const ConfigSource& s, ModelConfig& c) {
     p.top_k_experts = t.integer("top_k_experts", 0, 1);
     p.expert_intermediate_size = t.integer("moe_intermediate_size", 0, 1);
     if (p.num_experts > 4096) t.fail("num_experts", "value " + std::to_string(p.num_experts) + " is far past any real checkpoint");
+    if (p.expert_intermediate_size > (1 << 20))
+      t.fail("moe_intermediate_size", "value " + std::to_string(p.expert_intermediate_size) + " is far past any real checkpoint");
     if (p.top_k_experts > p.num_experts)
       t.fail("top_k_experts", "value " + std::to_string(p.top_k_experts) + " exceeds num_experts " + std::to_string(p.num_experts));
   }
