@@ -331,8 +331,9 @@ Tensor reference_log_mel_padded(const std::vector<float>& samples, std::vector<b
   std::vector<double> wave(size_t(pad_left) + padded, 0.0);
   std::vector<bool> real(wave.size(), false);
   for (size_t i = 0; i < samples.size(); ++i) wave[size_t(pad_left) + i] = samples[i], real[size_t(pad_left) + i] = true;
-  const int64_t count = (int64_t(wave.size()) - (frame + 1)) / hop + 1;
-  const int frames = int(std::max<int64_t>(0, count));
+  // _unfold: (length - 321) // 160 + 1 windows, none when the clip is shorter than one.
+  const int64_t length = int64_t(wave.size());
+  const int frames = length < frame + 1 ? 0 : int((length - (frame + 1)) / hop + 1);
 
   // mel_filter_bank(257, 128, 0, 8000, 16000, norm=None, mel_scale="htk").
   auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
