@@ -564,6 +564,28 @@ TEST(ConformerAudioCheckpoint, BadTensorsAndConfigsAreNamed) {
   EXPECT_NE(other.audio_unsupported.find("whisper"), std::string::npos);
 }
 
+TEST(ConformerAudioCheckpoint, ProcessorFeatureSettingsAreChecked) {
+  const ConformerAudioShape s = tiny_shape(12, 13, 1);
+  const std::string dir = gemma4_audio_model("processor", s, 14);
+  const ModelConfig decoder = load_model_config(dir);
+  // What Gemma4AudioFeatureExtractor().to_dict() holds: the defaults load.
+  json fe = {{"feature_extractor_type", "Gemma4AudioFeatureExtractor"}, {"feature_size", 128}, {"sampling_rate", 16000},
+             {"padding_value", 0.0}, {"return_attention_mask", true}, {"min_frequency", 0.0}, {"max_frequency", 8000.0},
+             {"preemphasis", 0.0}, {"preemphasis_htk_flavor", true}, {"fft_overdrive", false}, {"dither", 0.0},
+             {"input_scale_factor", 1.0}, {"frame_length", 320}, {"hop_length", 160}, {"fft_length", 512},
+             {"mel_floor", 0.001}, {"per_bin_mean", nullptr}, {"per_bin_stddev", nullptr}};
+  test::write_file(dir + "/processor_config.json", json{{"feature_extractor", fe}, {"audio_seq_length", 750}}.dump());
+  EXPECT_EQ(load_frontend_config(dir, decoder).audio, AudioFrontend::Conformer);
+  fe["preemphasis"] = 0.97;
+  test::write_file(dir + "/processor_config.json", json{{"feature_extractor", fe}}.dump());
+  expect_error<ConfigError>([&] { load_frontend_config(dir, decoder); }, {"processor_config.json", "preemphasis"});
+  fe["preemphasis"] = 0.0;
+  fe["per_bin_mean"] = std::vector<double>(128, 0.5);
+  test::write_file(dir + "/preprocessor_config.json", fe.dump());
+  fs::remove(dir + "/processor_config.json");
+  expect_error<ConfigError>([&] { load_frontend_config(dir, decoder); }, {"preprocessor_config.json", "per_bin_mean"});
+}
+
 // ---- end to end ----------------------------------------------------------------
 
 void write_wav(const std::string& path, const std::vector<float>& samples) {

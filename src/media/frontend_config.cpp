@@ -168,6 +168,28 @@ const json* sub_config(const json& root, const char* key, const std::string& sou
   return &root[key];
 }
 
+// The processor's feature extractor settings (processor_config.json's
+// "feature_extractor", or a preprocessor_config.json of
+// Gemma4AudioFeatureExtractor): Google's converter writes the class
+// defaults, which audio_log_mel.h implements; another value would change
+// the features silently, so it is refused by name. dither (random noise)
+// is ignored: 0 by default, and never reproducible anyway.
+void check_audio_features(const json& fe, const std::string& source) {
+  const ConfigFields f(fe, source + " (feature_extractor)");
+  auto same = [&](const char* key, double want) {
+    if (!f.has(key)) return;
+    const double v = f.number(key, want);
+    if (std::abs(v - want) > 1e-9 * std::max(1.0, std::abs(want)))
+      f.fail(key, "value " + std::to_string(v) + " is not supported (Gemma-4's " + std::to_string(want) + " is)");
+  };
+  same("feature_size", 128), same("sampling_rate", 16000), same("frame_length_ms", 20), same("hop_length_ms", 10);
+  same("min_frequency", 0), same("max_frequency", 8000), same("preemphasis", 0), same("input_scale_factor", 1);
+  same("mel_floor", 1e-3);
+  if (f.boolean("fft_overdrive", false)) f.fail("fft_overdrive", "value true is not supported");
+  for (const char* key : {"per_bin_mean", "per_bin_stddev"})
+    if (f.has(key)) f.fail(key, "per-bin normalisation is not supported (Gemma-4's processor has none)");
+}
+
 }  // namespace
 
 FrontendConfig parse_frontend_config(const json& root, const ModelConfig& decoder, const std::string& source) {
@@ -216,6 +238,12 @@ FrontendConfig load_frontend_config(const std::string& model_dir, const ModelCon
     if (!p) continue;
     const json pj = json::parse(p, nullptr, false);
     if (pj.is_discarded() || !pj.is_object()) continue;
+    if (f.audio == AudioFrontend::Conformer) {
+      if (pj.contains("feature_extractor") && pj["feature_extractor"].is_object())
+        check_audio_features(pj["feature_extractor"], (fs::path(model_dir) / name).string());
+      else if (pj.contains("feature_extractor_type") && pj["feature_extractor_type"] == "Gemma4AudioFeatureExtractor")
+        check_audio_features(pj, (fs::path(model_dir) / name).string());
+    }
     const json& ip = pj.contains("image_processor") && pj["image_processor"].is_object() ? pj["image_processor"] : pj;
     if (ip.contains("max_soft_tokens") && ip["max_soft_tokens"].is_number_integer()) {
       const int t = ip["max_soft_tokens"].get<int>();
