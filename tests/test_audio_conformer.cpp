@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <functional>
 #include <cmath>
@@ -46,6 +47,7 @@
 #include "media/frontend_weights.h"
 #include "media/media_frontend.h"
 #include "media/reference_towers.h"
+#include "serve_test_support.h"
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
 #include "test_support.h"
@@ -661,6 +663,37 @@ TEST(ConformerAudioEndToEnd, WavThroughTheEngine) {
   const auto r = test::run_splitdec("generate --model " + dir + " --chat --audio " + work +
                                     "/clip.wav --prompt 'Transcribe' --max-new-tokens 2");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// The server's input_audio parts: a base64 WAV through the same frontend.
+TEST(ConformerAudioEndToEnd, ServerInputAudioParts) {
+  const std::string dir = gemma4_audio_model("serve", tiny_shape(12, 13, 1), 15);
+  const std::string work = test::temp_dir("audio-conformer-serve-work");
+  write_wav(work + "/clip.wav", random_clip(8000, 5).samples);
+  write_wav(work + "/tiny.wav", random_clip(100, 5).samples);
+  test::ServeProcess server("--model " + dir);
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(120, 0);
+  auto body = [&](const std::string& wav) {
+    return json{{"messages", {{{"role", "user"},
+                               {"content", {{{"type", "input_audio"},
+                                             {"input_audio", {{"data", test::base64_encode(test::read_file(wav))}, {"format", "wav"}}}},
+                                            {{"type", "text"}, {"text", "Transcribe this."}}}}}}},
+                {"max_tokens", 2}}
+        .dump();
+  };
+  auto ok = c.Post("/v1/chat/completions", body(work + "/clip.wav"), "application/json");
+  ASSERT_TRUE(ok) << httplib::to_string(ok.error());
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  const json answer = json::parse(ok->body);
+  // 8000 samples: 49 frames, 13 audio tokens, plus the turn's text.
+  EXPECT_GT(answer["usage"]["prompt_tokens"].get<int>(), 13) << ok->body;
+  auto short_clip = c.Post("/v1/chat/completions", body(work + "/tiny.wav"), "application/json");
+  ASSERT_TRUE(short_clip);
+  EXPECT_EQ(short_clip->status, 400) << short_clip->body;
+  EXPECT_NE(short_clip->body.find("161"), std::string::npos) << short_clip->body;
+  server.signal(SIGTERM);
+  EXPECT_EQ(server.wait(30000), 0);
 }
 
 }  // namespace
