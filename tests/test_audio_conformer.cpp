@@ -546,6 +546,23 @@ TEST(ConformerAudioCheckpoint, BadTensorsAndConfigsAreNamed) {
       }
   });
   expect_error<FormatError>([&] { load(nan); }, {"output_proj.bias", "non-finite"});
+  // A clip bound of +-inf is HF's default buffer value: no clamp on that side. NaN is refused.
+  auto bound = [&](const std::string& tag, float value) {
+    return gemma4_audio_model(tag, s, 12, [value](std::vector<TensorToWrite>& t, json&) {
+      for (TensorToWrite& x : t)
+        if (x.name == "model.audio_tower.layers.0.self_attn.q_proj.input_max") std::memcpy(x.bytes.data(), &value, 4);
+    });
+  };
+  const Loaded open = load(bound("inf", std::numeric_limits<float>::infinity()));
+  EXPECT_TRUE(std::isinf(open.weights.conformer.layers[0].q_proj.clip->input_max));
+  const AudioClip clip = random_clip(4000, 3);
+  {
+    ExactGemmGuard exact;
+    set_exact_gemm(true);
+    const MediaEmbeddings fast = conformer_audio_encode(open.config.conformer, open.weights.conformer, clip);
+    expect_close("infinite clip bound", fast, fast, reference_conformer_audio(open.config.conformer, open.weights.conformer, clip));
+  }
+  expect_error<FormatError>([&] { load(bound("nanbound", std::numeric_limits<float>::quiet_NaN())); }, {"q_proj.input_max", "non-finite"});
 
   const ModelConfig decoder = load_model_config(test::tiny_model_dir("tiny-gemma4"));
   auto parse_with = [&](const std::string& field, const json& value) {

@@ -1,5 +1,6 @@
 #include "media/frontend_weights.h"
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -237,10 +238,15 @@ bool load_frontend_weights(const FrontendConfig& config, const TensorStore& stor
     if (!shape_ok)
       throw FormatError(v->file + ": tensor '" + v->name + "' has shape " + shape_text(v->shape) + ", expected " +
                         (scalar ? std::string("a scalar") : shape_text(t.shape)));
-    // As for the decoder: a NaN or Inf is caught by name now, not as garbage rows later.
-    if (const int64_t bad = v->first_non_finite(); bad >= 0)
+    // A clip bound of +-inf is HF's own default (Gemma4ClippableLinear's
+    // buffers): no clamp on that side. Anything else non-finite is caught by
+    // name now, not as garbage rows later.
+    const bool bound = t.kind == Kind::ClipLow || t.kind == Kind::ClipHigh;
+    if (bound && !std::isnan(v->to_f32()[0])) {
+    } else if (const int64_t bad = v->first_non_finite(); bad >= 0) {
       throw FormatError(v->file + ": tensor '" + v->name + "' holds a non-finite value (NaN or Inf) at element " +
                         std::to_string(bad));
+    }
     if (t.matrix) {
       *t.matrix = load_matrix(*v, t.kind == Kind::TransposedMatrix);
       if (bytes) *bytes += t.matrix->bytes();
