@@ -676,6 +676,12 @@ TEST(ConformerAudioEndToEnd, WavThroughTheEngine) {
   EXPECT_EQ(results[0].tokens, results[1].tokens);
   EXPECT_EQ(results[0].step_logits, results[1].step_logits);
 
+  // export-onnx: the text and vision graphs; the conformer has no speech graph (not exported).
+  const auto onnx = test::run_splitdec("export-onnx --model " + dir + " --out " + work + "/onnx");
+  EXPECT_EQ(onnx.exit_code, 0) << onnx.output;
+  EXPECT_TRUE(fs::exists(work + "/onnx/vision.onnx"));
+  EXPECT_FALSE(fs::exists(work + "/onnx/speech.onnx"));
+
   // The CLI: generate --audio with the WAV runs.
   const auto r = test::run_splitdec("generate --model " + dir + " --chat --audio " + work +
                                     "/clip.wav --prompt 'Transcribe' --max-new-tokens 2");
