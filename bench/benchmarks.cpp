@@ -967,6 +967,8 @@ int run_benchmarks(const BenchOptions& opt) {
     r["media_ttft"] = media_time_to_first_token(work, opt.quick);
   }
 
+  if (wanted("audio_tower")) r["audio_tower"] = audio_tower(probe_gemm_peak_gflops(3));
+
   json whole = json::array();
   if (wanted("whole_model")) {
     section("whole model: a 512-token prompt, then decode");

@@ -168,6 +168,34 @@ json media_frontends(double peak_gflops, bool quick) {
   return rows;
 }
 
+json audio_tower(double peak_gflops) {
+  std::printf("\n== Gemma-4 E2B/E4B conformer audio tower (bf16 weights), 10 s clip\n");
+  FrontendConfig c;
+  c.audio = AudioFrontend::Conformer;
+  c.conformer.text_hidden = 1536;  // E2B (E4B: 2560, one more small projection)
+  const FrontendWeights w = random_frontend(c);
+  AudioClip clip;
+  clip.samples.resize(size_t(10) * kAudioSampleRate);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+  for (size_t i = 0; i < clip.samples.size(); ++i) clip.samples[i] = 0.4f * float(std::sin(0.02 * double(i))) + u(rng);
+  const ConformerAudioShape& s = c.conformer;
+  const int64_t tokens = conformer_audio_tokens(s, int64_t(clip.samples.size()));
+  const double features_s = best_of_two([&] { log_mel_features(clip.samples, s.features); });
+  const double t = best_of_two([&] { conformer_audio_encode(s, w.conformer, clip); });
+  // Per token and layer: two FFNs (16 H^2 each), q/k/v/post (8 H^2), light
+  // conv (6 H^2); plus the second subsampling conv, input_proj and the two projections.
+  const double H = s.hidden, n = double(tokens);
+  const double flops = s.layers * n * 46 * H * H + 2 * n * s.subsampled_bins() * s.channels1 * s.channels0 * 9 +
+                       2 * n * (s.proj_input() * H + H * s.output_proj_dims + double(s.output_proj_dims) * s.text_hidden);
+  const double gflops = flops / t / 1e9;
+  std::printf("%-44s %8.2f s  %7.1f GFLOP/s  %.0f%% of GEMM peak (log-mel %.3f s; %lld tokens)\n",
+              "conformer 12 x 1024, 10 s clip", t, gflops, 100 * gflops / peak_gflops, features_s, (long long)tokens);
+  return json::array({{{"frontend", "gemma4 conformer audio"}, {"layers", s.layers}, {"clip_seconds", 10},
+                       {"tokens", tokens}, {"seconds", t}, {"log_mel_seconds", features_s}, {"gflop", flops / 1e9},
+                       {"gflops", gflops}, {"fraction_of_peak", gflops / peak_gflops}}});
+}
+
 json media_time_to_first_token(const std::string& work, bool quick) {
   std::printf("\n== time to first token, image + question (real-size frontends, %s decoder layers, bf16)\n",
               quick ? "1" : "4");

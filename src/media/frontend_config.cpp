@@ -117,10 +117,77 @@ void parse_unified_vision(const ConfigFields& v, const ModelConfig& decoder, Fro
   f.vision = VisionFrontend::UnifiedPatches;
 }
 
+// Gemma4AudioConfig (configuration_gemma4.py): the class defaults are E2B/E4B's.
+void parse_conformer_audio(const ConfigFields& a, const ModelConfig& decoder, FrontendConfig& f) {
+  ConformerAudioShape& s = f.conformer;
+  s.hidden = a.integer("hidden_size", 1024, 2);
+  s.layers = a.integer("num_hidden_layers", 12, 0);
+  s.heads = a.integer("num_attention_heads", 8, 1);
+  s.conv_kernel = a.integer("conv_kernel_size", 5, 1);
+  s.chunk = a.integer("attention_chunk_size", 12, 1);
+  s.context_left = a.integer("attention_context_left", 13, 2);
+  s.logit_cap = float(a.number("attention_logit_cap", 50.0));
+  s.invalid_logit = float(a.number("attention_invalid_logits_value", -1e9));
+  s.residual_weight = float(a.number("residual_weight", 0.5));
+  s.rms_norm_eps = float(a.number("rms_norm_eps", 1e-6));
+  s.gradient_clipping = a.number("gradient_clipping", 1e10);
+  s.output_proj_dims = a.integer("output_proj_dims", 1536, 1);
+  s.text_hidden = decoder.hidden_size;
+  f.conformer_clipped_linears = a.boolean("use_clipped_linears", true);
+  const std::string act = a.string("hidden_act", "silu");
+  if (act != "silu" && act != "swish") a.fail("hidden_act", "value '" + act + "' is not supported (silu is)");
+  if (a.integer("attention_context_right", 0, 0) != 0)
+    a.fail("attention_context_right", "values other than 0 are not supported (E2B/E4B use 0)");
+  if (a.has("subsampling_conv_channels")) {
+    const json& c = a.raw("subsampling_conv_channels");
+    if (!c.is_array() || c.size() != 2 || !c[0].is_number_integer() || !c[1].is_number_integer() || c[0].get<int>() < 1 ||
+        c[1].get<int>() < 1)
+      a.fail("subsampling_conv_channels", "must be two positive integers (the two subsampling convs' channels)");
+    s.channels0 = c[0].get<int>(), s.channels1 = c[1].get<int>();
+  }
+  // HF sizes input_proj_linear as (channels[0] // 4) * channels[1]; the
+  // flattened rows hold (128 mel bins / 4) * channels[1] values.
+  if (s.channels0 / 4 != s.subsampled_bins())
+    a.fail("subsampling_conv_channels", "first value " + std::to_string(s.channels0) + " // 4 must equal the " +
+                                            std::to_string(s.subsampled_bins()) + " subsampled mel bins (HF's input_proj_linear width)");
+  if (s.hidden % s.heads != 0)
+    a.fail("num_attention_heads", "value " + std::to_string(s.heads) + " does not divide hidden_size " + std::to_string(s.hidden));
+  if (s.hidden % 2 != 0) a.fail("hidden_size", "must be even (the relative position sinusoids fill two halves)");
+  if (!(s.logit_cap > 0)) a.fail("attention_logit_cap", "must be positive");
+  if (!(s.gradient_clipping > 0)) a.fail("gradient_clipping", "must be positive");
+  if (!(s.rms_norm_eps > 0)) a.fail("rms_norm_eps", "must be positive");
+  if (s.hidden > (1 << 15) || s.layers > 256 || s.channels0 > 4096 || s.channels1 > 4096 || s.conv_kernel > 1024 ||
+      s.chunk > 4096 || s.context_left > 4096 || s.output_proj_dims > (1 << 16))
+    a.fail("hidden_size", "the audio tower's sizes are far past any real checkpoint");
+  f.audio = AudioFrontend::Conformer;
+}
+
 const json* sub_config(const json& root, const char* key, const std::string& source) {
   if (!root.contains(key) || root[key].is_null()) return nullptr;
   if (!root[key].is_object()) throw ConfigError(source + ": field '" + key + "' must be an object");
   return &root[key];
+}
+
+// The processor's feature extractor settings (processor_config.json's
+// "feature_extractor", or a preprocessor_config.json of
+// Gemma4AudioFeatureExtractor): Google's converter writes the class
+// defaults, which audio_log_mel.h implements; another value would change
+// the features silently, so it is refused by name. dither (random noise)
+// is ignored: 0 by default, and never reproducible anyway.
+void check_audio_features(const json& fe, const std::string& source) {
+  const ConfigFields f(fe, source + " (feature_extractor)");
+  auto same = [&](const char* key, double want) {
+    if (!f.has(key)) return;
+    const double v = f.number(key, want);
+    if (std::abs(v - want) > 1e-9 * std::max(1.0, std::abs(want)))
+      f.fail(key, "value " + std::to_string(v) + " is not supported (Gemma-4's " + std::to_string(want) + " is)");
+  };
+  same("feature_size", 128), same("sampling_rate", 16000), same("frame_length_ms", 20), same("hop_length_ms", 10);
+  same("min_frequency", 0), same("max_frequency", 8000), same("preemphasis", 0), same("input_scale_factor", 1);
+  same("mel_floor", 1e-3);
+  if (f.boolean("fft_overdrive", false)) f.fail("fft_overdrive", "value true is not supported");
+  for (const char* key : {"per_bin_mean", "per_bin_stddev"})
+    if (f.has(key)) f.fail(key, "per-bin normalisation is not supported (Gemma-4's processor has none)");
 }
 
 }  // namespace
@@ -147,8 +214,9 @@ FrontendConfig parse_frontend_config(const json& root, const ModelConfig& decode
       f.audio_shape.text_hidden = decoder.hidden_size;
       f.audio = AudioFrontend::RawFrames;
     } else if (type == "gemma4") {
-      f.audio_unsupported = "Gemma-4's conformer audio encoder (audio_config of model_type " +
-                            a.string("model_type", "gemma4_audio") + ") is not supported";
+      const std::string audio_type = a.string("model_type", "gemma4_audio");
+      if (audio_type == "gemma4_audio") parse_conformer_audio(a, decoder, f);
+      else f.audio_unsupported = "an audio_config of model_type '" + audio_type + "' is not supported (gemma4_audio is)";
     }
   }
   return f;
@@ -170,6 +238,12 @@ FrontendConfig load_frontend_config(const std::string& model_dir, const ModelCon
     if (!p) continue;
     const json pj = json::parse(p, nullptr, false);
     if (pj.is_discarded() || !pj.is_object()) continue;
+    if (f.audio == AudioFrontend::Conformer) {
+      if (pj.contains("feature_extractor") && pj["feature_extractor"].is_object())
+        check_audio_features(pj["feature_extractor"], (fs::path(model_dir) / name).string());
+      else if (pj.contains("feature_extractor_type") && pj["feature_extractor_type"] == "Gemma4AudioFeatureExtractor")
+        check_audio_features(pj, (fs::path(model_dir) / name).string());
+    }
     const json& ip = pj.contains("image_processor") && pj["image_processor"].is_object() ? pj["image_processor"] : pj;
     if (ip.contains("max_soft_tokens") && ip["max_soft_tokens"].is_number_integer()) {
       const int t = ip["max_soft_tokens"].get<int>();

@@ -1,9 +1,9 @@
 // Which media frontends a checkpoint has, and their shapes, read from the
 // top level of config.json (vision_config, audio_config) by model_type:
 //   gemma3          + vision_config: SigLIP tower + projector (siglip_tower.h)
-//   gemma4          + vision_config: the Gemma-4 vision encoder (gemma4_vision_tower.h);
-//                     its conformer audio encoder is not supported (audio stays
-//                     embeddings-only, with a clear error for audio files)
+//   gemma4          + vision_config: the Gemma-4 vision encoder (gemma4_vision_tower.h)
+//                   + audio_config (gemma4_audio, E2B/E4B): the conformer audio
+//                     tower and embed_audio (conformer_audio_tower.h)
 //   gemma4_unified  + vision_config / audio_config: the encoder-free patch and
 //                     audio embedders (unified_embedder.h)
 // Absent fields take the Hugging Face class defaults; unsupported values are
@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "media/conformer_audio_tower.h"
 #include "media/gemma4_vision_tower.h"
 #include "media/siglip_tower.h"
 #include "media/unified_embedder.h"
@@ -23,7 +24,11 @@ namespace splitdec {
 struct ModelConfig;
 
 enum class VisionFrontend { None, Siglip, Gemma4Encoder, UnifiedPatches };
-enum class AudioFrontend { None, RawFrames };
+enum class AudioFrontend { None, RawFrames, Conformer };
+
+// Gemma-4's audio processor: clips are at most 30 s (the feature extractor's
+// max_length, 480000 samples at 16 kHz), i.e. 750 soft tokens.
+constexpr int64_t kGemma4MaxAudioSamples = 480000;
 
 // Gemma-4 soft-token budgets per image (image_processing_gemma4.py).
 constexpr int kGemma4ImageBudgets[] = {70, 140, 280, 560, 1120};
@@ -42,6 +47,8 @@ struct FrontendConfig {
 
   AudioFrontend audio = AudioFrontend::None;
   UnifiedAudioShape audio_shape;
+  ConformerAudioShape conformer;
+  bool conformer_clipped_linears = true;  // checkpoint holds input/output bounds per clippable linear
   // Why a checkpoint's audio_config cannot be used (empty when it can or has none).
   std::string audio_unsupported;
 };

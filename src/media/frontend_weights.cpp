@@ -1,5 +1,6 @@
 #include "media/frontend_weights.h"
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -108,6 +109,59 @@ void gemma4_tensors(const Gemma4VisionShape& s, bool clipped, Gemma4VisionWeight
   embed.matrix("embedding_projection.weight", {s.text_hidden, H}, w.embedding_projection);
 }
 
+// Gemma4AudioModel's module tree as Gemma4ForConditionalGeneration saves it
+// (model.audio_tower.*), then Gemma4MultimodalEmbedder (model.embed_audio.*).
+// Conv and depthwise kernels are Kind::Matrix values: make-model scales them by fan-in.
+void conformer_tensors(const ConformerAudioShape& s, bool clipped, ConformerAudioWeights& w, std::vector<FrontendTensor>& out) {
+  const int64_t H = s.hidden, c0 = s.channels0, c1 = s.channels1;
+  TensorList tower{out, "model.audio_tower.", {}};
+  tower.values("subsample_conv_projection.layer0.conv.weight", {c0, 1, 3, 3}, w.conv0, Kind::Matrix);
+  tower.values("subsample_conv_projection.layer0.norm.weight", {c0}, w.norm0, Kind::Gain);
+  tower.matrix("subsample_conv_projection.layer1.conv.weight", {c1, c0, 3, 3}, w.conv1);
+  tower.values("subsample_conv_projection.layer1.norm.weight", {c1}, w.norm1, Kind::Gain);
+  tower.matrix("subsample_conv_projection.input_proj_linear.weight", {H, int64_t(s.proj_input())}, w.input_proj);
+  w.layers.resize(size_t(s.layers));
+  for (int i = 0; i < s.layers; ++i) {
+    ConformerLayerWeights& L = w.layers[size_t(i)];
+    const std::string l = "layers." + std::to_string(i) + ".";
+    auto linear = [&](const std::string& name, ClippedLinear& c, int64_t rows, int64_t cols) {
+      tower.matrix(l + name + ".linear.weight", {rows, cols}, c.weight);
+      if (!clipped) return;
+      const float inf = std::numeric_limits<float>::infinity();
+      c.clip = ClippedLinear::Bounds{-inf, inf, -inf, inf};
+      tower.scalar(l + name + ".input_min", c.clip->input_min, Kind::ClipLow);
+      tower.scalar(l + name + ".input_max", c.clip->input_max, Kind::ClipHigh);
+      tower.scalar(l + name + ".output_min", c.clip->output_min, Kind::ClipLow);
+      tower.scalar(l + name + ".output_max", c.clip->output_max, Kind::ClipHigh);
+    };
+    for (const auto& [name, f] : {std::pair<const char*, ConformerFeedForward*>{"feed_forward1.", &L.ffn1},
+                                  std::pair<const char*, ConformerFeedForward*>{"feed_forward2.", &L.ffn2}}) {
+      linear(std::string(name) + "ffw_layer_1", f->up, 4 * H, H);
+      linear(std::string(name) + "ffw_layer_2", f->down, H, 4 * H);
+      tower.values(l + name + "pre_layer_norm.weight", {H}, f->pre_norm, Kind::Gain);
+      tower.values(l + name + "post_layer_norm.weight", {H}, f->post_norm, Kind::Gain);
+    }
+    linear("self_attn.q_proj", L.q_proj, H, H);
+    linear("self_attn.k_proj", L.k_proj, H, H);
+    linear("self_attn.v_proj", L.v_proj, H, H);
+    linear("self_attn.post", L.post, H, H);
+    tower.matrix(l + "self_attn.relative_k_proj.weight", {H, H}, L.relative_k_proj);
+    tower.values(l + "self_attn.per_dim_scale", {int64_t(s.head_dim())}, L.per_dim_scale, Kind::Bias);
+    linear("lconv1d.linear_start", L.linear_start, 2 * H, H);
+    linear("lconv1d.linear_end", L.linear_end, H, H);
+    tower.values(l + "lconv1d.depthwise_conv1d.weight", {H, 1, int64_t(s.conv_kernel)}, L.depthwise, Kind::Matrix);
+    tower.values(l + "lconv1d.pre_layer_norm.weight", {H}, L.conv_pre_norm, Kind::Gain);
+    tower.values(l + "lconv1d.conv_norm.weight", {H}, L.conv_norm, Kind::Gain);
+    tower.values(l + "norm_pre_attn.weight", {H}, L.norm_pre_attn, Kind::Gain);
+    tower.values(l + "norm_post_attn.weight", {H}, L.norm_post_attn, Kind::Gain);
+    tower.values(l + "norm_out.weight", {H}, L.norm_out, Kind::Gain);
+  }
+  tower.matrix("output_proj.weight", {int64_t(s.output_proj_dims), H}, w.output_proj);
+  tower.values("output_proj.bias", {int64_t(s.output_proj_dims)}, w.output_bias, Kind::Bias);
+  TensorList embed{out, "model.embed_audio.", {}};
+  embed.matrix("embedding_projection.weight", {s.text_hidden, int64_t(s.output_proj_dims)}, w.embedding_projection);
+}
+
 void unified_tensors(const UnifiedVisionShape& s, UnifiedVisionWeights& w, std::vector<FrontendTensor>& out) {
   const int64_t P = s.patch_dim(), D = s.embed_dim;
   // The converter writes model.vision_embedder.*; HF's module is model.embed_vision.*.
@@ -153,6 +207,8 @@ std::vector<FrontendTensor> frontend_tensors(const FrontendConfig& c, FrontendWe
   if (c.audio == AudioFrontend::RawFrames) {
     TensorList a{out, "model.embed_audio.", {"model.embed_audio.multimodal_embedder."}};
     a.matrix("embedding_projection.weight", {c.audio_shape.text_hidden, c.audio_shape.frame}, w.audio_projection);
+  } else if (c.audio == AudioFrontend::Conformer) {
+    conformer_tensors(c.conformer, c.conformer_clipped_linears, w.conformer, out);
   }
   return out;
 }
@@ -182,10 +238,15 @@ bool load_frontend_weights(const FrontendConfig& config, const TensorStore& stor
     if (!shape_ok)
       throw FormatError(v->file + ": tensor '" + v->name + "' has shape " + shape_text(v->shape) + ", expected " +
                         (scalar ? std::string("a scalar") : shape_text(t.shape)));
-    // As for the decoder: a NaN or Inf is caught by name now, not as garbage rows later.
-    if (const int64_t bad = v->first_non_finite(); bad >= 0)
+    // A clip bound of +-inf is HF's own default (Gemma4ClippableLinear's
+    // buffers): no clamp on that side. Anything else non-finite is caught by
+    // name now, not as garbage rows later.
+    const bool bound = t.kind == Kind::ClipLow || t.kind == Kind::ClipHigh;
+    if (bound && !std::isnan(v->to_f32()[0])) {
+    } else if (const int64_t bad = v->first_non_finite(); bad >= 0) {
       throw FormatError(v->file + ": tensor '" + v->name + "' holds a non-finite value (NaN or Inf) at element " +
                         std::to_string(bad));
+    }
     if (t.matrix) {
       *t.matrix = load_matrix(*v, t.kind == Kind::TransposedMatrix);
       if (bytes) *bytes += t.matrix->bytes();

@@ -23,6 +23,7 @@ struct FrontendWeights {
   Gemma4VisionWeights gemma4;
   UnifiedVisionWeights unified;
   WeightMatrix audio_projection;  // [text_hidden, frame]
+  ConformerAudioWeights conformer;
 };
 
 struct FrontendTensor {

@@ -1,5 +1,7 @@
 #include "media/media_frontend.h"
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
@@ -36,7 +38,9 @@ std::string MediaFrontend::describe() const {
       break;
     case VisionFrontend::UnifiedPatches: s = "gemma4_unified patch embedder"; break;
   }
-  if (audio_ready_) s += ", raw-frame audio embedder";
+  if (audio_ready_ && config_.audio == AudioFrontend::RawFrames) s += ", raw-frame audio embedder";
+  if (audio_ready_ && config_.audio == AudioFrontend::Conformer)
+    s += ", conformer audio tower (" + std::to_string(config_.conformer.layers) + " layers)";
   if (bytes_ > 0) s += ", " + std::to_string((bytes_ + (1 << 19)) >> 20) + " MiB";
   return s;
 }
@@ -51,7 +55,7 @@ std::string MediaFrontend::why_no_audio() const {
   if (audio_ready_) return "";
   if (!config_.audio_unsupported.empty()) return config_.audio_unsupported;
   return config_.audio == AudioFrontend::None ? "this model has no audio frontend (config.json has no audio_config)"
-                                              : "this model's audio embedder weights are not in the checkpoint";
+                                              : "this model's audio frontend weights are not in the checkpoint";
 }
 
 namespace {
@@ -144,15 +148,49 @@ void MediaFrontend::check_image_options(const ImageOptions& options) const {
   else if (options.image_tokens != 0) throw InputError("--image-tokens: " + why_no_vision());
 }
 
+namespace {
+
+// Gemma-4's processor: ceil(frames / 4) tokens (processing_gemma4.py's
+// replace_audio_token), for clips of at least one mel frame and at most 30 s.
+// HF's feature extractor would silently cut a longer clip to 30 s; here it
+// is refused, so that no audio is dropped unseen.
+std::string seconds(int64_t samples) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", double(samples) / kAudioSampleRate);
+  return text;
+}
+
+int64_t conformer_tokens_checked(const FrontendConfig& c, const AudioClip& clip) {
+  const int64_t n = int64_t(clip.samples.size());
+  if (n > kGemma4MaxAudioSamples)
+    throw InputError("the audio clip is " + seconds(n) + " s long (" + std::to_string(n) + " samples); Gemma-4's audio processor takes at most 30 s (" +
+                     std::to_string(kGemma4MaxAudioSamples) + " samples at 16 kHz, " +
+                     std::to_string(conformer_audio_tokens(c.conformer, kGemma4MaxAudioSamples)) + " audio tokens): split it");
+  const int64_t tokens = conformer_audio_tokens(c.conformer, n);
+  if (tokens == 0)
+    throw InputError("the audio clip has " + std::to_string(n) + " samples; Gemma-4's audio tower needs at least " +
+                     std::to_string(c.conformer.features.frame_length - c.conformer.features.frame_length / 2 + 1) +
+                     " (one 20 ms mel frame, about 10 ms of audio at 16 kHz)");
+  return tokens;
+}
+
+}  // namespace
+
 int64_t MediaFrontend::count_audio_tokens(const AudioClip& clip) const {
   if (config_.audio == AudioFrontend::None) throw InputError(why_no_audio());
   if (clip.samples.empty()) throw InputError("the audio clip is empty");
+  if (config_.audio == AudioFrontend::Conformer) return conformer_tokens_checked(config_, clip);
   const int64_t frame = config_.audio_shape.frame;
   return (int64_t(clip.samples.size()) + frame - 1) / frame;
 }
 
 MediaEmbeddings MediaFrontend::encode_audio(const AudioClip& clip) const {
   if (!audio_ready_) throw InputError(why_no_audio() + ": pass audio as an embeddings file (.npy / .safetensors)");
+  if (config_.audio == AudioFrontend::Conformer) {
+    if (clip.samples.empty()) throw InputError("the audio clip is empty");
+    conformer_tokens_checked(config_, clip);
+    return conformer_audio_encode(config_.conformer, weights_.conformer, clip);
+  }
   return unified_audio_encode(config_.audio_shape, weights_.audio_projection, clip);
 }
 

@@ -106,6 +106,11 @@ MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) c
       if (in.read(bytes.data(), std::streamsize(size)) && in.gcount() == std::streamsize(size)) return load_bytes(bytes, path, kind);
     }
   }
+  return load_file_uncached(path, kind);
+}
+
+MediaEmbeddings MediaLoader::load_file_uncached(const std::string& path, Modality kind) const {
+  if (is_embeddings_name(path)) return load_media_embeddings(path, *config_);
   const std::string head = read_head(path, 16);
   const auto* bytes = reinterpret_cast<const uint8_t*>(head.data());
   if (looks_like_image(bytes, head.size())) {
@@ -172,7 +177,7 @@ MediaEmbeddings MediaLoader::load_bytes_uncached(const std::string& bytes, const
   ::close(fd);
   if (written != bytes.size()) throw std::runtime_error("cannot write inline media to a temporary file");
   try {
-    return load_file(path, kind);
+    return load_file_uncached(path, kind);
   } catch (const Error& e) {
     // The messages name the temporary file; the caller knows the source by `name`.
     std::string what = e.what();

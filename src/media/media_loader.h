@@ -57,6 +57,10 @@ class MediaLoader {
   MediaEmbeddings encode_image(const RgbImage& image) const;
   MediaEmbeddings encode_audio(const AudioClip& clip) const;
   MediaEmbeddings load_bytes_uncached(const std::string& bytes, const std::string& name, Modality kind) const;
+  // load_file past the cache: what load_bytes_uncached's temporary file goes
+  // through (through load_file it would come back to the cache, miss, and
+  // write another temporary file, without end).
+  MediaEmbeddings load_file_uncached(const std::string& path, Modality kind) const;
   std::string cache_key(const std::string& bytes, Modality kind) const;
   const ModelConfig* config_;
   std::shared_ptr<const MediaFrontend> frontend_;

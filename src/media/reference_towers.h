@@ -10,6 +10,7 @@
 
 #include "io/media_embeddings.h"
 #include "media/audio_file.h"
+#include "media/conformer_audio_tower.h"
 #include "media/gemma4_vision_tower.h"
 #include "media/image_patches.h"
 #include "media/siglip_tower.h"
@@ -26,5 +27,14 @@ MediaEmbeddings reference_unified_image(const UnifiedVisionShape& shape, const U
                                         const ImagePatches& patches);
 
 MediaEmbeddings reference_unified_audio(const UnifiedAudioShape& shape, const WeightMatrix& projection, const AudioClip& clip);
+
+// HF's log-mel features of the clip's valid frames, [frames, 128] (a plain
+// DFT on the padded clip; audio_log_mel.h is the fast path).
+MediaEmbeddings reference_log_mel(const std::vector<float>& samples);
+
+// The conformer tower as HF runs it on the padded clip (masks, blocked
+// attention with _rel_shift), the padded rows dropped at the end.
+MediaEmbeddings reference_conformer_audio(const ConformerAudioShape& shape, const ConformerAudioWeights& weights,
+                                          const AudioClip& clip);
 
 }  // namespace splitdec

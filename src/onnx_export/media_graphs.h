@@ -59,7 +59,9 @@ struct ExportFrontends {
   bool weights_loaded = false;
 
   bool has_vision() const { return weights_loaded && config.vision != VisionFrontend::None; }
-  bool has_audio() const { return weights_loaded && config.audio != AudioFrontend::None; }
+  // Only gemma4_unified's raw-frame embedder has a speech graph; Gemma-4
+  // E2B/E4B's conformer tower is not exported (the text and vision graphs are).
+  bool has_audio() const { return weights_loaded && config.audio == AudioFrontend::RawFrames; }
 };
 
 // config.json (+ preprocessor config) and the checkpoint of `model_dir`
