@@ -512,3 +512,35 @@ TEST(Gemma4Lineup, ExportsThatCannotWriteTheNewPiecesSaySo) {
     EXPECT_NE(g.output.find("GGUF"), std::string::npos) << g.output;
   }
 }
+
+// E2B / E4B hear: a WAV through the conformer tower into a per-layer
+// embedding model (its audio rows read pad's table row), every plan giving
+// the reference's tokens.
+TEST(Gemma4Lineup, AudioFileThroughThePerLayerEmbeddingModel) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4-ple");
+  const std::string wav = test::temp_dir("ple-audio") + "/tone.wav";
+  {
+    std::ofstream out(wav, std::ios::binary);
+    auto u32 = [&](uint32_t v) { out.write(reinterpret_cast<const char*>(&v), 4); };
+    auto u16 = [&](uint16_t v) { out.write(reinterpret_cast<const char*>(&v), 2); };
+    const int n = 12000;  // 0.75 s: 19 audio tokens
+    out.write("RIFF", 4), u32(36 + 2 * n), out.write("WAVE", 4);
+    out.write("fmt ", 4), u32(16), u16(1), u16(1), u32(16000), u32(32000), u16(2), u16(16);
+    out.write("data", 4), u32(2 * n);
+    for (int i = 0; i < n; ++i) {
+      const int16_t v = int16_t(8000 * std::sin(2 * M_PI * 440 * i / 16000.0) + 3000 * std::sin(0.37 * i));
+      out.write(reinterpret_cast<const char*>(&v), 2);
+    }
+  }
+  std::string want;
+  for (const char* plan : {"reference", "split", "single", "unified"}) {
+    const test::CommandResult r = test::run_splitdec("generate --model " + dir + " --prompt 'What is this?' --audio " + wav +
+                                                     " --max-new-tokens 6 --plan " + plan);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const size_t at = r.output.find("tokens:");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string tokens = r.output.substr(at, r.output.find('\n', at) - at);
+    if (want.empty()) want = tokens;
+    EXPECT_EQ(tokens, want) << plan;
+  }
+}

@@ -54,6 +54,28 @@ void vision_large(PresetDraft& d) {
              {"use_clipped_linears", false}, {"standardize", true}});
 }
 
+// The E2B / E4B conformer audio encoder (Gemma4AudioConfig), with the class
+// defaults written out as transformers saves them.
+void conformer_audio(PresetDraft& d, int hidden, int layers, int heads, int channels1, int output_proj_dims) {
+  d.top["audio_config"] = {{"model_type", "gemma4_audio"},
+                           {"hidden_size", hidden},
+                           {"num_hidden_layers", layers},
+                           {"num_attention_heads", heads},
+                           {"hidden_act", "silu"},
+                           {"subsampling_conv_channels", {128, channels1}},
+                           {"conv_kernel_size", 5},
+                           {"residual_weight", 0.5},
+                           {"attention_chunk_size", 12},
+                           {"attention_context_left", 13},
+                           {"attention_context_right", 0},
+                           {"attention_logit_cap", 50.0},
+                           {"attention_invalid_logits_value", -1e9},
+                           {"use_clipped_linears", true},
+                           {"rms_norm_eps", 1e-6},
+                           {"gradient_clipping", 1e10},
+                           {"output_proj_dims", output_proj_dims}};
+}
+
 void unified(PresetDraft& d, int hidden, int embed_dim) {
   d.top["model_type"] = "gemma4_unified";
   d.text["model_type"] = "gemma4_unified_text";
@@ -89,7 +111,8 @@ void tiny_unified(int vocab, const PresetTokenIds& s, PresetDraft& d) {
 }
 
 // E2B / E4B in small: per-layer embeddings, KV-shared layers with the
-// double-wide MLP, causal attention, the clipped-linear vision encoder.
+// double-wide MLP, causal attention, the clipped-linear vision encoder and a
+// two-layer conformer audio encoder.
 void tiny_ple(int vocab, const PresetTokenIds& s, PresetDraft& d) {
   multimodal(d, s, 16);
   causal(d);
@@ -102,6 +125,7 @@ void tiny_ple(int vocab, const PresetTokenIds& s, PresetDraft& d) {
   vision(d, {{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
              {"num_key_value_heads", 2}, {"head_dim", 16}, {"patch_size", 16}, {"pooling_kernel_size", 3},
              {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6}, {"use_clipped_linears", true}});
+  conformer_audio(d, 32, 2, 4, 4, 24);
 }
 
 // 26B-A4B in small: 8 experts, 2 per token, beside the dense MLP.
@@ -163,6 +187,7 @@ void gemma4_e2b(int, const PresetTokenIds& s, PresetDraft& d) {
                  {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
                  {"vocab_size_per_layer_input", 262144}, {"sliding_window", 512}, {"rms_norm_eps", 1e-6}});
   vision_on_device(d);
+  conformer_audio(d, 1024, 12, 8, 32, 1536);
 }
 
 void gemma4_e4b(int, const PresetTokenIds& s, PresetDraft& d) {
@@ -174,6 +199,7 @@ void gemma4_e4b(int, const PresetTokenIds& s, PresetDraft& d) {
                  {"hidden_size_per_layer_input", 256}, {"vocab_size_per_layer_input", 262144}, {"sliding_window", 512},
                  {"rms_norm_eps", 1e-6}});
   vision_on_device(d);
+  conformer_audio(d, 1024, 12, 8, 32, 1536);
 }
 
 // 128 experts of 704, 8 per token, beside a dense MLP of 2112.
