@@ -289,6 +289,35 @@ TEST(Linear, EachRowOfABatchGetsItsSoloBits) {
     }
 }
 
+// Many small matrices in one dispatch (a token's experts) give each output
+// linear_with's bits: every format, int8 activations on and off, odd output
+// counts, jobs of different widths and row counts, a job of one output.
+TEST(Linear, BatchOfSmallMatricesGivesEachItsSoloBits) {
+  std::mt19937 rng(9);
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0})
+    for (bool int8 : {false, true}) {
+      struct Shape { int out, in, rows; };
+      const std::vector<Shape> shapes = {{37, 64, 1}, {1, 96, 3}, {130, 2048, 2}, {64, 160, 5}, {3, 32, 1}};
+      std::vector<WeightMatrix> ws;
+      std::vector<std::vector<float>> xs, got;
+      for (const Shape& sh : shapes) {
+        const auto wf = random_vec(rng, size_t(sh.out) * size_t(sh.in));
+        ws.push_back(WeightMatrix::from_f32(format, sh.out, sh.in, wf.data()));
+        ws.back().int8_activations = int8;
+        xs.push_back(random_vec(rng, size_t(sh.rows) * size_t(sh.in)));
+        got.emplace_back(size_t(sh.rows) * size_t(sh.out));
+      }
+      std::vector<LinearJob> jobs;
+      for (size_t j = 0; j < shapes.size(); ++j) jobs.push_back({xs[j].data(), shapes[j].rows, &ws[j], got[j].data()});
+      linear_batch(jobs.data(), int(jobs.size()));
+      for (size_t j = 0; j < shapes.size(); ++j) {
+        std::vector<float> want(got[j].size());
+        linear_with(simd::best(), xs[j].data(), shapes[j].rows, ws[j], want.data());
+        EXPECT_EQ(got[j], want) << weight_format_name(format) << (int8 ? " int8" : "") << " job " << j;
+      }
+    }
+}
+
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {
   std::mt19937 rng(5);
   for (WeightFormat format : {WeightFormat::F32, WeightFormat::BF16, WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0})

@@ -222,6 +222,46 @@ void linear_with(const simd::KernelTable& t, const float* x, int rows, const Wei
   ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
+void linear_batch(const LinearJob* jobs, int count) {
+  const simd::KernelTable& t = simd::best();
+  // Activations quantized here, on the caller, once per job: a few rows of
+  // a few thousand values, not worth a dispatch of their own.
+  std::vector<QuantizedRows> quantized(static_cast<size_t>(count));
+  std::vector<int64_t> first(static_cast<size_t>(count) + 1, 0);  // each job's first output in the joint range
+  for (int j = 0; j < count; ++j) {
+    const LinearJob& job = jobs[j];
+    const RowKernels& k = row_kernels(job.w->format);
+    if (job.w->int8_activations && k.dot_q8act) {
+      const int in = job.w->in;
+      const size_t nb = size_t(in / 32);
+      QuantizedRows& q = quantized[size_t(j)];
+      q.scale.resize(size_t(job.rows) * nb);
+      q.q.resize(size_t(job.rows) * size_t(in));
+      for (int r = 0; r < job.rows; ++r)
+        t.quantize_q8_activations(job.x + int64_t(r) * in, in, &q.scale[size_t(r) * nb], &q.q[size_t(r) * size_t(in)]);
+    }
+    first[size_t(j) + 1] = first[size_t(j)] + job.w->out;
+  }
+  int64_t work = 0;
+  for (int j = 0; j < count; ++j) work += int64_t(jobs[j].w->in) * std::max(1, jobs[j].rows) * jobs[j].w->out;
+  const int64_t total = first.back();
+  const int64_t grain = std::max<int64_t>(16, total * (int64_t(1) << 18) / std::max<int64_t>(1, work));
+  ThreadPool::global()->parallel_for(total, [&](int64_t a, int64_t b) {
+    int j = int(std::upper_bound(first.begin(), first.end(), a) - first.begin()) - 1;
+    for (; j < count && first[size_t(j)] < b; ++j) {
+      const LinearJob& job = jobs[j];
+      const int64_t o0 = std::max(a, first[size_t(j)]) - first[size_t(j)];
+      const int64_t o1 = std::min(b, first[size_t(j) + 1]) - first[size_t(j)];
+      if (o1 <= o0) continue;
+      const RowKernels& k = row_kernels(job.w->format);
+      if (job.w->int8_activations && k.dot_q8act)
+        matvec_q8act_block(t, k, quantized[size_t(j)], job.rows, *job.w, job.y, o0, o1);
+      else
+        matvec_block(t, k, job.x, job.rows, *job.w, job.y, o0, o1);
+    }
+  }, grain);
+}
+
 void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent) {
   if (rows < kGemmRows || rows_independent) return linear_with(simd::best(), x, rows, w, y);
   if (w.int8_activations && row_kernels(w.format).dot_q8act) {

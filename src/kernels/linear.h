@@ -25,6 +25,19 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
 // The same, pinned to one SIMD table and without BLAS (tests of each target).
 void linear_with(const simd::KernelTable& table, const float* x, int rows, const WeightMatrix& w, float* y);
 
+// Several small linear layers (decode-sized: the row kernels, never BLAS) in
+// one dispatch of the thread pool: y_j = x_j W_j^T for each job. Each
+// output's bits are linear_with's. For many small matrices per step (a
+// token's experts), where one pool dispatch per matrix would cost more than
+// reading it.
+struct LinearJob {
+  const float* x;
+  int rows;
+  const WeightMatrix* w;
+  float* y;
+};
+void linear_batch(const LinearJob* jobs, int count);
+
 // Rows at or above this go to the BLAS path.
 constexpr int kGemmRows = 16;
 

@@ -50,31 +50,45 @@ void mixture_of_experts(const ModelConfig& c, const LayerSpec& spec, const Layer
   for (int r = 0; r < rows; ++r)
     for (size_t k = 0; k < choices[size_t(r)].experts.size(); ++k)
       members[size_t(choices[size_t(r)].experts[k])].push_back({r, choices[size_t(r)].weights[k]});
-  std::fill(out, out + int64_t(rows) * H, 0.f);
-  AlignedVector<float> x, gate_up, act, y;
-  for (int e = 0; e < E; ++e) {  // ascending: each row sums its experts in that order
-    const auto& group = members[size_t(e)];
-    if (group.empty()) continue;
-    const int n = int(group.size());
-    x.resize(size_t(n) * H);
-    for (int i = 0; i < n; ++i) std::copy_n(expert_input + int64_t(group[size_t(i)].first) * H, H, x.data() + int64_t(i) * H);
-    gate_up.resize(size_t(n) * 2 * X);
-    linear(x.data(), n, w.expert_gate_up[size_t(e)], gate_up.data(), rows_independent);
-    act.resize(size_t(n) * X);
-    for (int i = 0; i < n; ++i) {
-      float* g = gate_up.data() + int64_t(i) * 2 * X;
-      ops::gelu_tanh_gate(g, g + X, size_t(X));
-      std::copy_n(g, X, act.data() + int64_t(i) * X);
+  // Each chosen expert's slice of the joint buffers: its rows' inputs,
+  // gate/up outputs, activations and outputs.
+  std::vector<int> used;
+  std::vector<int64_t> at(static_cast<size_t>(E), 0);
+  int64_t total = 0;
+  for (int e = 0; e < E; ++e)
+    if (!members[size_t(e)].empty()) used.push_back(e), at[size_t(e)] = total, total += int64_t(members[size_t(e)].size());
+  AlignedVector<float> x(size_t(total) * H), gate_up(size_t(total) * 2 * X), act(size_t(total) * X), y(size_t(total) * H);
+  for (int e : used)
+    for (size_t i = 0; i < members[size_t(e)].size(); ++i)
+      std::copy_n(expert_input + int64_t(members[size_t(e)][i].first) * H, H, x.data() + (at[size_t(e)] + int64_t(i)) * H);
+  // Groups of GEMM size run one GEMM each; the small ones (every group of a
+  // decode step) share one pool dispatch per projection.
+  auto project = [&](const std::vector<WeightMatrix>& stack, const float* in, int in_width, float* result, int out_width) {
+    std::vector<LinearJob> small;
+    for (int e : used) {
+      const int n = int(members[size_t(e)].size());
+      const float* xe = in + at[size_t(e)] * in_width;
+      float* ye = result + at[size_t(e)] * out_width;
+      if (rows_independent || n < kGemmRows) small.push_back({xe, n, &stack[size_t(e)], ye});
+      else linear(xe, n, stack[size_t(e)], ye, false);
     }
-    y.resize(size_t(n) * H);
-    linear(act.data(), n, w.expert_down[size_t(e)], y.data(), rows_independent);
-    for (int i = 0; i < n; ++i) {
-      float* o = out + int64_t(group[size_t(i)].first) * H;
-      const float wgt = group[size_t(i)].second;
-      const float* yi = y.data() + int64_t(i) * H;
+    if (!small.empty()) linear_batch(small.data(), int(small.size()));
+  };
+  project(w.expert_gate_up, x.data(), H, gate_up.data(), 2 * X);
+  for (int64_t i = 0; i < total; ++i) {
+    float* g = gate_up.data() + i * 2 * X;
+    ops::gelu_tanh_gate(g, g + X, size_t(X));
+    std::copy_n(g, X, act.data() + i * X);
+  }
+  project(w.expert_down, act.data(), X, y.data(), H);
+  std::fill(out, out + int64_t(rows) * H, 0.f);
+  for (int e : used)  // ascending: each row sums its experts in that order
+    for (size_t i = 0; i < members[size_t(e)].size(); ++i) {
+      float* o = out + int64_t(members[size_t(e)][i].first) * H;
+      const float wgt = members[size_t(e)][i].second;
+      const float* yi = y.data() + (at[size_t(e)] + int64_t(i)) * H;
       for (int k = 0; k < H; ++k) o[k] += wgt * yi[k];
     }
-  }
 }
 
 }  // namespace splitdec
