@@ -247,9 +247,10 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     return matrix_from(name, shape, int(shape[0]), int(shape[1]), embedding);
   };
   auto matrix_as_stored = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorView& stored = store.get(name);
+    if (!dtype_is_float(stored.dtype) || stored.blocks != BlockType::None)  // a file that quantized it: as it is
+      return matrix_from(name, shape, int(shape[0]), int(shape[1]), false);
     const TensorView& v = view(name, shape);
-    if (!dtype_is_float(v.dtype))
-      throw FormatError(v.file + ": tensor '" + name + "' is " + dtype_name(v.dtype) + "; it must be f32, bf16 or f16");
     WeightMatrix m = WeightMatrix::zeros(weight_format_of(v.dtype), int(shape[0]), int(shape[1]));
     store.copy_out(v, m.data.data());
     check_finite(v, m.data.data());
