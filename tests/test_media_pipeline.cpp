@@ -264,7 +264,7 @@ TEST(MediaPipeline, BadMediaAreOneLineErrors) {
   expect_fails_with("generate --model " + g3 + " --image " + work + "/notes.txt" + ask, {"notes.txt", "PNG"});
   expect_fails_with("generate --model " + g4 + " --image " + kDemoPng + " --image-tokens 100" + ask, {"100", "280"});
   expect_fails_with("generate --model " + g3 + " --image " + kDemoPng + " --image-tokens 70" + ask, {"70", "16"});
-  // Gemma-4's conformer audio is not supported; Gemma-3 has no audio frontend.
+  // tiny-gemma4 has no audio_config (its audio is embeddings files only); Gemma-3 has no audio frontend.
   expect_fails_with("generate --model " + g4 + " --audio " + work + "/clip.wav" + ask, {"clip.wav", "audio"});
   expect_fails_with("embed-media --model " + test::tiny_model_dir("tiny-gemma4-unified") + " --audio " + work +
                         "/clip500hz.wav --out " + work + "/x.npy",
