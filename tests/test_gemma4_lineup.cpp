@@ -544,3 +544,22 @@ TEST(Gemma4Lineup, AudioFileThroughThePerLayerEmbeddingModel) {
     EXPECT_EQ(tokens, want) << plan;
   }
 }
+
+// The per-layer table is read from the file as rows are needed: a file cut
+// short under a loaded model is an error naming the tensor, not a crash.
+TEST(Gemma4Lineup, ATableFileCutShortAfterLoadingIsAnError) {
+  const std::string src = test::tiny_model_dir("tiny-gemma4-ple");
+  const std::string dir = test::temp_dir("ple-cut");
+  for (const auto& e : fs::directory_iterator(src)) fs::copy_file(e.path(), fs::path(dir) / e.path().filename());
+  const Model m = Model::load(dir);
+  const ModelConfig& c = m.config();
+  std::vector<float> row(size_t(c.num_layers) * size_t(c.per_layer_dim));
+  m.weights().per_layer_table.row_f32(c.per_layer_vocab - 1, row.data());  // readable while whole
+  fs::resize_file(fs::path(dir) / "model.safetensors", 4096);
+  try {
+    m.weights().per_layer_table.row_f32(c.per_layer_vocab - 1, row.data());
+    FAIL() << "read a row past the end of the file";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("embed_tokens_per_layer"), std::string::npos) << e.what();
+  }
+}

@@ -242,6 +242,17 @@ void TensorStore::release(const TensorView& v) const {
     if (f->release(v.data, v.nbytes)) return;
 }
 
+bool TensorStore::file_position(const TensorView& v, std::string* path, uint64_t* offset) const {
+  for (const auto& f : files_) {
+    const uint8_t* base = f->data();
+    if (!base || v.data < base || v.nbytes > f->size() || size_t(v.data - base) > f->size() - v.nbytes) continue;
+    *path = f->path();
+    *offset = uint64_t(v.data - base);
+    return true;
+  }
+  return false;
+}
+
 void TensorStore::copy_out(const TensorView& v, uint8_t* dst) const {
   constexpr size_t kPiece = size_t(8) << 20;
   for (size_t off = 0; off < v.nbytes; off += kPiece) {

@@ -67,6 +67,9 @@ class TensorStore {
   // A loader that has copied `v` out: its file pages leave this process's
   // memory (MappedFile::release), so peak RSS is the copy, not copy + file.
   void release(const TensorView& v) const;
+  // The file holding v's bytes and their offset in it, when v lies in one of
+  // this store's mapped files (a reader that would rather pread than map).
+  bool file_position(const TensorView& v, std::string* path, uint64_t* offset) const;
   // Copies v's bytes to dst (v.nbytes of room) a few MiB at a time, releasing
   // each piece's file pages once copied: loading a tensor never holds it twice.
   void copy_out(const TensorView& v, uint8_t* dst) const;

@@ -1,6 +1,10 @@
 #include "model/weights.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -23,26 +27,45 @@ struct Overloaded : F... {
 }  // namespace
 
 MappedTable::MappedTable(std::shared_ptr<const TensorStore> store, const TensorView* view)
-    : store_(std::move(store)), view_(view) {}
+    : store_(std::move(store)), view_(view) {
+  std::string path;
+  if (!store_->file_position(*view_, &path, &offset_)) return;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FormatError(path + ": cannot open for reading tensor '" + view_->name + "': " + std::strerror(errno));
+  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+}
 
 int64_t MappedTable::rows() const { return view_ ? view_->shape[0] : 0; }
 int64_t MappedTable::cols() const { return view_ ? view_->shape[1] : 0; }
 DType MappedTable::dtype() const { return view_ ? view_->dtype : DType::F32; }
 
 void MappedTable::row_f32(int64_t r, float* dst) const {
-  const size_t n = size_t(cols()), esize = dtype_size(view_->dtype);
-  TensorView row = *view_;
-  row.data = view_->data + size_t(r) * n * esize;
-  row.nbytes = n * esize;
-  for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(row.dtype, row.data + i * esize);
+  const size_t n = size_t(cols()), esize = dtype_size(view_->dtype), bytes = n * esize;
+  const uint8_t* src = view_->data + size_t(r) * bytes;
+  thread_local std::vector<uint8_t> buffer;
+  if (fd_) {
+    buffer.resize(bytes);
+    size_t got = 0;
+    while (got < bytes) {
+      const ssize_t k = ::pread(*fd_, buffer.data() + got, bytes - got, off_t(offset_ + uint64_t(r) * bytes + got));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0)
+        throw FormatError(view_->file + ": tensor '" + view_->name + "': row " + std::to_string(r) + " cannot be read (" +
+                          (k < 0 ? std::string(std::strerror(errno)) : std::string("the file is shorter than its header says")) +
+                          ")");
+      got += size_t(k);
+    }
+    src = buffer.data();
+  }
+  for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(view_->dtype, src + i * esize);
   // Read in place, so checked as read (the loader checks what it copies).
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(dst[i]))
       throw FormatError(view_->file + ": tensor '" + view_->name + "' holds a non-finite value (NaN or Inf) in row " +
                         std::to_string(r));
-  // Dropped at once: a prompt's rows are read once per chunk, and keeping
-  // them would let the table creep into resident memory row by row.
-  store_->release(row);
 }
 
 WeightLoading weight_loading_named(const std::string& name) {

@@ -43,9 +43,12 @@ struct LayerWeights {
   std::vector<float> pre_feedforward_norm_2, post_feedforward_norm_1, post_feedforward_norm_2;
 };
 
-// A float table read in place from the mapped checkpoint: only the rows a
-// prompt needs are touched, so it costs no resident memory beyond them
-// (the per-layer embedding table, the largest tensor of Gemma-4 E2B/E4B).
+// A float table left in the checkpoint file and read a row at a time (the
+// per-layer embedding table, the largest tensor of Gemma-4 E2B/E4B): it
+// costs no resident memory. Rows are read with pread from a descriptor held
+// open, so a file truncated under a running server is an error, not SIGBUS,
+// and no page of it stays mapped; a table that lies in no plain file (a
+// GGUF's) is read from the mapping instead.
 class MappedTable {
  public:
   MappedTable() = default;
@@ -54,12 +57,15 @@ class MappedTable {
   int64_t rows() const;
   int64_t cols() const;
   DType dtype() const;
-  // Row r (checked by the caller) as f32, then its file pages dropped.
+  // Row r (checked by the caller) as f32. FormatError naming the tensor for
+  // a short read or a non-finite value.
   void row_f32(int64_t r, float* dst) const;
 
  private:
   std::shared_ptr<const TensorStore> store_;
   const TensorView* view_ = nullptr;
+  std::shared_ptr<const int> fd_;  // the file, open for pread; null: read the mapping
+  uint64_t offset_ = 0;            // of the table's first byte in the file
 };
 
 struct ModelWeights {
