@@ -50,6 +50,7 @@
 #include "serve_test_support.h"
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
+#include "test_rng.h"
 #include "test_support.h"
 
 using namespace splitdec;
@@ -62,29 +63,7 @@ constexpr double kFeatureAbs = 1e-4;
 constexpr double kRelRms = 1e-4;
 constexpr double kMaxRel = 5e-4;
 
-class Rng {
- public:
-  explicit Rng(uint32_t seed) : gen_(seed) {}
-  float normal(float sd) { return std::normal_distribution<float>(0.f, sd)(gen_); }
-  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
-  std::vector<float> normals(size_t n, float sd) {
-    std::vector<float> v(n);
-    for (float& x : v) x = normal(sd);
-    return v;
-  }
-  std::vector<float> gains(size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = 1.f + normal(0.1f);
-    return v;
-  }
-  WeightMatrix matrix(WeightFormat f, int out, int in) {
-    const std::vector<float> v = normals(size_t(out) * size_t(in), float(1.0 / std::sqrt(double(in))));
-    return WeightMatrix::from_f32(f, out, in, v.data());
-  }
-
- private:
-  std::mt19937 gen_;
-};
+using test::Rng;
 
 AudioClip random_clip(size_t n, uint32_t seed) {
   Rng rng(seed);

@@ -33,6 +33,7 @@
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
 #include "media/reference_towers.h"
+#include "test_rng.h"
 
 using namespace splitdec;
 
@@ -46,30 +47,7 @@ constexpr double kMaxRel = 5e-5;
 // in the layers the GEMM feeds.
 constexpr double kBf16RelRms = 1e-2;
 
-class Rng {
- public:
-  explicit Rng(uint32_t seed) : gen_(seed) {}
-  float normal(float sd, float mean = 0.f) { return std::normal_distribution<float>(mean, sd)(gen_); }
-  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
-  std::vector<float> normals(size_t n, float sd, float mean = 0.f) {
-    std::vector<float> v(n);
-    for (float& x : v) x = normal(sd, mean);
-    return v;
-  }
-  std::vector<float> uniforms(size_t n, float lo, float hi) {
-    std::vector<float> v(n);
-    for (float& x : v) x = uniform(lo, hi);
-    return v;
-  }
-  // [out, in], N(0, 1 / in): activations keep their scale through the layer.
-  WeightMatrix matrix(WeightFormat f, int out, int in) {
-    const std::vector<float> v = normals(size_t(out) * size_t(in), float(1.0 / std::sqrt(double(in))));
-    return WeightMatrix::from_f32(f, out, in, v.data());
-  }
-
- private:
-  std::mt19937 gen_;
-};
+using test::Rng;
 
 const char* name(WeightFormat f) { return f == WeightFormat::F32 ? "f32" : "bf16"; }
 

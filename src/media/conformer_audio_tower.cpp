@@ -38,25 +38,6 @@ void check_clipped(const ClippedLinear& c, int out, int in, const std::string& w
 
 float silu(float x) { return x / (1.f + std::exp(-x)); }
 
-void clamp_copy(const float* x, size_t n, float lo, float hi, float* y) {
-  for (size_t i = 0; i < n; ++i) y[i] = std::min(hi, std::max(lo, x[i]));
-}
-
-// clamp(x) -> x W^T -> clamp(y): Gemma4ClippableLinear (bounds absent: a plain linear).
-void clipped_linear(const ClippedLinear& c, const float* x, int rows, float* scratch, float* y) {
-  const size_t in = size_t(c.weight.in), out = size_t(c.weight.out);
-  if (!c.clip) return linear(x, rows, c.weight, y);
-  const ClippedLinear::Bounds b = *c.clip;
-  for_rows(rows, int64_t(in), [&](int64_t r0, int64_t r1) {
-    clamp_copy(x + size_t(r0) * in, size_t(r1 - r0) * in, b.input_min, b.input_max, scratch + size_t(r0) * in);
-  });
-  linear(scratch, rows, c.weight, y);
-  for_rows(rows, int64_t(out), [&](int64_t r0, int64_t r1) {
-    float* yr = y + size_t(r0) * out;
-    clamp_copy(yr, size_t(r1 - r0) * out, b.output_min, b.output_max, yr);
-  });
-}
-
 // y = RMSNorm(clamp(x, +-limit)) with weight w: the clamp-then-norm every block starts and ends with.
 void clamp_norm_rows(const float* x, const std::vector<float>& w, int rows, int n, float limit, float eps, float* y) {
   for_rows(rows, n, [&](int64_t r0, int64_t r1) {

@@ -68,6 +68,20 @@ void siglip_tensors(const SiglipShape& s, SiglipWeights& w, std::vector<Frontend
   projector.matrix("mm_input_projection_weight", {H, s.text_hidden}, w.projection, Kind::TransposedMatrix);
 }
 
+// A Gemma4ClippableLinear: NAME.linear.weight, and with `clipped` its four
+// bounds (absent from a checkpoint: infinite, so they do nothing).
+void clipped_linear_tensors(TensorList& list, const std::string& name, ClippedLinear& c, int64_t rows, int64_t cols,
+                            bool clipped) {
+  list.matrix(name + ".linear.weight", {rows, cols}, c.weight);
+  if (!clipped) return;
+  const float inf = std::numeric_limits<float>::infinity();
+  c.clip = ClippedLinear::Bounds{-inf, inf, -inf, inf};
+  list.scalar(name + ".input_min", c.clip->input_min, Kind::ClipLow);
+  list.scalar(name + ".input_max", c.clip->input_max, Kind::ClipHigh);
+  list.scalar(name + ".output_min", c.clip->output_min, Kind::ClipLow);
+  list.scalar(name + ".output_max", c.clip->output_max, Kind::ClipHigh);
+}
+
 void gemma4_tensors(const Gemma4VisionShape& s, bool clipped, Gemma4VisionWeights& w, std::vector<FrontendTensor>& out) {
   const int64_t H = s.hidden, I = s.intermediate, D = s.head_dim;
   TensorList tower{out, "model.vision_tower.", {}};
@@ -78,14 +92,7 @@ void gemma4_tensors(const Gemma4VisionShape& s, bool clipped, Gemma4VisionWeight
     Gemma4VisionLayerWeights& L = w.layers[size_t(i)];
     const std::string l = "encoder.layers." + std::to_string(i) + ".";
     auto linear = [&](const std::string& name, ClippedLinear& c, int64_t rows, int64_t cols) {
-      tower.matrix(l + name + ".linear.weight", {rows, cols}, c.weight);
-      if (!clipped) return;
-      const float inf = std::numeric_limits<float>::infinity();
-      c.clip = ClippedLinear::Bounds{-inf, inf, -inf, inf};
-      tower.scalar(l + name + ".input_min", c.clip->input_min, Kind::ClipLow);
-      tower.scalar(l + name + ".input_max", c.clip->input_max, Kind::ClipHigh);
-      tower.scalar(l + name + ".output_min", c.clip->output_min, Kind::ClipLow);
-      tower.scalar(l + name + ".output_max", c.clip->output_max, Kind::ClipHigh);
+      clipped_linear_tensors(tower, l + name, c, rows, cols, clipped);
     };
     linear("self_attn.q_proj", L.q_proj, s.heads * D, H);
     linear("self_attn.k_proj", L.k_proj, s.kv_heads * D, H);
@@ -125,14 +132,7 @@ void conformer_tensors(const ConformerAudioShape& s, bool clipped, ConformerAudi
     ConformerLayerWeights& L = w.layers[size_t(i)];
     const std::string l = "layers." + std::to_string(i) + ".";
     auto linear = [&](const std::string& name, ClippedLinear& c, int64_t rows, int64_t cols) {
-      tower.matrix(l + name + ".linear.weight", {rows, cols}, c.weight);
-      if (!clipped) return;
-      const float inf = std::numeric_limits<float>::infinity();
-      c.clip = ClippedLinear::Bounds{-inf, inf, -inf, inf};
-      tower.scalar(l + name + ".input_min", c.clip->input_min, Kind::ClipLow);
-      tower.scalar(l + name + ".input_max", c.clip->input_max, Kind::ClipHigh);
-      tower.scalar(l + name + ".output_min", c.clip->output_min, Kind::ClipLow);
-      tower.scalar(l + name + ".output_max", c.clip->output_max, Kind::ClipHigh);
+      clipped_linear_tensors(tower, l + name, c, rows, cols, clipped);
     };
     for (const auto& [name, f] : {std::pair<const char*, ConformerFeedForward*>{"feed_forward1.", &L.ffn1},
                                   std::pair<const char*, ConformerFeedForward*>{"feed_forward2.", &L.ffn2}}) {

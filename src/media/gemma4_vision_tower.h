@@ -14,6 +14,7 @@
 
 #include "io/media_embeddings.h"
 #include "kernels/weight_matrix.h"
+#include "media/clipped_linear.h"
 #include "media/image_patches.h"
 
 namespace splitdec {
@@ -30,15 +31,6 @@ struct Gemma4VisionShape {
   int patch_dim() const { return 3 * patch * patch; }
 };
 
-// Clamp(input) -> matmul -> clamp(output), the bounds being checkpoint
-// scalars (E2B/E4B); absent bounds do nothing.
-struct ClippedLinear {
-  WeightMatrix weight;
-  struct Bounds {
-    float input_min, input_max, output_min, output_max;
-  };
-  std::optional<Bounds> clip;
-};
 
 struct Gemma4VisionLayerWeights {
   ClippedLinear q_proj, k_proj, v_proj, o_proj;

@@ -1,5 +1,6 @@
 // Row operators the media encoder towers share (siglip_tower.cpp,
-// gemma4_vision_tower.cpp, unified_embedder.cpp): LayerNorm with bias,
+// gemma4_vision_tower.cpp, conformer_audio_tower.cpp, unified_embedder.cpp):
+// clipped linears, LayerNorm with bias,
 // row-parallel RMSNorm, bias adds, tanh-GELU, grid average pooling, the
 // [tokens, heads, hd] -> [heads, tokens, hd] transpose the attention kernel
 // reads, bidirectional attention through the flash kernel, and the weight
@@ -22,8 +23,10 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/gelu.h"
+#include "kernels/linear.h"
 #include "kernels/ops.h"
 #include "kernels/weight_matrix.h"
+#include "media/clipped_linear.h"
 
 namespace splitdec::tower {
 
@@ -33,6 +36,27 @@ template <class Fn>
 void for_rows(int64_t rows, int64_t row_len, Fn&& fn) {
   const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, row_len));
   ThreadPool::global()->parallel_for(rows, [&](int64_t r0, int64_t r1) { fn(r0, r1); }, grain);
+}
+
+inline void clamp_copy(const float* x, size_t n, float lo, float hi, float* y) {
+  for (size_t i = 0; i < n; ++i) y[i] = std::min(hi, std::max(lo, x[i]));
+}
+
+// clamp(x) -> x W^T -> clamp(y) on `rows` rows (Gemma4ClippableLinear;
+// bounds absent: a plain linear); `scratch` holds the clamped input (at
+// least rows x in).
+inline void clipped_linear(const ClippedLinear& c, const float* x, int rows, float* scratch, float* y) {
+  const size_t in = size_t(c.weight.in), out = size_t(c.weight.out);
+  if (!c.clip) return linear(x, rows, c.weight, y);
+  const ClippedLinear::Bounds b = *c.clip;
+  for_rows(rows, int64_t(in), [&](int64_t r0, int64_t r1) {
+    clamp_copy(x + size_t(r0) * in, size_t(r1 - r0) * in, b.input_min, b.input_max, scratch + size_t(r0) * in);
+  });
+  linear(scratch, rows, c.weight, y);
+  for_rows(rows, int64_t(out), [&](int64_t r0, int64_t r1) {
+    float* yr = y + size_t(r0) * out;
+    clamp_copy(yr, size_t(r1 - r0) * out, b.output_min, b.output_max, yr);
+  });
 }
 
 // One row: y = (x - mean) / sqrt(var + eps) * w + b (nn.LayerNorm, biased

@@ -322,19 +322,20 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
   const ModelConfig& c = model_.config();
   const int n = int(seqs.size()), rows = end - begin, H = c.hidden_size, V = c.vocab_size;
   const KvLayout layout = layout_for(path);
-  kv_->fit_chunk(layout, rows);  // a long media block grows the rings (checked in check_chunks)
-  for (int seq : seqs) kv_->prepare(seq, layout, seqs_[size_t(seq)].length);
   const int64_t first = seqs_[size_t(seqs[0])].length;
   TraceEntry entry{kind, first, first + rows, path, 0, 0, n};
 
-  // Gather the chunk's rows: tokens, embeddings (media spliced), positions, block ids.
+  // Gather the chunk's rows: tokens, embeddings (media spliced), positions,
+  // block ids. Nothing of the session changes until the embeddings are made:
+  // they read the checkpoint file (the per-layer table), which can fail.
   PromptBatch chunk;
   chunk.batch = n;
   chunk.seq = rows;
   std::vector<std::vector<int>> blocks(static_cast<size_t>(n));
-  std::vector<int64_t> positions;
+  std::vector<int64_t> positions, next_position(static_cast<size_t>(n));
   for (int b = 0; b < n; ++b) {
-    Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
+    int64_t& next = next_position[size_t(b)];
+    next = seqs_[size_t(seqs[size_t(b)])].rope_next;
     const std::vector<int>& seg_blocks = state.blocks[size_t(b)];
     int64_t& media_row = state.next_media_row[size_t(b)];
     for (int s = begin; s < end; ++s) {
@@ -343,7 +344,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
       chunk.modality.push_back(seg.modality[r]);
       chunk.attention_mask.push_back(seg.attention_mask[r]);
       blocks[size_t(b)].push_back(seg_blocks[size_t(s)]);
-      positions.push_back(seg.attention_mask[r] ? sq.rope_next++ : 0);
+      positions.push_back(seg.attention_mask[r] ? next++ : 0);
       if (!seg.media.empty() && seg.modality[r] != Modality::Text) {
         chunk.media.insert(chunk.media.end(), seg.media.begin() + long(media_row * H), seg.media.begin() + long((media_row + 1) * H));
         ++media_row;
@@ -363,6 +364,12 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
     // request's tokens do not depend on what else is in the batch.
     const bool decode = kind == TraceEntry::Decode;
     const std::vector<float> per_layer = embed_per_layer(model_, chunk, hidden, decode);
+    kv_->fit_chunk(layout, rows);  // a long media block grows the rings (checked in check_chunks)
+    for (int b = 0; b < n; ++b) {
+      Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
+      kv_->prepare(seqs[size_t(b)], layout, sq.length);
+      sq.rope_next = next_position[size_t(b)];
+    }
     SessionAttention attention(*this, seqs, path, rows, blocks);
     model_.run_layers(hidden.data(), n * rows, positions.data(), attention, decode,
                       per_layer.empty() ? nullptr : per_layer.data());
