@@ -825,7 +825,7 @@ json logits_difference(const std::vector<float>& a, const std::vector<float>& b,
 // medians, with each path's peak RSS. Then the logits of `positions`
 // teacher-forced positions (chunks of 64: the GEMM path) against the exact
 // path's, the deviation the bf16 products cost.
-json bf16_prefill(const std::string& dir, const std::string& label, int prompt_len, int positions, int rounds) {
+json bf16_prefill(const std::string& dir, const std::string& weights, const std::string& label, int prompt_len, int positions, int rounds) {
   if (!bf16_gemm_supported()) {
     std::printf("%s: no AVX512_BF16 on this CPU (or SPLITDEC_SIMD chose another table): skipped\n", label.c_str());
     return {{"model", label}, {"skipped", true}};
@@ -833,7 +833,7 @@ json bf16_prefill(const std::string& dir, const std::string& label, int prompt_l
   std::printf("loading %s ...\n", label.c_str());
   std::fflush(stdout);
   const bool saved = exact_gemm();
-  const Model model = Model::load(dir);
+  const Model model = Model::load(dir, {}, weight_loading_named(weights));
   const PromptBatch p = synthetic_prompt(model.config(), prompt_len, false);
   std::vector<double> seconds[2];  // [0] exact, [1] bf16 products
   double rss[2] = {0, 0};
@@ -1002,11 +1002,21 @@ int run_benchmarks(const BenchOptions& opt) {
   }
   if (wanted("bf16_gemm")) {
     section("bf16 prefill: bf16 products (AVX512_BF16) against the exact path");
-    MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b-bf16", 1, DType::BF16, {}};
-    if (opt.quick) o.layers = 4;
-    make_model(o);
-    r["bf16_gemm"] = bf16_prefill(o.out_dir, opt.quick ? "gemma3-1b (4 layers) bf16" : "gemma3-1b bf16", 512, 256, opt.quick ? 3 : 5);
-    fs::remove_all(o.out_dir);
+    // bf16 and f16 checkpoints as stored; Q8_0 and Q4_0 quantized from the
+    // bf16 one at load (--weights q8 / q4).
+    const std::string name = opt.quick ? "gemma3-1b (4 layers) " : "gemma3-1b ";
+    json rows = json::array();
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      const std::string stored = dtype == DType::BF16 ? "bf16" : "f16";
+      MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b-" + stored, 1, dtype, {}};
+      if (opt.quick) o.layers = 4;
+      make_model(o);
+      rows.push_back(bf16_prefill(o.out_dir, "", name + stored, 512, 256, opt.quick ? 3 : 5));
+      if (dtype == DType::BF16)
+        for (const char* q : {"q8", "q4"}) rows.push_back(bf16_prefill(o.out_dir, q, name + q, 512, 256, opt.quick ? 3 : 5));
+      fs::remove_all(o.out_dir);
+    }
+    r["bf16_gemm"] = rows;
   }
   if (!opt.model_dir.empty() && wanted("folder")) {
     section(("decode on " + opt.model_dir).c_str());

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
@@ -16,6 +17,7 @@
 #include "kernels/linear.h"
 #include "kernels/reference_gemm_bf16.h"
 #include "kernels/reference_ops.h"
+#include "kernels/simd/kernel_table.h"
 #include "pipeline/session.h"
 #include "test_prompts.h"
 #include "test_support.h"
@@ -47,22 +49,23 @@ float tolerance(const float* x, const uint16_t* w, int in) {
   return float(2.0 * in * std::ldexp(1.0, -24) * sum_abs * 1.01);
 }
 
-// Compares gemm_bf16 with the reference on one shape; returns how many
-// results were bit-identical.
-int64_t expect_matches_reference(std::mt19937& rng, int rows, int out, int in) {
-  SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out) + " in " + std::to_string(in));
+// Compares gemm_bf16 with the reference on one shape, weights stored as
+// `format`; returns how many results were bit-identical.
+int64_t expect_matches_reference(std::mt19937& rng, int rows, int out, int in, WeightFormat format = WeightFormat::BF16) {
+  SCOPED_TRACE(std::string(weight_format_name(format)) + " rows " + std::to_string(rows) + " out " + std::to_string(out) + " in " +
+               std::to_string(in));
   const auto wf = random_vec(rng, size_t(out) * size_t(in));
-  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
-  const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
+  const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+  const std::vector<uint16_t> wb = ref::bf16_weights(w);
   const auto x = random_vec(rng, size_t(rows) * size_t(in));
   std::vector<float> want(size_t(rows) * size_t(out)), got(want.size(), NAN);
-  ref::linear_bf16_products(x.data(), rows, in, wb, out, want.data());
+  ref::linear_bf16_products(x.data(), rows, in, wb.data(), out, want.data());
   gemm_bf16(x.data(), rows, w, got.data());
   int64_t same = 0;
   for (int r = 0; r < rows; ++r)
     for (int o = 0; o < out; ++o) {
       const size_t k = size_t(r) * size_t(out) + size_t(o);
-      const float tol = tolerance(x.data() + size_t(r) * size_t(in), wb + size_t(o) * size_t(in), in);
+      const float tol = tolerance(x.data() + size_t(r) * size_t(in), wb.data() + size_t(o) * size_t(in), in);
       EXPECT_NEAR(got[k], want[k], tol) << "row " << r << " output " << o;
       same += got[k] == want[k];
     }
@@ -90,6 +93,52 @@ TEST(GemmBf16, MatchesTheNaiveReferenceOnEdgeShapes) {
       all += int64_t(rows) * out;
     }
   std::printf("bit-identical to the reference's order: %lld of %lld\n", (long long)same, (long long)all);
+}
+
+// f16, Q8_0 and Q4_0 weights are rounded to bf16 as they are packed: the
+// reference multiplies ref::bf16_weights (each stored value expanded
+// exactly, then rounded). Blocks take in % 32 == 0 only; f16 also odd in.
+TEST(GemmBf16, TakesF16AndBlockWeightsRoundedToBf16) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
+  std::mt19937 rng(6);
+  for (WeightFormat f : {WeightFormat::F16, WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    EXPECT_TRUE(bf16_gemm_takes(f));
+    // One block, a k block of 512 and one block past it, several panels,
+    // strips of 32 and 16 with masked edges.
+    for (int rows : {1, 7, 12, 13, 25})
+      for (auto [out, in] : {std::pair{1, 32}, {17, 64}, {48, 544}, {300, 96}, {33, 1056}})
+        expect_matches_reference(rng, rows, out, in, f);
+  }
+  for (auto [out, in] : {std::pair{5, 7}, {31, 129}, {70, 513}}) expect_matches_reference(rng, 9, out, in, WeightFormat::F16);
+  EXPECT_FALSE(bf16_gemm_takes(WeightFormat::F32));
+}
+
+// A block's scale d multiplies all of its values before they are rounded:
+// weights of very different magnitudes in one row (a tiny block beside a
+// huge one) each keep bf16's relative precision.
+TEST(GemmBf16, BlockScalesApplyBeforeRounding) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
+  std::mt19937 rng(7);
+  const int out = 20, in = 128, rows = 13;
+  auto wf = random_vec(rng, size_t(out) * size_t(in));
+  for (int o = 0; o < out; ++o)
+    for (int k = 0; k < in; ++k) wf[size_t(o) * in + k] *= k < 32 ? 1e-4f : k < 64 ? 3e3f : 1.f;
+  const auto x = random_vec(rng, size_t(rows) * size_t(in));
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    const WeightMatrix w = WeightMatrix::from_f32(f, out, in, wf.data());
+    std::vector<float> exact(size_t(rows) * size_t(out)), got(exact.size());
+    std::vector<float> wd(size_t(out) * size_t(in));
+    for (int o = 0; o < out; ++o) w.row_f32(o, wd.data() + size_t(o) * in);
+    ref::linear(x.data(), rows, in, wd.data(), out, exact.data());
+    gemm_bf16(x.data(), rows, w, got.data());
+    for (int r = 0; r < rows; ++r)
+      for (int o = 0; o < out; ++o) {
+        double bound = 0;  // each product off by at most 2^-8 of itself (two roundings of 2^-9)
+        for (int k = 0; k < in; ++k) bound += std::abs(double(x[size_t(r) * in + k]) * wd[size_t(o) * in + k]);
+        const size_t i = size_t(r) * out + size_t(o);
+        ASSERT_NEAR(got[i], exact[i], std::ldexp(bound, -8)) << weight_format_name(f) << " row " << r << " output " << o;
+      }
+  }
 }
 
 // The sums depend on neither the thread count nor the other rows: a row
@@ -143,6 +192,47 @@ TEST(GemmBf16, LinearTakesItForBf16PrefillUnlessExact) {
     EXPECT_EQ(fast, kernel);
     // bf16-rounded activations: each product off by at most 2^-8 of itself.
     for (size_t k = 0; k < fast.size(); ++k) ASSERT_NEAR(fast[k], want[k], std::ldexp(1.f, -8) * in) << k;
+  }
+}
+
+// linear() sends prefill GEMMs on Q8_0 and Q4_0 weights (int8 activations
+// in the decode kernels) to the bf16 kernel too, on the same q8_0
+// activations expanded back; exact, they stay on the f32 GEMM of those.
+// The reference plan's thread is exact whatever the switch says.
+TEST(GemmBf16, LinearTakesItForBlockPrefillUnlessExact) {
+  std::mt19937 rng(8);
+  const int out = 100, in = 256, rows = 21;
+  const auto wf = random_vec(rng, size_t(out) * size_t(in));
+  const auto x = random_vec(rng, size_t(rows) * size_t(in));
+  std::vector<float> xd(x.size()), scales(x.size() / 32);
+  std::vector<int8_t> q(x.size());
+  for (int r = 0; r < rows; ++r)
+    simd::best().quantize_q8_activations(x.data() + size_t(r) * in, in, scales.data() + size_t(r) * (in / 32), q.data() + size_t(r) * in);
+  for (size_t i = 0; i < xd.size(); ++i) xd[i] = scales[i / 32] * float(q[i]);
+  for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    WeightMatrix w = WeightMatrix::from_f32(f, out, in, wf.data());
+    w.int8_activations = true;
+    std::vector<float> exact(size_t(rows) * size_t(out)), fast(exact.size()), on_reference(exact.size()), kernel(exact.size());
+    {
+      ExactGemmScope scope(true);
+      linear(x.data(), rows, w, exact.data());
+    }
+    ExactGemmScope scope(false);
+    linear(x.data(), rows, w, fast.data());
+    {
+      const ExactGemmOnThisThread reference;
+      EXPECT_FALSE(bf16_gemm_enabled());
+      linear(x.data(), rows, w, on_reference.data());
+    }
+    EXPECT_EQ(on_reference, exact) << weight_format_name(f);
+    if (!bf16_gemm_supported()) {
+      EXPECT_EQ(fast, exact);
+      continue;
+    }
+    EXPECT_TRUE(bf16_gemm_enabled());
+    gemm_bf16(xd.data(), rows, w, kernel.data());
+    EXPECT_EQ(fast, kernel) << weight_format_name(f);
+    EXPECT_NE(fast, exact) << weight_format_name(f);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/aligned_vector.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/simd/gemm_bf16_avx512.h"
 #include "kernels/simd/kernel_table.h"
@@ -20,6 +21,7 @@ std::atomic<bool>& exact_flag() {
   }();
   return exact;
 }
+thread_local int exact_scopes = 0;  // ExactGemmOnThisThread alive on this thread
 }  // namespace
 
 bool exact_gemm() { return exact_flag().load(std::memory_order_relaxed); }
@@ -30,7 +32,25 @@ bool bf16_gemm_supported() {
   return supported;
 }
 
-bool bf16_gemm_enabled() { return !exact_gemm() && bf16_gemm_supported(); }
+ExactGemmOnThisThread::ExactGemmOnThisThread() { ++exact_scopes; }
+ExactGemmOnThisThread::~ExactGemmOnThisThread() { --exact_scopes; }
+
+bool bf16_gemm_enabled() { return !exact_gemm() && exact_scopes == 0 && bf16_gemm_supported(); }
+
+bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32; }
+
+namespace {
+simd::PanelWeights panel_weights(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::BF16: return simd::PanelWeights::BF16;
+    case WeightFormat::F16: return simd::PanelWeights::F16;
+    case WeightFormat::Q8_0: return simd::PanelWeights::Q8_0;
+    case WeightFormat::Q4_0: return simd::PanelWeights::Q4_0;
+    case WeightFormat::F32: break;
+  }
+  throw Error("gemm_bf16: f32 weights take the exact GEMM");
+}
+}  // namespace
 
 void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   const int pairs = (w.in + 1) / 2;
@@ -50,13 +70,14 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   // all rows. Edges depend on the matrix only; the sums on neither.
   const int panel = std::clamp((w.out + 8 * 16 - 1) / (8 * 16) * 16, 64, 256);
   const int64_t panels = (w.out + panel - 1) / panel;
-  const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
+  const simd::PanelWeights format = panel_weights(w.format);
+  const int64_t row_bytes = int64_t(w.row_bytes());
   pool->parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local AlignedVector<uint32_t> packed;  // this pool thread's
     packed.resize(simd::bf16_panel_scratch_words(panel));
     for (int64_t p = p0; p < p1; ++p) {
       const int o0 = int(p * panel), n = std::min(panel, w.out - o0);
-      simd::gemm_bf16_panel(x_pairs.data(), rows, wb, w.in, o0, n, y + o0, w.out, packed.data());
+      simd::gemm_bf16_panel(x_pairs.data(), rows, w.data.data(), row_bytes, format, w.in, o0, n, y + o0, w.out, packed.data());
     }
   });
 }

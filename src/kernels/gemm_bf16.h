@@ -1,8 +1,11 @@
-// Prefill GEMM on bf16 weights with AVX512_BF16 (vdpbf16ps):
-// y[rows][out] = x[rows][in] * W[out][in]^T with every x rounded to bf16
-// (nearest even) and every product of two bf16 values exact in f32, summed
-// in f32. This is the precision llama.cpp's bf16 prefill has (issue 30's
-// precision decision); f32 weights and the reference plan never take it.
+// Prefill GEMM with AVX512_BF16 (vdpbf16ps) on bf16, f16, Q8_0 and Q4_0
+// weights: y[rows][out] = x[rows][in] * W[out][in]^T with every x rounded
+// to bf16 (nearest even) and every product of two bf16 values exact in f32,
+// summed in f32. This is the precision llama.cpp's bf16 prefill has (issue
+// 30's precision decision); f32 weights and the reference plan never take
+// it. Weights stored otherwise are rounded to bf16 on the way in (f16
+// values; Q8_0 / Q4_0's d * q, exact in f32): one more rounding of 2^-9 at
+// most, beside the 2^-5..2^-8 the blocks' own quantization step already is.
 // The naive reference is ref::linear_bf16_products (reference_gemm_bf16.h);
 // docs/kernels.md has the layout and the measured deviation.
 #pragma once
@@ -21,11 +24,23 @@ void set_exact_gemm(bool exact);
 // Whether the CPU has AVX512_BF16 and the chosen SIMD table is AVX-512
 // (SPLITDEC_SIMD=avx2 or generic turns the kernel off).
 bool bf16_gemm_supported();
-// Whether linear() sends prefill GEMMs on bf16 weights here: supported and
-// not exact_gemm().
-bool bf16_gemm_enabled();
+// Keeps linear() on this thread exact while it lives, whatever the switch
+// says: the reference plan (reference_logits) is exact by definition.
+class ExactGemmOnThisThread {
+ public:
+  ExactGemmOnThisThread();
+  ~ExactGemmOnThisThread();
+  ExactGemmOnThisThread(const ExactGemmOnThisThread&) = delete;
+  ExactGemmOnThisThread& operator=(const ExactGemmOnThisThread&) = delete;
+};
 
-// w must be BF16 and bf16_gemm_supported(). Output panels are spread over
+// Whether linear() sends prefill GEMMs here: supported, not exact_gemm()
+// and no ExactGemmOnThisThread alive on the calling thread.
+bool bf16_gemm_enabled();
+// Whether gemm_bf16 takes weights stored as `f` (all but F32).
+bool bf16_gemm_takes(WeightFormat f);
+
+// bf16_gemm_takes(w.format) and bf16_gemm_supported(). Output panels are spread over
 // the thread pool; each result is one f32 sum in a fixed order (k pairs in
 // order, see the reference), so it depends on neither the thread count nor
 // the other rows.

@@ -264,16 +264,20 @@ void linear_batch(const LinearJob* jobs, int count) {
 
 void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent) {
   if (rows < kGemmRows || rows_independent) return linear_with(simd::best(), x, rows, w, y);
+  // bf16 products where the CPU has them, on every stored format but f32:
+  // 2.7-3.6x the f32 GEMM (docs/benchmarks.md).
+  const bool bf16 = bf16_gemm_takes(w.format) && bf16_gemm_enabled();
   if (w.int8_activations && row_kernels(w.format).dot_q8act) {
     // The GEMM sees the activations the decode kernels see (each row
     // quantized to Q8_0 blocks, then expanded), so a prompt's result does not
-    // depend on how it was cut into chunks beyond f32 rounding.
+    // depend on how it was cut into chunks beyond f32 rounding (and, with
+    // bf16 products, bf16 rounding).
     const QuantizedRows& xq = quantize_rows(simd::best(), x, rows, w.in);
     std::vector<float> xd(size_t(rows) * size_t(w.in));
     for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / 32] * float(xq.q[i]);
-    return gemm_panels(xd.data(), rows, w, y);
+    return bf16 ? gemm_bf16(xd.data(), rows, w, y) : gemm_panels(xd.data(), rows, w, y);
   }
-  if (w.format == WeightFormat::BF16 && bf16_gemm_enabled()) return gemm_bf16(x, rows, w, y);
+  if (bf16) return gemm_bf16(x, rows, w, y);
   gemm_panels(x, rows, w, y);
 }
 

@@ -19,4 +19,14 @@ void linear_bf16_products(const float* x, int rows, int in, const uint16_t* w, i
     }
 }
 
+std::vector<uint16_t> bf16_weights(const WeightMatrix& w) {
+  std::vector<uint16_t> out(size_t(w.out) * size_t(w.in));
+  std::vector<float> row(size_t(w.in));
+  for (int o = 0; o < w.out; ++o) {
+    w.row_f32(o, row.data());
+    for (int k = 0; k < w.in; ++k) out[size_t(o) * size_t(w.in) + size_t(k)] = f32_to_bf16(row[size_t(k)]);
+  }
+  return out;
+}
+
 }  // namespace splitdec::ref

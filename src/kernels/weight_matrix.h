@@ -43,8 +43,9 @@ struct WeightMatrix {
   // Block formats only: each activation row is quantized to Q8_0 blocks
   // too. Decode steps then take integer block dot products (llama.cpp's
   // q8_0 x q8_0 and q4_0 x q8_0);
-  // the prefill GEMM runs in f32 on those quantized activations expanded
-  // back, so both see the same inputs. Otherwise activations stay f32.
+  // the prefill GEMM (f32, or bf16 products where on) runs on those
+  // quantized activations expanded back, so both see the same inputs.
+  // Otherwise activations stay f32.
   bool int8_activations = false;
 
   // `out` rows already in `format` (a checkpoint tensor's bytes).

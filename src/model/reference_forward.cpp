@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/gemm_bf16.h"
+
 namespace splitdec {
 
 ReferenceAttention::ReferenceAttention(const ModelConfig& c, const PromptBatch& p, MaskPolicy policy)
@@ -65,6 +67,7 @@ void ReferenceAttention::attend(int layer, const float* q, const float* k, const
 
 std::vector<float> reference_logits(const Model& model, const PromptBatch& p, MaskPolicy policy) {
   validate_prompt_batch(p, model.config());
+  const ExactGemmOnThisThread exact;  // bf16 products are a fast path's, never the reference's
   std::vector<float> hidden = embed_prompt(model, p);
   const std::vector<int64_t> positions = p.rope_positions();
   const std::vector<float> per_layer = embed_per_layer(model, p, hidden);

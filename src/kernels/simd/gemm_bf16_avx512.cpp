@@ -92,6 +92,60 @@ constexpr std::array<TileFn, sizeof...(R)> tiles_for(std::index_sequence<R...>) 
 constexpr std::array<std::array<TileFn, kTileRows>, 2> kTiles = {tiles_for<1>(std::make_index_sequence<kTileRows>()),
                                                                   tiles_for<2>(std::make_index_sequence<kTileRows>())};
 
+// Values k .. k + 31 of weight row `row` as 16 bf16 pairs (zeros past
+// `in`). Blocks start at k (a multiple of 32 and of the block).
+template <PanelWeights F>
+__m512i weight_pairs(const uint8_t* w, int64_t row_bytes, int in, int64_t row, int64_t k) {
+  const uint8_t* r = w + row * row_bytes;
+  if constexpr (F == PanelWeights::BF16) {
+    return _mm512_maskz_loadu_epi16(first_bits32(int(in - k)), r + 2 * k);
+  } else if constexpr (F == PanelWeights::F16) {
+    const __m512i h = _mm512_maskz_loadu_epi16(first_bits32(int(in - k)), r + 2 * k);
+    const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h)), hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+  } else {
+    constexpr int kBytes = F == PanelWeights::Q8_0 ? 34 : 18;
+    const uint8_t* block = r + k / 32 * kBytes;
+    uint16_t hd;
+    __builtin_memcpy(&hd, block, 2);
+    const __m512 d = _mm512_set1_ps(_cvtsh_ss(hd));
+    __m512i lo, hi;  // values 0..15 and 16..31 as int32
+    if constexpr (F == PanelWeights::Q8_0) {
+      lo = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
+      hi = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 18)));
+    } else {  // value j the low nibble of byte j, value j + 16 the high one, stored + 8
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)), low4 = _mm_set1_epi8(15);
+      const __m512i eight = _mm512_set1_epi32(8);
+      lo = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, low4)), eight);
+      hi = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), low4)), eight);
+    }
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_mul_ps(d, _mm512_cvtepi32_ps(hi)), _mm512_mul_ps(d, _mm512_cvtepi32_ps(lo)));
+  }
+}
+
+// Packs k block [k0, k0 + kc) pairs of the panel's n rows from o0: strip
+// j0 / 32 at scratch + j0 * kc, [kc][width]. Per block rather than whole,
+// so that it stays in L2.
+template <PanelWeights F>
+void pack_block(const uint8_t* w, int64_t row_bytes, int in, int o0, int n, int k0, int kc, uint32_t* scratch) {
+  for (int j0 = 0; j0 < n; j0 += kBf16StripOutputs) {
+    const int width = n - j0 > 16 ? 32 : 16;
+    uint32_t* strip = scratch + int64_t(j0) * kc;
+    for (int g = 0; g < width; g += 16)
+      for (int p0 = 0; p0 < kc; p0 += 16) {
+        // 16 weight rows x 16 pairs; an odd `in`'s last pair is loaded half.
+        const int64_t k = 2 * int64_t(k0 + p0);
+        __m512i r[16];
+        for (int i = 0; i < 16; ++i) {
+          const int j = j0 + g + i;
+          r[i] = j < n ? weight_pairs<F>(w, row_bytes, in, int64_t(o0) + j, k) : _mm512_setzero_si512();
+        }
+        transpose16x16(r);
+        for (int c = 0; c < 16 && p0 + c < kc; ++c) _mm512_store_si512(strip + int64_t(p0 + c) * width + g, r[c]);
+      }
+  }
+}
+
 }  // namespace
 
 void bf16_pairs_from_f32(const float* x, int in, uint32_t* dst) {
@@ -110,30 +164,18 @@ void bf16_pairs_from_f32(const float* x, int in, uint32_t* dst) {
 
 size_t bf16_panel_scratch_words(int n) { return size_t((n + kBf16StripOutputs - 1) / kBf16StripOutputs) * kBf16StripOutputs * kBlockPairs; }
 
-void gemm_bf16_panel(const uint32_t* x, int rows, const uint16_t* w, int in, int o0, int n, float* y, int64_t ldy, uint32_t* scratch) {
+void gemm_bf16_panel(const uint32_t* x, int rows, const uint8_t* w, int64_t row_bytes, PanelWeights format, int in, int o0, int n,
+                     float* y, int64_t ldy, uint32_t* scratch) {
   const int pairs = (in + 1) / 2;
   if (pairs == 0)  // no k block would write y: the empty sum
     for (int r = 0; r < rows; ++r) std::fill(y + r * ldy, y + r * ldy + n, 0.f);
   for (int k0 = 0; k0 < pairs; k0 += kBlockPairs) {
     const int kc = std::min(kBlockPairs, pairs - k0);
-    // Pack this k block of the panel: strip j0 / 32 at scratch + j0 * kc,
-    // [kc][width]. Per block rather than whole, so that it stays in L2.
-    for (int j0 = 0; j0 < n; j0 += kBf16StripOutputs) {
-      const int width = n - j0 > 16 ? 32 : 16;
-      uint32_t* strip = scratch + int64_t(j0) * kc;
-      for (int g = 0; g < width; g += 16)
-        for (int p0 = 0; p0 < kc; p0 += 16) {
-          // 16 weight rows x 16 pairs; an odd `in`'s last pair is loaded half.
-          const int64_t k = 2 * int64_t(k0 + p0);
-          const __mmask32 m = first_bits32(int(in - k));
-          __m512i r[16];
-          for (int i = 0; i < 16; ++i) {
-            const int j = j0 + g + i;
-            r[i] = j < n ? _mm512_maskz_loadu_epi16(m, w + (int64_t(o0) + j) * in + k) : _mm512_setzero_si512();
-          }
-          transpose16x16(r);
-          for (int c = 0; c < 16 && p0 + c < kc; ++c) _mm512_store_si512(strip + int64_t(p0 + c) * width + g, r[c]);
-        }
+    switch (format) {
+      case PanelWeights::BF16: pack_block<PanelWeights::BF16>(w, row_bytes, in, o0, n, k0, kc, scratch); break;
+      case PanelWeights::F16: pack_block<PanelWeights::F16>(w, row_bytes, in, o0, n, k0, kc, scratch); break;
+      case PanelWeights::Q8_0: pack_block<PanelWeights::Q8_0>(w, row_bytes, in, o0, n, k0, kc, scratch); break;
+      case PanelWeights::Q4_0: pack_block<PanelWeights::Q4_0>(w, row_bytes, in, o0, n, k0, kc, scratch); break;
     }
     for (int j0 = 0; j0 < n; j0 += kBf16StripOutputs) {
       const int left = n - j0, vecs = left > 16 ? 2 : 1;

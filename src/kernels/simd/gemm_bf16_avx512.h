@@ -20,11 +20,19 @@ void bf16_pairs_from_f32(const float* x, int in, uint32_t* dst);
 // k block of it packed: at most 256 KiB).
 size_t bf16_panel_scratch_words(int n);
 
+// How the weight rows a panel reads are stored (kernels/weight_matrix.h's
+// formats, minus f32). All but BF16 are rounded to bf16 while packed: F16
+// widened, Q8_0 / Q4_0 blocks expanded to d * q (exact in f32), then each
+// rounded to the nearest even bf16.
+enum class PanelWeights { BF16, F16, Q8_0, Q4_0 };
+
 // y[r][j] = sum over k of x[r][k] * w[o0 + j][k] for r < rows, j < n, each a
 // single f32 sum taken k pair by k pair in order (vdpbf16ps). x: rows of
-// (in + 1) / 2 pairs (bf16_pairs_from_f32); w: bf16 weight rows of `in`
-// from row 0; y: row 0, column o0, rows ldy floats apart. The weight rows
-// are packed one k block at a time into `scratch` (64-byte aligned), as
-// strips of 32 outputs with each output's pairs side by side.
-void gemm_bf16_panel(const uint32_t* x, int rows, const uint16_t* w, int in, int o0, int n, float* y, int64_t ldy, uint32_t* scratch);
+// (in + 1) / 2 pairs (bf16_pairs_from_f32); w: weight rows of `in` values
+// from row 0, row_bytes apart, as `format` says (blocks: in % 32 == 0); y:
+// row 0, column o0, rows ldy floats apart. The weight rows are packed one k
+// block at a time into `scratch` (64-byte aligned), as strips of 32 outputs
+// with each output's pairs side by side.
+void gemm_bf16_panel(const uint32_t* x, int rows, const uint8_t* w, int64_t row_bytes, PanelWeights format, int in, int o0, int n,
+                     float* y, int64_t ldy, uint32_t* scratch);
 }  // namespace splitdec::simd
