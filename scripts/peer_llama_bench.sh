@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# splitdec against a native llama.cpp build on the same GGUF, the same
+# prompt lengths and thread count, alternated round by round (issue 30's
+# peer rows). llama.cpp's own tools measure its side: llama-bench for
+# prefill and decode at a depth (flash attention off and on, its best kept),
+# llama-batched-bench for N sequences decoding at once. Build them from any
+# llama.cpp checkout (nothing of it is committed here):
+#   cmake -S llama.cpp -B llama.cpp/build -DGGML_NATIVE=ON -DLLAMA_CURL=OFF
+#   ninja -C llama.cpp/build llama-bench llama-batched-bench
+#   scripts/peer_llama_bench.sh LLAMA_BIN_DIR [BUILD_DIR] [LAYERS] [ROUNDS] [TYPES...]
+# defaults: build 26 2 "bf16 f16 q8 q4". The model is the gemma3-1b preset
+# (random weights) cut to LAYERS layers, written by splitdec as a GGUF of
+# each type. SPLITDEC_SIMD=avx2 picks splitdec's AVX2 table; the llama.cpp
+# side is whatever LLAMA_BIN_DIR was built for (say which in the results).
+# Rows: prefill 512 (one sequence, one chunk of 512 on both sides), decode 64
+# tokens at depth 512 and 4096, and 64 tokens for 4, 8 and 16 sequences of
+# 512 (aggregate tokens/s). Peak RSS of each side's prefill-512 run.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+llama="${1:?usage: $0 LLAMA_BIN_DIR [BUILD_DIR] [LAYERS] [ROUNDS] [TYPES...]}"
+build="${2:-$root/build}"
+layers="${3:-26}"
+rounds="${4:-2}"
+types=(bf16 f16 q8 q4)
+[ $# -gt 4 ] && types=("${@:5}")
+bin="$build/splitdec"
+threads=$(nproc)
+for tool in llama-bench llama-batched-bench; do
+  [ -x "$llama/$tool" ] || { echo "$llama/$tool not found (see the header)" >&2; exit 2; }
+done
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+"$bin" make-model --preset gemma3-1b --layers "$layers" --dtype bf16 --out "$work/model" >/dev/null
+# The same prompt ids as llama's tools feed: <bos>, then ids spread over the vocabulary.
+ids() {  # ids LENGTH SEQUENCES > file
+  node -e 'const [n, b] = process.argv.slice(1).map(Number), seqs = [];
+    for (let s = 0; s < b; ++s) { const t = [2]; for (let i = 1; i < n; ++i) t.push(1000 + ((i + 31 * s) * 7919) % 200000); seqs.push(t); }
+    process.stdout.write(JSON.stringify({tokens: seqs}))' "$1" "$2"
+}
+for shape in 512:1 4096:1 512:4 512:8 512:16; do ids "${shape%:*}" "${shape#*:}" > "$work/ids_${shape/:/_}.json"; done
+decode=64
+
+# splitdec: tokens/s of one field of generate's --json (prefill or decode, summed over sequences).
+sd() {  # sd GGUF IDS_FILE FIELD [extra args]
+  "$bin" generate --model "$1" --input "$2" -n "$decode" -t "$threads" --json "${@:4}" 2>/dev/null | head -1 |
+    node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+      const r = JSON.parse(s), seqs = JSON.parse(require("fs").readFileSync(process.argv[1])).tokens.length;
+      console.log(process.argv[2] === "prefill" ? (r.prompt_tokens * seqs) / r.prefill_ms * 1e3 : (r.decode_tokens * seqs) / r.decode_ms * 1e3);
+    })' "$2" "$3"
+}
+# llama-bench: the best of flash attention off and on.
+lb() {  # lb GGUF ARGS...
+  "$llama/llama-bench" -m "$1" -t "$threads" -r 1 -fa 0,1 -o json "${@:2}" 2>/dev/null |
+    node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(Math.max(...JSON.parse(s).map((r) => r.avg_ts))))'
+}
+lbb() {  # lbb GGUF SEQUENCES: aggregate decode tokens/s
+  "$llama/llama-batched-bench" -m "$1" -t "$threads" -c $(( $2 * (512 + decode + 16) )) -npp 512 -ntg "$decode" -npl "$2" \
+    --output-format jsonl 2>&1 | grep '^{' | tail -1 | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).speed_tg))'
+}
+rss() {  # rss COMMAND...: peak RSS in MiB
+  /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1 | awk '{printf "%.0f", $1 / 1024}'
+}
+row() {  # row TYPE ROUND NAME SPLITDEC LLAMA
+  node -e 'const [t, r, n, s, l] = process.argv.slice(1);
+    console.log(`| ${t} | ${r} | ${n} | ${(+s).toFixed(1)} | ${(+l).toFixed(1)} | ${(s / l).toFixed(2)}x |`)' "$@"
+}
+echo "| weights | round | row | splitdec tok/s | llama.cpp tok/s | ratio |"
+echo "|---|---|---|---|---|---|"
+for ty in "${types[@]}"; do
+  g="$work/$ty.gguf"
+  "$bin" quantize --model "$work/model" --out "$g" --weights "$ty" >/dev/null
+  for r in $(seq "$rounds"); do
+    row "$ty" "$r" "prefill 512" "$(sd "$g" "$work/ids_512_1.json" prefill --chunk 512)" "$(lb "$g" -p 512 -n 0)"
+    row "$ty" "$r" "decode @512" "$(sd "$g" "$work/ids_512_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 512)"
+    row "$ty" "$r" "decode @4096" "$(sd "$g" "$work/ids_4096_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 4096)"
+    for b in 4 8 16; do
+      row "$ty" "$r" "$b sequences" "$(sd "$g" "$work/ids_512_$b.json" decode)" "$(lbb "$g" "$b")"
+    done
+  done
+  echo "| $ty | | peak RSS MiB, prefill 512 | $(rss "$bin" generate --model "$g" --input "$work/ids_512_1.json" -n 1 -t "$threads" --chunk 512) | $(rss "$llama/llama-bench" -m "$g" -t "$threads" -r 1 -p 512 -n 0) | |"
+done
