@@ -161,9 +161,57 @@ TEST(GemmBf16, ResultsDependOnNeitherThreadsNorOtherRows) {
   for (size_t k = 0; k < part.size(); ++k) ASSERT_EQ(part[k], two[size_t(7) * size_t(out) + k]) << k;
 }
 
-// linear() takes the kernel for bf16 weights from kGemmRows rows, unless
-// exact: then it stays within f32 rounding of the f32 reference on the
-// bf16 weight values, as every other GEMM does. Runs on every CPU.
+// The decode matvec with bf16 products against the reference: rows 1-9
+// (groups of four and their rests), one and two weight streams (odd and
+// even output counts), `in` around the 64-value step and its 16-pair rest,
+// odd `in`.
+TEST(GemmBf16, MatvecMatchesTheNaiveReference) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
+  std::mt19937 rng(9);
+  for (int rows = 1; rows <= 9; ++rows)
+    for (int out : {1, 2, 3, 17, 34})
+      for (int in : {1, 2, 31, 32, 33, 63, 64, 65, 97, 129, 1152}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out) + " in " + std::to_string(in));
+        const auto wf = random_vec(rng, size_t(out) * size_t(in));
+        const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
+        const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
+        const auto x = random_vec(rng, size_t(rows) * size_t(in));
+        std::vector<float> want(size_t(rows) * size_t(out)), got(want.size(), NAN);
+        ref::linear_bf16_products(x.data(), rows, in, wb, out, want.data());
+        matvec_bf16(x.data(), rows, w, got.data());
+        for (int r = 0; r < rows; ++r)
+          for (int o = 0; o < out; ++o) {
+            const size_t k = size_t(r) * size_t(out) + size_t(o);
+            ASSERT_NEAR(got[k], want[k], tolerance(x.data() + size_t(r) * in, wb + size_t(o) * in, in)) << "row " << r << " output " << o;
+          }
+      }
+}
+
+// A sequence's decode bits do not depend on the batch: each row alone
+// gives the bits it has among 11 rows, on one thread or two.
+TEST(GemmBf16, MatvecRowsGetTheirBitsAloneOrBatched) {
+  if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
+  std::mt19937 rng(10);
+  const int out = 301, in = 1152, rows = 11;
+  const auto wf = random_vec(rng, size_t(out) * size_t(in));
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
+  const auto x = random_vec(rng, size_t(rows) * size_t(in));
+  std::vector<float> two(size_t(rows) * size_t(out)), one(two.size()), alone(static_cast<size_t>(out));
+  ThreadPool::set_threads(1);
+  matvec_bf16(x.data(), rows, w, one.data());
+  ThreadPool::set_threads(0);
+  matvec_bf16(x.data(), rows, w, two.data());
+  EXPECT_EQ(one, two);
+  for (int r = 0; r < rows; ++r) {
+    matvec_bf16(x.data() + size_t(r) * in, 1, w, alone.data());
+    for (int o = 0; o < out; ++o) ASSERT_EQ(alone[size_t(o)], two[size_t(r) * out + size_t(o)]) << "row " << r << " output " << o;
+  }
+}
+
+// linear() takes the GEMM for bf16 weights from kGemmRows rows and the
+// bf16-products matvec below, unless exact: then it stays within f32
+// rounding of the f32 reference on the bf16 weight values, as every other
+// kernel does. Runs on every CPU.
 TEST(GemmBf16, LinearTakesItForBf16PrefillUnlessExact) {
   std::mt19937 rng(5);
   const int out = 200, in = 300;
@@ -184,11 +232,12 @@ TEST(GemmBf16, LinearTakesItForBf16PrefillUnlessExact) {
     ExactGemmScope scope(false);
     EXPECT_EQ(bf16_gemm_enabled(), bf16_gemm_supported());
     linear(x.data(), rows, w, fast.data());
-    if (!bf16_gemm_supported() || rows < kGemmRows) {
+    if (!bf16_gemm_supported()) {
       EXPECT_EQ(fast, exact);
       continue;
     }
-    gemm_bf16(x.data(), rows, w, kernel.data());
+    if (rows < kGemmRows) matvec_bf16(x.data(), rows, w, kernel.data());
+    else gemm_bf16(x.data(), rows, w, kernel.data());
     EXPECT_EQ(fast, kernel);
     // bf16-rounded activations: each product off by at most 2^-8 of itself.
     for (size_t k = 0; k < fast.size(); ++k) ASSERT_NEAR(fast[k], want[k], std::ldexp(1.f, -8) * in) << k;

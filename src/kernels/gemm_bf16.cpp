@@ -82,4 +82,18 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   });
 }
 
+void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
+  if (w.format != WeightFormat::BF16) throw Error("matvec_bf16: bf16 weights only");
+  const int pairs = (w.in + 1) / 2;
+  thread_local AlignedVector<uint32_t> x_pairs_scratch;  // the caller's, read by the pool threads
+  AlignedVector<uint32_t>& x_pairs = x_pairs_scratch;
+  x_pairs.resize(size_t(rows) * size_t(pairs));
+  for (int r = 0; r < rows; ++r) simd::bf16_pairs_from_f32(x + int64_t(r) * w.in, w.in, x_pairs.data() + int64_t(r) * pairs);
+  // A range worth waking a thread for: ~256K multiply-adds (as linear_with).
+  const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
+  const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
+  ThreadPool::global()->parallel_for(
+      w.out, [&](int64_t o0, int64_t o1) { simd::matvec_bf16_products(x_pairs.data(), rows, pairs, wb, w.in, o0, o1, y, w.out); }, grain);
+}
+
 }  // namespace splitdec

@@ -46,4 +46,11 @@ bool bf16_gemm_takes(WeightFormat f);
 // the other rows.
 void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
 
+// Decode rows (any count) on bf16 weights with the same bf16 products, for
+// linear() below kGemmRows rows or with rows_independent: each (row,
+// output) is summed in one order whatever the other rows and the thread
+// count (a sequence's logits are the same alone or batched), but not the
+// GEMM's order. w must be BF16 and bf16_gemm_supported().
+void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
+
 }  // namespace splitdec

@@ -263,7 +263,13 @@ void linear_batch(const LinearJob* jobs, int count) {
 }
 
 void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent) {
-  if (rows < kGemmRows || rows_independent) return linear_with(simd::best(), x, rows, w, y);
+  if (rows < kGemmRows || rows_independent) {
+    // bf16 products in decode too: half the instructions per multiply-add
+    // of the f32 kernels, so batched steps are no longer bound by their own
+    // loads (docs/kernels.md).
+    if (w.format == WeightFormat::BF16 && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y);
+    return linear_with(simd::best(), x, rows, w, y);
+  }
   // bf16 products where the CPU has them, on every stored format but f32:
   // 2.7-3.6x the f32 GEMM (docs/benchmarks.md).
   const bool bf16 = bf16_gemm_takes(w.format) && bf16_gemm_enabled();

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace splitdec::simd {
@@ -146,7 +147,94 @@ void pack_block(const uint8_t* w, int64_t row_bytes, int in, int o0, int n, int 
   }
 }
 
+// R (<= 4) rows x C weight rows of matvec_bf16_products: out[c][r].
+template <int R, int C>
+void dot_bf16_products(const uint32_t* const x[], const uint16_t* const w[C], int in, float out[C][4]) {
+  __m512 a0[C][R], a1[C][R];
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) a0[c][r] = _mm512_setzero_ps(), a1[c][r] = _mm512_setzero_ps();
+  const int pairs = (in + 1) / 2;
+  int p = 0;
+  // 64 values a step, one into each accumulator; only whole steps within
+  // `in`, as an odd row's last pair would read its neighbour (or past the
+  // buffer: 0 x NaN is NaN).
+  for (; 2 * p + 64 <= in; p += 32) {
+    __m512bh w0[C], w1[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      // 1 KiB ahead, as the exact kernels' prefetch_ahead (formed as an
+      // integer: the address may lie past the row).
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[c] + 2 * p) + 1024;
+      _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
+      w0[c] = (__m512bh)_mm512_loadu_si512(w[c] + 2 * p);
+      w1[c] = (__m512bh)_mm512_loadu_si512(w[c] + 2 * p + 32);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512bh x0 = (__m512bh)_mm512_loadu_si512(x[r] + p), x1 = (__m512bh)_mm512_loadu_si512(x[r] + p + 16);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) a0[c][r] = _mm512_dpbf16_ps(a0[c][r], x0, w0[c]), a1[c][r] = _mm512_dpbf16_ps(a1[c][r], x1, w1[c]);
+    }
+  }
+  for (; p < pairs; p += 16) {  // the rest, 16 pairs at a time, into the first
+    const __mmask16 mp = first_bits16(pairs - p);
+    const __mmask32 mv = first_bits32(in - 2 * p);  // an odd `in`'s last pair is loaded half
+    __m512bh wv[C];
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(mv, w[c] + 2 * p);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi32(mp, x[r] + p);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) a0[c][r] = _mm512_dpbf16_ps(a0[c][r], xv, wv[c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) out[c][r] = _mm512_reduce_add_ps(_mm512_add_ps(a0[c][r], a1[c][r]));
+}
+
+// Every row of x against C weight rows: rows in groups of four, the last
+// group smaller; each (row, output) summed by dot_bf16_products alike.
+template <int C>
+void rows_against(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* const w[C], int in, const int64_t o[C], float* y,
+                  int64_t ldy) {
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    const int n = std::min(4, rows - r0);
+    const uint32_t* xs[4];
+    for (int r = 0; r < n; ++r) xs[r] = x + int64_t(r0 + r) * x_stride;
+    float out[C][4];
+    switch (n) {
+      case 4: dot_bf16_products<4, C>(xs, w, in, out); break;
+      case 3: dot_bf16_products<3, C>(xs, w, in, out); break;
+      case 2: dot_bf16_products<2, C>(xs, w, in, out); break;
+      default: dot_bf16_products<1, C>(xs, w, in, out); break;
+    }
+    for (int c = 0; c < C; ++c)
+      for (int r = 0; r < n; ++r) y[int64_t(r0 + r) * ldy + o[c]] = out[c][r];
+  }
+}
+
 }  // namespace
+
+void matvec_bf16_products(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* w, int in, int64_t o0, int64_t o1, float* y,
+                          int64_t ldy) {
+  const int64_t half = (o1 - o0) / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const int64_t o[2] = {o0 + i, o0 + half + i};
+    const uint16_t* wr[2] = {w + o[0] * in, w + o[1] * in};
+    rows_against<2>(x, rows, x_stride, wr, in, o, y, ldy);
+  }
+  if ((o1 - o0) % 2) {  // an odd range's last output
+    const int64_t o[1] = {o1 - 1};
+    const uint16_t* wr[1] = {w + o[0] * in};
+    rows_against<1>(x, rows, x_stride, wr, in, o, y, ldy);
+  }
+}
 
 void bf16_pairs_from_f32(const float* x, int in, uint32_t* dst) {
   int i = 0;
