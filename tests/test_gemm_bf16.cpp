@@ -161,30 +161,34 @@ TEST(GemmBf16, ResultsDependOnNeitherThreadsNorOtherRows) {
   for (size_t k = 0; k < part.size(); ++k) ASSERT_EQ(part[k], two[size_t(7) * size_t(out) + k]) << k;
 }
 
-// The decode matvec with bf16 products against the reference: rows 1-9
-// (groups of four and their rests), one and two weight streams (odd and
-// even output counts), `in` around the 64-value step and its 16-pair rest,
-// odd `in`.
+// The decode matvec with bf16 products against the reference, on bf16 and
+// f16 weights (f16 rounded to bf16, ref::bf16_weights): rows 1-9 (groups
+// of four and their rests), one and two weight streams (odd and even
+// output counts), `in` around the 64-value step and its 16-pair rest, odd
+// `in`.
 TEST(GemmBf16, MatvecMatchesTheNaiveReference) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
   std::mt19937 rng(9);
-  for (int rows = 1; rows <= 9; ++rows)
-    for (int out : {1, 2, 3, 17, 34})
-      for (int in : {1, 2, 31, 32, 33, 63, 64, 65, 97, 129, 1152}) {
-        SCOPED_TRACE("rows " + std::to_string(rows) + " out " + std::to_string(out) + " in " + std::to_string(in));
-        const auto wf = random_vec(rng, size_t(out) * size_t(in));
-        const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
-        const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
-        const auto x = random_vec(rng, size_t(rows) * size_t(in));
-        std::vector<float> want(size_t(rows) * size_t(out)), got(want.size(), NAN);
-        ref::linear_bf16_products(x.data(), rows, in, wb, out, want.data());
-        matvec_bf16(x.data(), rows, w, got.data());
-        for (int r = 0; r < rows; ++r)
-          for (int o = 0; o < out; ++o) {
-            const size_t k = size_t(r) * size_t(out) + size_t(o);
-            ASSERT_NEAR(got[k], want[k], tolerance(x.data() + size_t(r) * in, wb + size_t(o) * in, in)) << "row " << r << " output " << o;
-          }
-      }
+  for (WeightFormat format : {WeightFormat::BF16, WeightFormat::F16})
+    for (int rows = 1; rows <= 9; ++rows)
+      for (int out : {1, 2, 3, 17, 34})
+        for (int in : {1, 2, 31, 32, 33, 63, 64, 65, 97, 129, 1152}) {
+          SCOPED_TRACE(std::string(weight_format_name(format)) + " rows " + std::to_string(rows) + " out " + std::to_string(out) +
+                       " in " + std::to_string(in));
+          const auto wf = random_vec(rng, size_t(out) * size_t(in));
+          const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+          const std::vector<uint16_t> wb = ref::bf16_weights(w);
+          const auto x = random_vec(rng, size_t(rows) * size_t(in));
+          std::vector<float> want(size_t(rows) * size_t(out)), got(want.size(), NAN);
+          ref::linear_bf16_products(x.data(), rows, in, wb.data(), out, want.data());
+          matvec_bf16(x.data(), rows, w, got.data());
+          for (int r = 0; r < rows; ++r)
+            for (int o = 0; o < out; ++o) {
+              const size_t k = size_t(r) * size_t(out) + size_t(o);
+              ASSERT_NEAR(got[k], want[k], tolerance(x.data() + size_t(r) * in, wb.data() + size_t(o) * in, in))
+                  << "row " << r << " output " << o;
+            }
+        }
 }
 
 // A sequence's decode bits do not depend on the batch: each row alone
@@ -193,18 +197,21 @@ TEST(GemmBf16, MatvecRowsGetTheirBitsAloneOrBatched) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
   std::mt19937 rng(10);
   const int out = 301, in = 1152, rows = 11;
-  const auto wf = random_vec(rng, size_t(out) * size_t(in));
-  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::BF16, out, in, wf.data());
-  const auto x = random_vec(rng, size_t(rows) * size_t(in));
-  std::vector<float> two(size_t(rows) * size_t(out)), one(two.size()), alone(static_cast<size_t>(out));
-  ThreadPool::set_threads(1);
-  matvec_bf16(x.data(), rows, w, one.data());
-  ThreadPool::set_threads(0);
-  matvec_bf16(x.data(), rows, w, two.data());
-  EXPECT_EQ(one, two);
-  for (int r = 0; r < rows; ++r) {
-    matvec_bf16(x.data() + size_t(r) * in, 1, w, alone.data());
-    for (int o = 0; o < out; ++o) ASSERT_EQ(alone[size_t(o)], two[size_t(r) * out + size_t(o)]) << "row " << r << " output " << o;
+  for (WeightFormat format : {WeightFormat::BF16, WeightFormat::F16}) {
+    SCOPED_TRACE(weight_format_name(format));
+    const auto wf = random_vec(rng, size_t(out) * size_t(in));
+    const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+    const auto x = random_vec(rng, size_t(rows) * size_t(in));
+    std::vector<float> two(size_t(rows) * size_t(out)), one(two.size()), alone(static_cast<size_t>(out));
+    ThreadPool::set_threads(1);
+    matvec_bf16(x.data(), rows, w, one.data());
+    ThreadPool::set_threads(0);
+    matvec_bf16(x.data(), rows, w, two.data());
+    EXPECT_EQ(one, two);
+    for (int r = 0; r < rows; ++r) {
+      matvec_bf16(x.data() + size_t(r) * in, 1, w, alone.data());
+      for (int o = 0; o < out; ++o) ASSERT_EQ(alone[size_t(o)], two[size_t(r) * out + size_t(o)]) << "row " << r << " output " << o;
+    }
   }
 }
 
@@ -242,6 +249,33 @@ TEST(GemmBf16, LinearTakesItForBf16PrefillUnlessExact) {
     // bf16-rounded activations: each product off by at most 2^-8 of itself.
     for (size_t k = 0; k < fast.size(); ++k) ASSERT_NEAR(fast[k], want[k], std::ldexp(1.f, -8) * in) << k;
   }
+}
+
+// Decode on f16 weights takes the bf16-products matvec too (unless exact),
+// within the bf16 bound of the f32 reference on the f16 values.
+TEST(GemmBf16, LinearTakesTheMatvecForF16DecodeUnlessExact) {
+  std::mt19937 rng(11);
+  const int out = 70, in = 300, rows = 5;
+  auto wf = random_vec(rng, size_t(out) * size_t(in));
+  const WeightMatrix w = WeightMatrix::from_f32(WeightFormat::F16, out, in, wf.data());
+  for (int o = 0; o < out; ++o) w.row_f32(o, wf.data() + size_t(o) * in);  // the f16 values
+  const auto x = random_vec(rng, size_t(rows) * size_t(in));
+  std::vector<float> exact(size_t(rows) * size_t(out)), fast(exact.size()), kernel(exact.size()), want(exact.size());
+  ref::linear(x.data(), rows, in, wf.data(), out, want.data());
+  {
+    ExactGemmScope scope(true);
+    linear(x.data(), rows, w, exact.data());
+  }
+  ExactGemmScope scope(false);
+  linear(x.data(), rows, w, fast.data());
+  if (!bf16_gemm_supported()) {
+    EXPECT_EQ(fast, exact);
+    return;
+  }
+  matvec_bf16(x.data(), rows, w, kernel.data());
+  EXPECT_EQ(fast, kernel);
+  // Both sides rounded to bf16: each product off by at most 2^-7 of itself.
+  for (size_t k = 0; k < fast.size(); ++k) ASSERT_NEAR(fast[k], want[k], std::ldexp(1.f, -7) * in) << k;
 }
 
 // linear() sends prefill GEMMs on Q8_0 and Q4_0 weights (int8 activations

@@ -82,8 +82,11 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   });
 }
 
+bool matvec_bf16_takes(WeightFormat f) { return f == WeightFormat::BF16 || f == WeightFormat::F16; }
+
 void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
-  if (w.format != WeightFormat::BF16) throw Error("matvec_bf16: bf16 weights only");
+  if (!matvec_bf16_takes(w.format)) throw Error("matvec_bf16: bf16 or f16 weights only");
+  const simd::PanelWeights format = w.format == WeightFormat::F16 ? simd::PanelWeights::F16 : simd::PanelWeights::BF16;
   const int pairs = (w.in + 1) / 2;
   thread_local AlignedVector<uint32_t> x_pairs_scratch;  // the caller's, read by the pool threads
   AlignedVector<uint32_t>& x_pairs = x_pairs_scratch;
@@ -93,7 +96,7 @@ void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
   const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
   ThreadPool::global()->parallel_for(
-      w.out, [&](int64_t o0, int64_t o1) { simd::matvec_bf16_products(x_pairs.data(), rows, pairs, wb, w.in, o0, o1, y, w.out); }, grain);
+      w.out, [&](int64_t o0, int64_t o1) { simd::matvec_bf16_products(x_pairs.data(), rows, pairs, wb, format, w.in, o0, o1, y, w.out); }, grain);
 }
 
 }  // namespace splitdec

@@ -46,11 +46,14 @@ bool bf16_gemm_takes(WeightFormat f);
 // the other rows.
 void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
 
-// Decode rows (any count) on bf16 weights with the same bf16 products, for
+// Decode rows (any count) on bf16 or f16 weights (f16 rounded to bf16 as
+// loaded, as the GEMM packs them) with the same bf16 products, for
 // linear() below kGemmRows rows or with rows_independent: each (row,
 // output) is summed in one order whatever the other rows and the thread
 // count (a sequence's logits are the same alone or batched), but not the
-// GEMM's order. w must be BF16 and bf16_gemm_supported().
+// GEMM's order. w must be matvec_bf16_takes() and bf16_gemm_supported().
+// Block formats keep their int8 decode kernels (fewer bytes to stream).
+bool matvec_bf16_takes(WeightFormat f);
 void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
 
 }  // namespace splitdec

@@ -267,7 +267,7 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     // bf16 products in decode too: half the instructions per multiply-add
     // of the f32 kernels, so batched steps are no longer bound by their own
     // loads (docs/kernels.md).
-    if (w.format == WeightFormat::BF16 && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y);
+    if (matvec_bf16_takes(w.format) && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y);
     return linear_with(simd::best(), x, rows, w, y);
   }
   // bf16 products where the CPU has them, on every stored format but f32:

@@ -147,8 +147,17 @@ void pack_block(const uint8_t* w, int64_t row_bytes, int in, int o0, int n, int 
   }
 }
 
+// 32 stored 16-bit weights as 16 bf16 pairs: bf16 as they are, f16 widened
+// and rounded to nearest even (as the packer's weight_pairs).
+template <PanelWeights F>
+__m512bh stored_pairs(__m512i h) {
+  static_assert(F == PanelWeights::BF16 || F == PanelWeights::F16);
+  if constexpr (F == PanelWeights::BF16) return (__m512bh)h;
+  else return _mm512_cvtne2ps_pbh(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1)), _mm512_cvtph_ps(_mm512_castsi512_si256(h)));
+}
+
 // R (<= 4) rows x C weight rows of matvec_bf16_products: out[c][r].
-template <int R, int C>
+template <PanelWeights F, int R, int C>
 void dot_bf16_products(const uint32_t* const x[], const uint16_t* const w[C], int in, float out[C][4]) {
   __m512 a0[C][R], a1[C][R];
 #pragma GCC unroll 4
@@ -169,8 +178,8 @@ void dot_bf16_products(const uint32_t* const x[], const uint16_t* const w[C], in
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(w[c] + 2 * p) + 1024;
       _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(ahead + 64), _MM_HINT_T0);
-      w0[c] = (__m512bh)_mm512_loadu_si512(w[c] + 2 * p);
-      w1[c] = (__m512bh)_mm512_loadu_si512(w[c] + 2 * p + 32);
+      w0[c] = stored_pairs<F>(_mm512_loadu_si512(w[c] + 2 * p));
+      w1[c] = stored_pairs<F>(_mm512_loadu_si512(w[c] + 2 * p + 32));
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -184,7 +193,7 @@ void dot_bf16_products(const uint32_t* const x[], const uint16_t* const w[C], in
     const __mmask32 mv = first_bits32(in - 2 * p);  // an odd `in`'s last pair is loaded half
     __m512bh wv[C];
 #pragma GCC unroll 4
-    for (int c = 0; c < C; ++c) wv[c] = (__m512bh)_mm512_maskz_loadu_epi16(mv, w[c] + 2 * p);
+    for (int c = 0; c < C; ++c) wv[c] = stored_pairs<F>(_mm512_maskz_loadu_epi16(mv, w[c] + 2 * p));
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi32(mp, x[r] + p);
@@ -200,7 +209,7 @@ void dot_bf16_products(const uint32_t* const x[], const uint16_t* const w[C], in
 
 // Every row of x against C weight rows: rows in groups of four, the last
 // group smaller; each (row, output) summed by dot_bf16_products alike.
-template <int C>
+template <PanelWeights F, int C>
 void rows_against(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* const w[C], int in, const int64_t o[C], float* y,
                   int64_t ldy) {
   for (int r0 = 0; r0 < rows; r0 += 4) {
@@ -209,31 +218,38 @@ void rows_against(const uint32_t* x, int rows, int64_t x_stride, const uint16_t*
     for (int r = 0; r < n; ++r) xs[r] = x + int64_t(r0 + r) * x_stride;
     float out[C][4];
     switch (n) {
-      case 4: dot_bf16_products<4, C>(xs, w, in, out); break;
-      case 3: dot_bf16_products<3, C>(xs, w, in, out); break;
-      case 2: dot_bf16_products<2, C>(xs, w, in, out); break;
-      default: dot_bf16_products<1, C>(xs, w, in, out); break;
+      case 4: dot_bf16_products<F, 4, C>(xs, w, in, out); break;
+      case 3: dot_bf16_products<F, 3, C>(xs, w, in, out); break;
+      case 2: dot_bf16_products<F, 2, C>(xs, w, in, out); break;
+      default: dot_bf16_products<F, 1, C>(xs, w, in, out); break;
     }
     for (int c = 0; c < C; ++c)
       for (int r = 0; r < n; ++r) y[int64_t(r0 + r) * ldy + o[c]] = out[c][r];
   }
 }
 
-}  // namespace
-
-void matvec_bf16_products(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* w, int in, int64_t o0, int64_t o1, float* y,
-                          int64_t ldy) {
+template <PanelWeights F>
+void matvec_with(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* w, int in, int64_t o0, int64_t o1, float* y,
+                 int64_t ldy) {
   const int64_t half = (o1 - o0) / 2;
   for (int64_t i = 0; i < half; ++i) {
     const int64_t o[2] = {o0 + i, o0 + half + i};
     const uint16_t* wr[2] = {w + o[0] * in, w + o[1] * in};
-    rows_against<2>(x, rows, x_stride, wr, in, o, y, ldy);
+    rows_against<F, 2>(x, rows, x_stride, wr, in, o, y, ldy);
   }
   if ((o1 - o0) % 2) {  // an odd range's last output
     const int64_t o[1] = {o1 - 1};
     const uint16_t* wr[1] = {w + o[0] * in};
-    rows_against<1>(x, rows, x_stride, wr, in, o, y, ldy);
+    rows_against<F, 1>(x, rows, x_stride, wr, in, o, y, ldy);
   }
+}
+
+}  // namespace
+
+void matvec_bf16_products(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* w, PanelWeights format, int in, int64_t o0,
+                          int64_t o1, float* y, int64_t ldy) {
+  if (format == PanelWeights::F16) matvec_with<PanelWeights::F16>(x, rows, x_stride, w, in, o0, o1, y, ldy);
+  else matvec_with<PanelWeights::BF16>(x, rows, x_stride, w, in, o0, o1, y, ldy);
 }
 
 void bf16_pairs_from_f32(const float* x, int in, uint32_t* dst) {

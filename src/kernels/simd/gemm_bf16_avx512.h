@@ -37,14 +37,15 @@ void gemm_bf16_panel(const uint32_t* x, int rows, const uint8_t* w, int64_t row_
                      float* y, int64_t ldy, uint32_t* scratch);
 // Decode with bf16 products: y[r][o] = sum over k of x[r][k] * w[o][k] for
 // r < rows and o in [o0, o1), x as bf16 pairs (bf16_pairs_from_f32), rows
-// x_stride words apart; w bf16 rows of `in`; y rows ldy floats apart. Every
+// x_stride words apart; w rows of `in` 16-bit values, `format` BF16 or F16
+// (f16 rounded to bf16 as loaded); y rows ldy floats apart. Every
 // (row, output) is summed the same way whatever `rows` and the range are
 // (two 16-lane accumulators over alternate 32-value steps, a short last
 // step masked into the first, then both added and summed across lanes),
 // so a sequence gets the same bits alone or in a batch. Outputs go two
 // weight streams at a time (o and o + half of the range), up to four rows
 // per weight load.
-void matvec_bf16_products(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* w, int in, int64_t o0, int64_t o1, float* y,
-                          int64_t ldy);
+void matvec_bf16_products(const uint32_t* x, int rows, int64_t x_stride, const uint16_t* w, PanelWeights format, int in, int64_t o0,
+                          int64_t o1, float* y, int64_t ldy);
 
 }  // namespace splitdec::simd
