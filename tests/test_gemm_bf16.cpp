@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -165,7 +166,8 @@ TEST(GemmBf16, ResultsDependOnNeitherThreadsNorOtherRows) {
 // f16 weights (f16 rounded to bf16, ref::bf16_weights): rows 1-9 (groups
 // of four and their rests), one and two weight streams (odd and even
 // output counts), `in` around the 64-value step and its 16-pair rest, odd
-// `in`.
+// `in`. With an odd `in` every odd output's first weight is Inf: a tail
+// that read one value past an even output's row would make it NaN.
 TEST(GemmBf16, MatvecMatchesTheNaiveReference) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
   std::mt19937 rng(9);
@@ -176,14 +178,18 @@ TEST(GemmBf16, MatvecMatchesTheNaiveReference) {
           SCOPED_TRACE(std::string(weight_format_name(format)) + " rows " + std::to_string(rows) + " out " + std::to_string(out) +
                        " in " + std::to_string(in));
           const auto wf = random_vec(rng, size_t(out) * size_t(in));
-          const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+          WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+          const bool guarded = in % 2 == 1;
+          const uint16_t inf = format == WeightFormat::BF16 ? 0x7f80 : 0x7c00;
+          if (guarded)
+            for (int o = 1; o < out; o += 2) std::memcpy(const_cast<uint8_t*>(w.row(o)), &inf, 2);
           const std::vector<uint16_t> wb = ref::bf16_weights(w);
           const auto x = random_vec(rng, size_t(rows) * size_t(in));
           std::vector<float> want(size_t(rows) * size_t(out)), got(want.size(), NAN);
           ref::linear_bf16_products(x.data(), rows, in, wb.data(), out, want.data());
           matvec_bf16(x.data(), rows, w, got.data());
           for (int r = 0; r < rows; ++r)
-            for (int o = 0; o < out; ++o) {
+            for (int o = 0; o < out; o += guarded ? 2 : 1) {
               const size_t k = size_t(r) * size_t(out) + size_t(o);
               ASSERT_NEAR(got[k], want[k], tolerance(x.data() + size_t(r) * in, wb.data() + size_t(o) * in, in))
                   << "row " << r << " output " << o;
@@ -196,21 +202,23 @@ TEST(GemmBf16, MatvecMatchesTheNaiveReference) {
 TEST(GemmBf16, MatvecRowsGetTheirBitsAloneOrBatched) {
   if (!bf16_gemm_supported()) GTEST_SKIP() << "no AVX512_BF16 (or SPLITDEC_SIMD chose another table)";
   std::mt19937 rng(10);
-  const int out = 301, in = 1152, rows = 11;
+  const int out = 301, rows = 11;
   for (WeightFormat format : {WeightFormat::BF16, WeightFormat::F16}) {
-    SCOPED_TRACE(weight_format_name(format));
-    const auto wf = random_vec(rng, size_t(out) * size_t(in));
-    const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
-    const auto x = random_vec(rng, size_t(rows) * size_t(in));
-    std::vector<float> two(size_t(rows) * size_t(out)), one(two.size()), alone(static_cast<size_t>(out));
-    ThreadPool::set_threads(1);
-    matvec_bf16(x.data(), rows, w, one.data());
-    ThreadPool::set_threads(0);
-    matvec_bf16(x.data(), rows, w, two.data());
-    EXPECT_EQ(one, two);
-    for (int r = 0; r < rows; ++r) {
-      matvec_bf16(x.data() + size_t(r) * in, 1, w, alone.data());
-      for (int o = 0; o < out; ++o) ASSERT_EQ(alone[size_t(o)], two[size_t(r) * out + size_t(o)]) << "row " << r << " output " << o;
+    for (int in : {1152, 1185}) {  // whole steps only, and a tail with an odd pair
+      SCOPED_TRACE(std::string(weight_format_name(format)) + " in " + std::to_string(in));
+      const auto wf = random_vec(rng, size_t(out) * size_t(in));
+      const WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+      const auto x = random_vec(rng, size_t(rows) * size_t(in));
+      std::vector<float> two(size_t(rows) * size_t(out)), one(two.size()), alone(static_cast<size_t>(out));
+      ThreadPool::set_threads(1);
+      matvec_bf16(x.data(), rows, w, one.data());
+      ThreadPool::set_threads(0);
+      matvec_bf16(x.data(), rows, w, two.data());
+      EXPECT_EQ(one, two);
+      for (int r = 0; r < rows; ++r) {
+        matvec_bf16(x.data() + size_t(r) * in, 1, w, alone.data());
+        for (int o = 0; o < out; ++o) ASSERT_EQ(alone[size_t(o)], two[size_t(r) * out + size_t(o)]) << "row " << r << " output " << o;
+      }
     }
   }
 }
@@ -266,14 +274,29 @@ TEST(GemmBf16, LinearTakesTheMatvecForF16DecodeUnlessExact) {
     ExactGemmScope scope(true);
     linear(x.data(), rows, w, exact.data());
   }
+  for (size_t k = 0; k < exact.size(); ++k) ASSERT_NEAR(exact[k], want[k], 2e-5f * in) << k;
   ExactGemmScope scope(false);
   linear(x.data(), rows, w, fast.data());
   if (!bf16_gemm_supported()) {
     EXPECT_EQ(fast, exact);
     return;
   }
+  EXPECT_NE(fast, exact);
   matvec_bf16(x.data(), rows, w, kernel.data());
   EXPECT_EQ(fast, kernel);
+  {  // the reference plan's thread stays exact
+    ExactGemmOnThisThread reference;
+    std::vector<float> on_reference_thread(exact.size());
+    linear(x.data(), rows, w, on_reference_thread.data());
+    EXPECT_EQ(on_reference_thread, exact);
+  }
+  // rows_independent with a prefill's row count: the matvec too.
+  const int many = kGemmRows + 1;
+  const auto xm = random_vec(rng, size_t(many) * size_t(in));
+  std::vector<float> independent(size_t(many) * size_t(out)), by_matvec(independent.size());
+  linear(xm.data(), many, w, independent.data(), /*rows_independent=*/true);
+  matvec_bf16(xm.data(), many, w, by_matvec.data());
+  EXPECT_EQ(independent, by_matvec);
   // Both sides rounded to bf16: each product off by at most 2^-7 of itself.
   for (size_t k = 0; k < fast.size(); ++k) ASSERT_NEAR(fast[k], want[k], std::ldexp(1.f, -7) * in) << k;
 }

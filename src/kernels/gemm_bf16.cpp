@@ -86,6 +86,7 @@ bool matvec_bf16_takes(WeightFormat f) { return f == WeightFormat::BF16 || f == 
 
 void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   if (!matvec_bf16_takes(w.format)) throw Error("matvec_bf16: bf16 or f16 weights only");
+  if (!bf16_gemm_supported()) throw Error("matvec_bf16: this CPU (or SPLITDEC_SIMD) has no AVX512_BF16");
   const simd::PanelWeights format = w.format == WeightFormat::F16 ? simd::PanelWeights::F16 : simd::PanelWeights::BF16;
   const int pairs = (w.in + 1) / 2;
   thread_local AlignedVector<uint32_t> x_pairs_scratch;  // the caller's, read by the pool threads

@@ -1,6 +1,8 @@
 // Linear layers y = x W^T with W in the nn.Linear [out, in] layout, stored
 // in its checkpoint format (weight_matrix.h) and expanded exactly to f32
-// inside the kernel (f32 products, f32 accumulation). The naive reference
+// inside the kernel (f32 products, f32 accumulation), except where the CPU
+// has AVX512_BF16 and exact_gemm() is off: then bf16 and f16 weights (and
+// prefill on blocks) take bf16 products (gemm_bf16.h). The naive reference
 // is ref::linear in reference_ops.h.
 #pragma once
 
@@ -17,7 +19,7 @@ namespace splitdec {
 // into panels (expanded to f32 per panel unless already f32) and each panel
 // goes to a single-threaded BLAS sgemm on its own thread; bf16 weights
 // take the AVX512_BF16 GEMM instead where the CPU has it, and in decode
-// its matvec, unless exact_gemm() (gemm_bf16.h: activations rounded to
+// bf16 and f16 weights its matvec, unless exact_gemm() (gemm_bf16.h: activations rounded to
 // bf16 there).
 // `rows_independent`: never BLAS, so each row's result is the same whatever
 // the other rows (dot, dot2, dot4 and dot4x2 sum a row in one order): a batched decode
