@@ -143,10 +143,11 @@ TEST(Gguf, F16FileIsTheFolderWithinF16Rounding) {
   const std::string path = exported(dir, "f16");
   // On the exact kernels: the bound is the format's (norms stored as
   // f16(1 + w)), not the bf16 products' (docs/kernels.md).
-  const bool was_exact = exact_gemm();
-  set_exact_gemm(true);
-  const float d = max_difference(run(Engine::load(dir), kPrompt), run(Engine::load(path), kPrompt));
-  set_exact_gemm(was_exact);
+  float d;
+  {
+    ExactGemmOnThisThread exact;
+    d = max_difference(run(Engine::load(dir), kPrompt), run(Engine::load(path), kPrompt));
+  }
   EXPECT_LT(d, 2e-2f);
   // The stored norm is exactly f16(1 + w).
   const auto file = GgufFile::open(path);

@@ -8,6 +8,7 @@
 #include "core/aligned_vector.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/matvec_grain.h"
 #include "kernels/simd/gemm_bf16_avx512.h"
 #include "kernels/simd/kernel_table.h"
 
@@ -50,21 +51,27 @@ simd::PanelWeights panel_weights(WeightFormat f) {
   }
   throw Error("gemm_bf16: f32 weights take the exact GEMM");
 }
+
+// x rounded to bf16 pairs, (in + 1) / 2 words a row, once per call (not
+// once per panel or weight row). The caller's buffer, reused: pool threads
+// only read it.
+const AlignedVector<uint32_t>& bf16_pairs_of(const float* x, int rows, int in) {
+  thread_local AlignedVector<uint32_t> scratch;
+  AlignedVector<uint32_t>& x_pairs = scratch;  // a pool thread naming `scratch` would get its own
+  const int64_t pairs = (in + 1) / 2;
+  x_pairs.resize(size_t(rows) * size_t(pairs));
+  ThreadPool::global()->parallel_for(
+      rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) simd::bf16_pairs_from_f32(x + r * in, in, x_pairs.data() + r * pairs);
+      },
+      std::max<int64_t>(1, (int64_t(1) << 15) / std::max(1, in)));
+  return x_pairs;
+}
 }  // namespace
 
 void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
-  const int pairs = (w.in + 1) / 2;
-  // x rounded to bf16 pairs once per call, not once per panel. The caller's
-  // buffer, reused: pool threads only read it.
-  thread_local AlignedVector<uint32_t> x_pairs_scratch;
-  AlignedVector<uint32_t>& x_pairs = x_pairs_scratch;
-  x_pairs.resize(size_t(rows) * size_t(pairs));
+  const AlignedVector<uint32_t>& x_pairs = bf16_pairs_of(x, rows, w.in);
   const auto pool = ThreadPool::global();
-  pool->parallel_for(
-      rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) simd::bf16_pairs_from_f32(x + r * w.in, w.in, x_pairs.data() + r * pairs);
-      },
-      std::max<int64_t>(1, (int64_t(1) << 15) / std::max(1, w.in)));
   // Panels as gemm_panels cuts them (a multiple of 16 outputs, 64-256, at
   // least ~8 per matrix), so each thread packs a panel's weights once for
   // all rows. Edges depend on the matrix only; the sums on neither.
@@ -87,17 +94,13 @@ bool matvec_bf16_takes(WeightFormat f) { return f == WeightFormat::BF16 || f == 
 void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   if (!matvec_bf16_takes(w.format)) throw Error("matvec_bf16: bf16 or f16 weights only");
   if (!bf16_gemm_supported()) throw Error("matvec_bf16: this CPU (or SPLITDEC_SIMD) has no AVX512_BF16");
-  const simd::PanelWeights format = w.format == WeightFormat::F16 ? simd::PanelWeights::F16 : simd::PanelWeights::BF16;
-  const int pairs = (w.in + 1) / 2;
-  thread_local AlignedVector<uint32_t> x_pairs_scratch;  // the caller's, read by the pool threads
-  AlignedVector<uint32_t>& x_pairs = x_pairs_scratch;
-  x_pairs.resize(size_t(rows) * size_t(pairs));
-  for (int r = 0; r < rows; ++r) simd::bf16_pairs_from_f32(x + int64_t(r) * w.in, w.in, x_pairs.data() + int64_t(r) * pairs);
-  // A range worth waking a thread for: ~256K multiply-adds (as linear_with).
-  const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
+  const simd::PanelWeights format = panel_weights(w.format);
+  const AlignedVector<uint32_t>& x_pairs = bf16_pairs_of(x, rows, w.in);
+  const int64_t pairs = (w.in + 1) / 2;
   const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
   ThreadPool::global()->parallel_for(
-      w.out, [&](int64_t o0, int64_t o1) { simd::matvec_bf16_products(x_pairs.data(), rows, pairs, wb, format, w.in, o0, o1, y, w.out); }, grain);
+      w.out, [&](int64_t o0, int64_t o1) { simd::matvec_bf16_products(x_pairs.data(), rows, pairs, wb, format, w.in, o0, o1, y, w.out); },
+      matvec_grain(w.in, rows));
 }
 
 }  // namespace splitdec

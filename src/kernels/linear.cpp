@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/matvec_grain.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -211,8 +212,7 @@ void matvec_q8act_block(const simd::KernelTable& t, const RowKernels& k, const Q
 }  // namespace
 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
-  // A range worth waking a thread for: ~256K multiply-adds.
-  const int64_t grain = std::max<int64_t>(16, (int64_t(1) << 18) / (int64_t(w.in) * std::max(1, rows)));
+  const int64_t grain = matvec_grain(w.in, rows);
   const RowKernels& k = row_kernels(w.format);
   if (w.int8_activations && k.dot_q8act) {
     const QuantizedRows& xq = quantize_rows(t, x, rows, w.in);
