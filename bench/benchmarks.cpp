@@ -27,6 +27,7 @@
 #include "mask/chunk_mask.h"
 #include "model/make_model.h"
 #include "pipeline/session.h"
+#include "constraint_benchmarks.h"
 #include "media_benchmarks.h"
 #include "read_floor.h"
 #include "svg_plot.h"
@@ -1017,6 +1018,18 @@ int run_benchmarks(const BenchOptions& opt) {
       fs::remove_all(o.out_dir);
     }
     r["bf16_gemm"] = rows;
+  }
+  if (wanted("structured_output")) {
+    // The --model folder's tokenizer when given, else make-model's
+    // 262144-piece gemma3-1b one (its pieces are synthetic past the first few thousand).
+    std::string dir = opt.model_dir;
+    if (dir.empty()) {
+      MakeModelOptions o{"gemma3-1b", work + "/gemma3-1b-vocab", 1, DType::BF16, 1};
+      make_model(o);
+      dir = o.out_dir;
+    }
+    r["structured_output"] = structured_output(dir, opt.quick);
+    if (opt.model_dir.empty()) fs::remove_all(dir);
   }
   if (!opt.model_dir.empty() && wanted("folder")) {
     section(("decode on " + opt.model_dir).c_str());

@@ -1604,6 +1604,56 @@ TEST(Serve, OfficialOpenAiClient) {
   EXPECT_TRUE(std::regex_search(text, std::regex("\"cachedPerTurn\":\\[[0-9]+,[0-9]+\\]"))) << text;  // the image chat ran
 }
 
+// response_format: every reply that ends is a document the schema accepts,
+// as ajv (npm) judges it, under several samplers (tests/serve/structured_output.mjs).
+TEST(Serve, StructuredOutputRepliesValidateWithAjv) {
+  const std::string dir = SERVE_CLIENT_DIR;
+  const std::string problem = node_runner_problem(dir);
+  ASSERT_EQ(problem, "") << problem << ": run scripts/setup.sh (it installs node and runs npm ci in tests/serve)";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/ajv/package.json")) << "run scripts/setup.sh (npm ci in tests/serve)";
+  TestServerOptions o;
+  o.max_length = 512;
+  TestServer s(o);
+  const std::string out = test::temp_dir("serve-structured") + "/out.txt";
+  const int rc = std::system(("timeout 300 node " + dir + "/structured_output.mjs " + s.url() + "/v1 > " + out + " 2>&1").c_str());
+  const std::string text = test::read_file(out);
+  ASSERT_EQ(rc, 0) << text;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("\"valid\":([0-9]+),\"cut\":([0-9]+)"))) << text;
+  EXPECT_GT(std::stoi(m[1]), 3 * std::stoi(m[2])) << "most replies should end within max_tokens: " << text;
+}
+
+TEST(Serve, ResponseFormatFieldsNameThemselves) {
+  TestServer s;
+  const std::string url = "/v1/chat/completions";
+  auto with = [](const json& format, int max_tokens = 8) {
+    json body = chat_body("hi", max_tokens);
+    body["response_format"] = format;
+    return body.dump();
+  };
+  EXPECT_EQ(post(s, url, with({{"type", "text"}})).status, 200);
+  expect_error(post(s, url, with({{"type", "yaml"}})), 400, "response_format.type: expected");
+  expect_error(post(s, url, with("json")), 400, "response_format: expected an object");
+  expect_error(post(s, url, with({{"type", "json_schema"}})), 400, "response_format.json_schema: expected an object");
+  expect_error(post(s, url, with({{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}})), 400, "schema: missing");
+  expect_error(post(s, url, with({{"type", "json_schema"}, {"json_schema", {{"name", 5}, {"schema", json::object()}}}})), 400,
+               "name: expected a string");
+  expect_error(post(s, url, with({{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "object"}, {"minProperties", 1}}}}}})),
+               400, "\"minProperties\" is not supported");
+  // Properties come in the order the client wrote them, not sorted (the
+  // body is written by hand: this json sorts its keys).
+  std::string body = chat_body("hi", 64).dump();
+  body.pop_back();
+  body += R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "order", "schema": {"type": "object",
+            "properties": {"zeta": {"const": 1}, "alpha": {"const": 2}}, "required": ["zeta", "alpha"]}}}})";
+  const Answer a = post(s, url, body);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_EQ(a.body["choices"][0]["finish_reason"], "stop") << a.raw;
+  const std::string content = a.body["choices"][0]["message"]["content"];
+  EXPECT_LT(content.find("zeta"), content.find("alpha")) << content;
+  EXPECT_EQ(json::parse(content), json::parse(R"({"zeta": 1, "alpha": 2})")) << content;
+}
+
 TEST(Serve, Curl) {
   ASSERT_EQ(std::system("curl --version > /dev/null 2>&1"), 0) << "curl is missing: run scripts/setup.sh";
   TestServer s;

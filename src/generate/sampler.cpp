@@ -106,11 +106,22 @@ std::vector<double> sampling_distribution(const std::vector<float>& logits, cons
   return p;
 }
 
-int Sampler::choose(std::vector<float>& logits, const std::vector<int>& history, const std::vector<int>& generated) {
+int Sampler::choose(std::vector<float>& logits, const std::vector<int>& history, const std::vector<int>& generated,
+                    const TokenConstraint* constraint) {
   // llama.cpp's order: the bias first, then the penalties, then the sampler's transforms.
   apply_logit_bias(logits, o_.logit_bias);
   apply_repetition_penalty(logits, history, o_.repetition_penalty);
   apply_presence_frequency_penalties(logits, generated, o_.presence_penalty, o_.frequency_penalty);
+  const int first = pick(logits);
+  if (!constraint || constraint->allows(first)) return first;
+  std::vector<float> masked = logits;
+  constraint->mask(masked);
+  if (std::none_of(masked.begin(), masked.end(), [](float x) { return x > -std::numeric_limits<float>::infinity(); }))
+    return -1;
+  return pick(masked);
+}
+
+int Sampler::pick(const std::vector<float>& logits) {
   if (!o_.sample) return int(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const std::vector<double> p = sampling_distribution(logits, o_);
   // Inverse-CDF draw with our own uniform so the seed gives the same tokens

@@ -34,15 +34,36 @@ struct SamplingOptions {
   bool operator==(const SamplingOptions&) const = default;
 };
 
+// A rule on which token may come next (structured output: json_constraint.h).
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  virtual bool allows(int token) const = 0;
+  // Sets the logit of every token the rule refuses to -inf.
+  virtual void mask(std::vector<float>& logits) const = 0;
+  // `token` was chosen: the rule moves past it.
+  virtual void accept(int token) = 0;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplingOptions& options);
-  // `logits` [vocab] is modified in place. `history`: tokens so far (prompt
-  // and generated) for the repetition penalty; `generated`: this request's
-  // tokens so far, for the presence and frequency penalties.
-  int choose(std::vector<float>& logits, const std::vector<int>& history, const std::vector<int>& generated = {});
+  // `logits` [vocab] is modified in place (the bias and the penalties, not
+  // a constraint's mask). `history`: tokens so far (prompt and generated)
+  // for the repetition penalty; `generated`: this request's tokens so far,
+  // for the presence and frequency penalties.
+  //
+  // With a `constraint`, a token it refuses is never returned: the token
+  // drawn first is kept when allowed, else the constraint's mask is applied
+  // (to a copy) and the choice made again, as llama.cpp does with grammars.
+  // Greedy gives the allowed token of highest logit either way; sampling
+  // draws a second time. Returns -1 when the constraint allows no token.
+  int choose(std::vector<float>& logits, const std::vector<int>& history, const std::vector<int>& generated = {},
+             const TokenConstraint* constraint = nullptr);
 
  private:
+  int pick(const std::vector<float>& logits);
+
   SamplingOptions o_;
   std::mt19937_64 rng_;
 };

@@ -15,6 +15,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::Cancelled: return "cancelled";
     case StopReason::Length: return "length";
     case StopReason::NonFinite: return "non_finite_logits";
+    case StopReason::NoAllowedToken: return "no_allowed_token";
   }
   return "?";
 }
@@ -195,7 +196,10 @@ std::string StepGenerator::choose(int id, const float* logits) {
   std::vector<float> row(logits, logits + c_.vocab_size);
   if (!std::all_of(row.begin(), row.end(), [](float x) { return std::isfinite(x); })) return finish(r, StopReason::NonFinite);
   if (r.options.keep_step_logits) r.step_logits.insert(r.step_logits.end(), row.begin(), row.end());
-  const int tok = r.options.sampler->choose(row, history, r.tokens);
+  TokenConstraint* constraint = r.options.constraint.get();
+  const int tok = r.options.sampler->choose(row, history, r.tokens, constraint);
+  if (tok < 0) return finish(r, StopReason::NoAllowedToken);
+  if (constraint) constraint->accept(tok);
   history.push_back(tok);
   r.tokens.push_back(tok);
   const auto& stop_tokens = r.options.stop_tokens;

@@ -29,8 +29,9 @@ class Tokenizer;
 
 // Length: the sequence's KV capacity is full (the reply keeps what it made).
 // NonFinite: the logits held NaN or Inf; no token was chosen from them
-// (callers turn this into an error).
-enum class StopReason { MaxTokens, StopToken, StopString, Cancelled, Length, NonFinite };
+// (callers turn this into an error). NoAllowedToken: the request's
+// constraint allowed no token of the vocabulary (an error too).
+enum class StopReason { MaxTokens, StopToken, StopString, Cancelled, Length, NonFinite, NoAllowedToken };
 const char* stop_reason_name(StopReason r);
 
 struct RequestOptions {
@@ -43,6 +44,9 @@ struct RequestOptions {
   int max_new_tokens = 16;
   bool keep_step_logits = false;          // keep the logits each token was chosen from
   int top_logprobs = -1;                  // >= 0: keep each chosen token's log probability and this many alternatives
+  // Tokens it refuses are never chosen (structured output); one per request.
+  // Log probabilities are the model's, before its mask.
+  std::shared_ptr<TokenConstraint> constraint;
   std::function<void(const std::string&)> on_text;  // final text as it is produced
 };
 

@@ -155,6 +155,7 @@ struct HfTokenizer::Impl {
   std::unordered_map<std::string, int> added_ids;
   std::vector<std::string> pieces;
   std::vector<bool> has_piece;
+  std::vector<bool> special;  // by id: a special added token
   bool has_decoder = false;
   std::vector<DecodeStep> decoders;
   // Counted while parsing, for the limits.
@@ -323,12 +324,14 @@ std::unique_ptr<HfTokenizer> HfTokenizer::from_json(std::string_view text, const
 
     m.pieces.assign(static_cast<size_t>(max_id + 1), std::string());
     m.has_piece.assign(m.pieces.size(), false);
+    m.special.assign(m.pieces.size(), false);
     for (const auto& [piece, id] : vocab) m.pieces[static_cast<size_t>(id)] = piece, m.has_piece[static_cast<size_t>(id)] = true;
     // Added tokens win over the model's vocab for id -> text, as HF's id_to_token.
     for (size_t k = 0; k < m.added.size(); ++k) {
       const hf::AddedToken& a = m.added[k];
       m.pieces[static_cast<size_t>(a.id)] = a.content;
       m.has_piece[static_cast<size_t>(a.id)] = true;
+      m.special[static_cast<size_t>(a.id)] = a.special;
       m.added_ids.emplace(a.content, a.id);
       // Normalized tokens are searched for in normalized text, so their
       // patterns are normalized too (HF's refresh_added_tokens).
@@ -457,6 +460,10 @@ std::string HfTokenizer::decode(const std::vector<int>& ids) const {
   std::string out;
   for (const auto& t : tokens) out += t;
   return out;
+}
+
+bool HfTokenizer::is_special(int id) const {
+  return id >= 0 && size_t(id) < impl_->special.size() && impl_->special[size_t(id)];
 }
 
 int HfTokenizer::piece_count() const { return static_cast<int>(impl_->pieces.size()); }

@@ -31,6 +31,8 @@ class HfTokenizer {
   int piece_id(std::string_view piece) const;
   // "" for an id that has no piece.
   const std::string& piece(int id) const;
+  // An added token marked "special" (control tokens: <bos>, <start_of_turn>, ...).
+  bool is_special(int id) const;
 
  private:
   HfTokenizer();

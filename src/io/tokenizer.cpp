@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -103,6 +104,18 @@ std::string Tokenizer::piece(int id) const {
   if (id < 0 || id >= piece_count()) throw InputError("token id " + std::to_string(id) + " is outside the tokenizer's " +
                                                       std::to_string(piece_count()) + " pieces");
   return impl_->hf ? impl_->hf->piece(id) : impl_->sp.IdToPiece(id);
+}
+
+bool Tokenizer::is_special(int id) const {
+  if (id < 0 || id >= piece_count()) return true;
+  if (impl_->hf) return impl_->hf->is_special(id);
+  const auto& sp = impl_->sp;
+  if (sp.IsControl(id) || sp.IsUnknown(id) || sp.IsUnused(id)) return true;
+  // This SentencePiece has no IsUserDefined: Gemma's user-defined pieces by name.
+  const std::string p = sp.IdToPiece(id);
+  for (const auto* names : {&gemma_special_pieces(), &gemma4_special_pieces()})
+    if (std::find(names->begin(), names->end(), p) != names->end()) return true;
+  return false;
 }
 
 const std::vector<std::string>& gemma_special_pieces() {

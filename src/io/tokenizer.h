@@ -29,6 +29,10 @@ class Tokenizer {
   // -1 when the piece is unknown.
   int piece_id(const std::string& piece) const;
   std::string piece(int id) const;
+  // A control token (<bos>, <start_of_turn>, an unused slot, ...) rather
+  // than text: tokenizer.json's special added tokens, SentencePiece's
+  // control, unknown and unused pieces and Gemma's special names.
+  bool is_special(int id) const;
 
  private:
   Tokenizer();

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "generate/json_schema.h"
 #include "io/model_config.h"
 #include "io/tokenizer.h"
 #include "media/frontend_config.h"
@@ -216,9 +217,38 @@ void refuse_unsupported(const json& body, bool chat) {
   }
   for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
     if (field(body, name)) throw bad_field(name, std::string(name) + ": tool calling is not supported");
-  if (const json* rf = field(body, "response_format")) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      throw bad_field("response_format", "response_format: only {\"type\": \"text\"} is supported");
+}
+
+// OpenAI's response_format: "text" (the default), "json_object" (any JSON
+// object) or "json_schema" ({"json_schema": {"name", "schema", "strict"}}).
+// null: no constraint.
+std::shared_ptr<const JsonGrammar> response_format(const json& body, const std::string& body_text) {
+  const json* rf = field(body, "response_format");
+  if (!rf) return nullptr;
+  if (!rf->is_object()) throw wrong_type("response_format", "an object", *rf);
+  const json* type = field(*rf, "type");
+  const std::string t = type && type->is_string() ? type->get<std::string>() : "";
+  if (t == "text") return nullptr;
+  if (t == "json_object") return std::make_shared<const JsonGrammar>(any_json_object_grammar());
+  if (t != "json_schema")
+    throw bad_field("response_format", "response_format.type: expected \"text\", \"json_object\" or \"json_schema\"" +
+                                           (type ? ", got " + type->dump() : std::string()));
+  const json* js = field(*rf, "json_schema");
+  if (!js || !js->is_object())
+    throw bad_field("response_format", "response_format.json_schema: expected an object with the schema in \"schema\"");
+  if (const json* name = field(*js, "name"); name && !name->is_string())
+    throw wrong_type("response_format.json_schema.name", "a string", *name);
+  if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+    throw wrong_type("response_format.json_schema.strict", "a boolean", *strict);
+  if (!field(*js, "schema")) throw bad_field("response_format", "response_format.json_schema.schema: missing");
+  // The schema again from an order-keeping parse: properties are generated
+  // in the order the client wrote them.
+  const auto ordered = nlohmann::ordered_json::parse(body_text);
+  try {
+    return std::make_shared<const JsonGrammar>(
+        compile_json_schema(ordered["response_format"]["json_schema"]["schema"], "response_format.json_schema.schema"));
+  } catch (const InputError& e) {
+    throw bad_field("response_format", e.what());
   }
 }
 
@@ -354,6 +384,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   r.sampling = sampling(body, ctx.config.vocab_size);
   r.stop = stop_strings(body);
   r.top_logprobs = top_logprobs(body, chat);
+  r.json_grammar = response_format(body, body_text);
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);

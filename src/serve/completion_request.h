@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "model/prompt_batch.h"
 
 namespace splitdec {
+struct JsonGrammar;
 struct ModelConfig;
 class Tokenizer;
 class ChatTemplate;
@@ -30,6 +32,7 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   int top_logprobs = -1;  // >= 0: each token's log probability with this many alternatives
   std::string echo;  // /v1/completions with echo: the prompt's text, written before the reply's
+  std::shared_ptr<const JsonGrammar> json_grammar;  // response_format json_object / json_schema; null: text
 };
 
 struct RequestContext {

@@ -7,11 +7,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "generate/json_schema.h"
 #include "generate/sampler.h"
+#include "generate/token_trie.h"
 #include "generate/token_logprobs.h"
 #include "model/prompt_batch.h"
 
@@ -24,6 +27,10 @@ struct GenerationParams {
   std::vector<std::string> stop;  // stop strings
   int64_t max_tokens = 16;
   int top_logprobs = -1;  // >= 0: report each token's log probability and this many alternatives
+  // Structured output: the reply is a document of this grammar, its tokens
+  // read through this vocabulary (both null: free text).
+  std::shared_ptr<const JsonGrammar> json_grammar;
+  std::shared_ptr<const TokenTrie> vocabulary;
 };
 
 struct GenerationOutcome {

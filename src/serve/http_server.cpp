@@ -14,6 +14,7 @@
 #include "api/api_internal.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "generate/token_trie.h"
 #include "io/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
@@ -121,6 +122,18 @@ struct HttpServer::Impl {
   std::mutex open_m;
   std::condition_variable open_cv;
   int64_t open_responses = 0;
+  // The vocabulary's texts for structured output, built by the first
+  // request that asks for a response_format (about a second for 262K tokens).
+  std::once_flag vocabulary_once;
+  std::shared_ptr<const TokenTrie> vocabulary_trie;
+
+  std::shared_ptr<const TokenTrie> vocabulary() {
+    std::call_once(vocabulary_once, [this] {
+      const Engine::Impl& e = engine->impl();
+      vocabulary_trie = TokenTrie::build(*e.tokenizer, e.model.config().vocab_size);
+    });
+    return vocabulary_trie;
+  }
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o, SchedulerOptions s)
       : engine(std::move(e)), options(std::move(o)), metrics(s.max_sequences),
@@ -271,7 +284,13 @@ struct HttpServer::Impl {
                               ") exceeds the context length " + std::to_string(capacity) + " (--max-length); ask for at most " +
                               std::to_string(capacity - prompt) + " tokens",
                      "max_tokens", "context_length_exceeded");
-    return {r.prompt, r.sampling, r.stop, max_tokens, r.top_logprobs};
+    GenerationParams p;
+    p.prompt = r.prompt;
+    p.sampling = r.sampling;
+    p.stop = r.stop;
+    p.max_tokens = max_tokens;
+    p.top_logprobs = r.top_logprobs;
+    return p;
   }
 
   HttpResponse completion(HttpRequest& req, bool chat) {
@@ -299,6 +318,10 @@ struct HttpServer::Impl {
       if (std::any_of(kinds.begin(), kinds.end(), [](Modality m) { return m != Modality::Text; })) {
         r = parse(MediaLoader(e.model.config(), e.frontend, options.image).with_cache(media_cache));
         params = admission(r);
+      }
+      if (r.json_grammar) {
+        params.json_grammar = r.json_grammar;
+        params.vocabulary = vocabulary();
       }
       slot.reset();
       behind_decode_steps.reset();

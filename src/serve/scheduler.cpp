@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "generate/json_constraint.h"
 #include "io/tokenizer.h"
 #include "prompt/prompt_text.h"
 #include "serve/prefill_pieces.h"
@@ -203,6 +204,7 @@ void Scheduler::prefill() {
         ro.stop_strings = p.stop;
         ro.max_new_tokens = int(p.max_tokens);
         ro.top_logprobs = p.top_logprobs;
+        if (p.json_grammar) ro.constraint = std::make_shared<JsonConstraint>(p.json_grammar, p.vocabulary, stop_tokens_);
         ro.on_text = [job = l->job.get()](const std::string& text) { job->push_text(text); };
       } else {
         ro.max_new_tokens = 0;  // a prompt piece: prefilled, nothing chosen
@@ -275,6 +277,9 @@ void Scheduler::reap() {
           case StopReason::Length: o.finish_reason = "length"; break;
           case StopReason::Cancelled: o.error = "cancelled", o.error_status = 499; break;
           case StopReason::NonFinite: o.error = "the model produced NaN or Inf logits", o.error_status = 500; break;
+          case StopReason::NoAllowedToken:
+            o.error = "response_format: no token of the vocabulary continues the reply's JSON", o.error_status = 500;
+            break;
         }
         metrics_.count_tokens(o.prompt_tokens, o.completion_tokens);
         // Its slot keeps what its KV holds: the prompt, then the tokens fed after it.

@@ -1,0 +1,65 @@
+#include "generate/json_constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace splitdec {
+
+JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenTrie> vocabulary,
+                               std::vector<int> stop_tokens)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocabulary)),
+      stop_tokens_(std::move(stop_tokens)),
+      matcher_(*grammar_),
+      state_(matcher_.start()) {}
+
+bool JsonConstraint::is_stop(int token) const {
+  return std::find(stop_tokens_.begin(), stop_tokens_.end(), token) != stop_tokens_.end();
+}
+
+bool JsonConstraint::allows(int token) const {
+  if (is_stop(token)) return matcher_.can_end(state_);
+  const std::string* text = vocab_->text(token);
+  if (!text) return false;
+  JsonMatcher::State probe = state_;
+  return matcher_.feed(probe, *text);
+}
+
+void JsonConstraint::mask(std::vector<float>& logits) const {
+  std::vector<char> allowed(logits.size(), 0);
+  for (int t : stop_tokens_)
+    if (t >= 0 && size_t(t) < logits.size()) allowed[size_t(t)] = matcher_.can_end(state_);
+  if (!matcher_.finished(state_)) {
+    const auto& nodes = vocab_->nodes();
+    const auto& tokens = vocab_->tokens();
+    by_depth_.resize(size_t(vocab_->max_depth()) + 1);
+    by_depth_[0] = state_;
+    size_t i = 0;
+    while (i < nodes.size()) {
+      const TokenTrie::Node& n = nodes[i];
+      if (!matcher_.step(by_depth_[n.depth - 1u], n.byte, by_depth_[n.depth])) {
+        i = n.end;  // no token under this prefix continues the document
+        continue;
+      }
+      for (uint32_t k = 0; k < n.token_count; ++k) {
+        const int t = tokens[n.first_token + k];
+        if (size_t(t) < allowed.size()) allowed[size_t(t)] = 1;
+      }
+      ++i;
+    }
+  }
+  for (size_t t = 0; t < logits.size(); ++t)
+    if (!allowed[t]) logits[t] = -std::numeric_limits<float>::infinity();
+}
+
+void JsonConstraint::accept(int token) {
+  if (is_stop(token)) return;
+  const std::string* text = vocab_->text(token);
+  // The sampler only returns allowed tokens; anything else is a bug here.
+  if (!text || !matcher_.feed(state_, *text))
+    throw Error("structured output: token " + std::to_string(token) + " was chosen but does not continue the JSON");
+}
+
+}  // namespace splitdec
