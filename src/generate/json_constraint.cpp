@@ -34,12 +34,50 @@ void JsonConstraint::mask(std::vector<float>& logits) const {
   if (!matcher_.finished(state_)) {
     const auto& nodes = vocab_->nodes();
     const auto& tokens = vocab_->tokens();
-    by_depth_.resize(size_t(vocab_->max_depth()) + 1);
+    const size_t depths = size_t(vocab_->max_depth()) + 1;
+    by_depth_.resize(depths);
+    // Inside a string most of the vocabulary is allowed: the walk then
+    // steps the string's frame alone (the lane) until a byte would end it.
+    struct Lane {
+      bool on = false;
+      JsonMatcher::Frame top;
+    };
+    std::vector<Lane> lane(depths);
+    // Where each depth's state is: its slot, or `closed` below.
+    std::vector<const JsonMatcher::State*> at(depths);
     by_depth_[0] = state_;
+    at[0] = &by_depth_[0];
+    if (matcher_.in_string(state_)) lane[0] = {true, state_.stacks[0].back()};
+    // Whatever the string held, the parse after its closing quote is the
+    // same (the string's frame is gone): computed once, on the first close.
+    JsonMatcher::State closed;
+    bool have_closed = false;
     size_t i = 0;
     while (i < nodes.size()) {
       const TokenTrie::Node& n = nodes[i];
-      if (!matcher_.step(by_depth_[n.depth - 1u], n.byte, by_depth_[n.depth])) {
+      const size_t d = n.depth;
+      bool ok;
+      if (lane[d - 1].on) {
+        JsonMatcher::Frame top = lane[d - 1].top;
+        const int r = matcher_.string_step(top, n.byte);
+        lane[d] = {r == 1, top};
+        ok = r != 0;
+        if (r == 2) {  // the string ends here: the whole parse from now on
+          if (!have_closed) {
+            JsonMatcher::State before = state_;
+            before.stacks[0].back() = lane[d - 1].top;
+            have_closed = true;
+            if (!matcher_.step(before, n.byte, closed)) closed.stacks.clear();
+          }
+          ok = !closed.stacks.empty();
+          at[d] = &closed;
+        }
+      } else {
+        lane[d].on = false;
+        ok = matcher_.step(*at[d - 1], n.byte, by_depth_[d]);
+        at[d] = &by_depth_[d];
+      }
+      if (!ok) {
         i = n.end;  // no token under this prefix continues the document
         continue;
       }

@@ -382,6 +382,21 @@ bool JsonMatcher::can_end(const State& state) const {
   return false;
 }
 
+bool JsonMatcher::in_string(const State& state) const {
+  if (state.stacks.size() != 1) return false;
+  const Frame& top = state.stacks[0].back();
+  const bool string = top.role == Role::MapKey || (top.role == Role::Value && g_->nodes[size_t(top.node)].kind == Kind::String);
+  return string && top.phase != kStrQuote;
+}
+
+int JsonMatcher::string_step(Frame& top, uint8_t c) const {
+  Frame f = top;
+  const bool value = top.role == Role::Value;
+  const int r = string_byte(f, c, value ? g_->nodes[size_t(top.node)].min_count : 0, value ? g_->nodes[size_t(top.node)].max_count : -1);
+  if (r == 1) top = f;
+  return r;
+}
+
 bool JsonMatcher::finished(const State& state) const {
   if (state.stacks.empty()) return false;
   for (const Stack& s : state.stacks)

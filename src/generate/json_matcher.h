@@ -50,6 +50,14 @@ class JsonMatcher {
   // A whole document that no byte can continue.
   bool finished(const State& state) const;
 
+  // A walk's fast lane: while the one parse alive is inside a string's
+  // text, a byte that stays inside changes only the top frame (no stack is
+  // copied). in_string: the lane applies to `state`. string_step: 1 when
+  // `top` took `c` and is still inside; 2 when `c` would end the string
+  // (step() takes it from there); 0 when it is refused.
+  bool in_string(const State& state) const;
+  int string_step(Frame& top, uint8_t c) const;
+
  private:
   void feed_stack(Stack s, uint8_t c, std::vector<Stack>& out) const;
   void start_value(Stack s, int node, uint8_t c, std::vector<Stack>& out) const;
