@@ -149,6 +149,53 @@ TEST(JsonSchema, RefusesWhatItCannotEnforceNamingTheKeyword) {
   EXPECT_THROW(grammar(wide + "]}"), InputError);
 }
 
+TEST(JsonSchema, EmptySchemasEnumsAndUnionsFromTheReview) {
+  // {} and annotation-only schemas are any value, wherever they stand.
+  EXPECT_TRUE(accepts(grammar("{}"), "3"));
+  EXPECT_TRUE(accepts(grammar(R"({"title": "anything"})"), R"({"x":["y"]})"));
+  const JsonGrammar any_a = grammar(R"({"type": "object", "properties": {"a": {}}, "required": ["a"]})");
+  EXPECT_TRUE(accepts(any_a, R"({"a":[1,{"b":null}]})"));
+  EXPECT_TRUE(accepts(grammar(R"({"type": "array", "items": {"description": "d"}, "minItems": 1})"), R"([true,"s"])"));
+  // An enum is one parse: every value stays reachable however many there are,
+  // and values that are prefixes of others ([1, 12, 123]) each end where they end.
+  std::string many = R"({"enum": [)";
+  for (int i = 0; i < 300; ++i) many += (i ? ",\"v" : "\"v") + std::to_string(i) + "\"";
+  const JsonGrammar big = grammar(many + "]}");
+  for (const char* v : {"\"v0\"", "\"v2\"", "\"v29\"", "\"v299\"", "\"v150\""}) EXPECT_TRUE(accepts(big, v)) << v;
+  EXPECT_FALSE(accepts(big, "\"v300\""));
+  const JsonGrammar prefixes = grammar(R"({"enum": [123, 1, 12, "1"]})");
+  for (const char* v : {"1", "12", "123", "\"1\""}) EXPECT_TRUE(accepts(prefixes, v)) << v;
+  EXPECT_FALSE(accepts(prefixes, "1234"));
+  EXPECT_FALSE(accepts(prefixes, "13"));
+  // The same $ref many times over is one alternative.
+  std::string same = R"({"$defs": {"s": {"type": "string"}}, "anyOf": [)";
+  for (int i = 0; i < 5000; ++i) same += std::string(i ? "," : "") + R"({"$ref": "#/$defs/s"})";
+  EXPECT_TRUE(accepts(grammar(same + "]}"), "\"ok\""));
+  // Huge floats are integers to JSON Schema.
+  EXPECT_TRUE(accepts(grammar(R"({"type": "integer", "enum": [1e300, 2.0]})"), "2.0"));
+  // What cannot be enforced is refused, not narrowed or ignored.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"({"type": "string", "enum": ["a", "bbbb"], "maxLength": 2})", "\"maxLength\" beside enum"},
+      {R"({"type": "object", "properties": []})", "properties must be an object"},
+      {R"({"type": "object", "properties": {"a": {}}, "additionalProperties": {"minimum": 1}})", "\"minimum\""},
+  };
+  for (const auto& [schema, want] : refused) {
+    try {
+      grammar(schema);
+      ADD_FAILURE() << schema << " compiled";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << schema << ": " << e.what();
+    }
+  }
+  std::string wide = R"({"anyOf": [)";
+  for (size_t i = 0; i <= kMaxUnionAlternatives; ++i)
+    wide += (i ? "," : "") + std::string(R"({"type": "string", "maxLength": )") + std::to_string(i + 1) + "}";
+  EXPECT_THROW(grammar(wide + "]}"), InputError);
+  std::string chain = R"({"$defs": {)";
+  for (int i = 0; i < 300; ++i) chain += (i ? "," : "") + std::string("\"a") + std::to_string(i) + R"(": {"$ref": "#/$defs/a)" + std::to_string(i + 1) + "\"}";
+  EXPECT_THROW(grammar(chain + R"(, "a300": {"type": "string"}}, "$ref": "#/$defs/a0"})"), InputError);
+}
+
 // A vocabulary with every single byte a JSON document needs, multi-byte
 // pieces that cross token boundaries ("\":", "},{", "true,"), UTF-8 and a
 // few special tokens (left out), like a real one.
@@ -179,6 +226,11 @@ TestVocabulary test_vocabulary(uint32_t seed) {
     v.usable.push_back(false);
   }
   v.stops = {int(v.texts.size()) - 3};
+  // A second stop token whose text is in the trie ("}"): it still ends the
+  // reply, so it must be refused wherever the document cannot end.
+  v.texts.push_back("}");
+  v.usable.push_back(true);
+  v.stops.push_back(int(v.texts.size()) - 1);
   return v;
 }
 
@@ -213,7 +265,7 @@ TEST(JsonConstraint, TrieMaskEqualsTheNaivePerTokenCheck) {
           if (naive[t]) allowed.push_back(int(t));
         ASSERT_FALSE(allowed.empty()) << schema << " dead end at step " << step;
         const int t = allowed[rng() % allowed.size()];
-        if (t == v.stops[0]) break;
+        if (std::find(v.stops.begin(), v.stops.end(), t) != v.stops.end()) break;
         c.accept(t);
       }
     }
@@ -312,7 +364,7 @@ TEST(JsonConstraint, SampledRepliesAreValidUnderEverySampler) {
           const int t = sampler.choose(logits, tokens, tokens, &c);
           ASSERT_GE(t, 0) << schema << ": no allowed token after " << text;
           tokens.push_back(t);
-          if (t == v.stops[0]) {
+          if (std::find(v.stops.begin(), v.stops.end(), t) != v.stops.end()) {
             stopped = true;
             break;
           }
@@ -348,9 +400,22 @@ TEST(JsonConstraint, GreedyTakesTheAllowedTokenOfHighestLogit) {
     const int got = greedy.choose(row, {}, {}, &c);
     ASSERT_EQ(got, want);
     EXPECT_EQ(row, logits);  // the mask went to a copy: log probabilities stay the model's
-    if (got == v.stops[0]) break;
+    if (std::find(v.stops.begin(), v.stops.end(), got) != v.stops.end()) break;
     c.accept(got);
   }
+}
+
+TEST(JsonConstraint, AWholeDocumentWithNoStopTokenEndsTheReply) {
+  const TestVocabulary v = test_vocabulary(2);
+  auto g = std::make_shared<const JsonGrammar>(grammar(R"({"type": "boolean"})"));
+  JsonConstraint c(g, TokenTrie::from_texts(v.texts, v.usable), {});
+  const int t_true = int(std::find(v.texts.begin(), v.texts.end(), "true") - v.texts.begin());
+  ASSERT_TRUE(c.allows(t_true));
+  c.accept(t_true);
+  EXPECT_TRUE(c.complete());
+  std::vector<float> logits(v.texts.size(), 0.f);
+  Sampler greedy(SamplingOptions{});
+  EXPECT_EQ(greedy.choose(logits, {}, {}, &c), -1);  // the step generator ends the request as at a stop token
 }
 
 TEST(TokenTrie, ReadsEachTokensTextAsItIsWrittenMidReply) {

@@ -29,8 +29,6 @@ bool JsonConstraint::allows(int token) const {
 
 void JsonConstraint::mask(std::vector<float>& logits) const {
   std::vector<char> allowed(logits.size(), 0);
-  for (int t : stop_tokens_)
-    if (t >= 0 && size_t(t) < logits.size()) allowed[size_t(t)] = matcher_.can_end(state_);
   if (!matcher_.finished(state_)) {
     const auto& nodes = vocab_->nodes();
     const auto& tokens = vocab_->tokens();
@@ -88,6 +86,10 @@ void JsonConstraint::mask(std::vector<float>& logits) const {
       ++i;
     }
   }
+  // After the walk: a stop token whose text is in the vocabulary's trie
+  // still ends the reply, so it is allowed only where the document may end.
+  for (int t : stop_tokens_)
+    if (t >= 0 && size_t(t) < logits.size()) allowed[size_t(t)] = matcher_.can_end(state_);
   for (size_t t = 0; t < logits.size(); ++t)
     if (!allowed[t]) logits[t] = -std::numeric_limits<float>::infinity();
 }

@@ -23,8 +23,7 @@ class JsonConstraint : public TokenConstraint {
   void mask(std::vector<float>& logits) const override;
   void accept(int token) override;
 
-  // The reply so far is a whole document.
-  bool complete() const { return matcher_.can_end(state_); }
+  bool complete() const override { return matcher_.finished(state_); }
 
  private:
   bool is_stop(int token) const;

@@ -160,6 +160,7 @@ void JsonMatcher::start_value(Stack s, int node, uint8_t c, std::vector<Stack>& 
     Stack t = i + 1 == nodes.size() ? std::move(s) : s;
     Frame f;
     f.node = nodes[i];
+    if (g_->nodes[size_t(f.node)].kind == Kind::Literal) f.c = int32_t(g_->nodes[size_t(f.node)].literals.size());
     t.push_back(f);
     feed_stack(std::move(t), c, out);
   }
@@ -207,11 +208,31 @@ void JsonMatcher::feed_stack(Stack s, uint8_t c, std::vector<Stack>& out) const 
       return;
     }
     switch (n.kind) {
-      case Kind::Literal:
-        if (uint8_t(n.literal[size_t(f.a)]) != c) return;
-        if (size_t(++f.a) == n.literal.size()) child_done(s);
+      case Kind::Literal: {
+        // Literals [b, c) all go on past position a and share what came
+        // before it: sorted, those with byte `c` next form one range.
+        const auto& lits = n.literals;
+        const size_t pos = size_t(f.a);
+        auto at = [&](size_t k) { return uint8_t(lits[k][pos]); };
+        size_t lo = size_t(f.b), hi = size_t(f.c);
+        while (lo < hi && at(lo) < c) ++lo;
+        size_t end = lo;
+        while (end < hi && at(end) == c) ++end;
+        if (lo == end) return;
+        f.a = int32_t(pos + 1);
+        f.b = int32_t(lo);
+        f.c = int32_t(end);
+        if (lits[lo].size() == pos + 1) {  // one literal is whole here (it sorts first); others may go on
+          if (end - lo > 1) {
+            Stack longer = s;
+            ++longer.back().b;
+            out.push_back(std::move(longer));
+          }
+          child_done(s);
+        }
         out.push_back(std::move(s));
         return;
+      }
       case Kind::String: {
         const int r = string_byte(f, c, n.min_count, n.max_count);
         if (r == 0) return;

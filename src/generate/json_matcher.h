@@ -25,7 +25,8 @@ class JsonMatcher {
     uint8_t phase = 0;
     int32_t node = -1;  // Value: its node; Key / MapKey: the object's node; Root: -1
     int32_t a = 0;      // per kind: items so far, last property written, literal position, characters so far
-    int32_t b = 0;      // per kind: whitespace run, key position, escape or UTF-8 progress
+    int32_t b = 0;      // per kind: whitespace run, key position, escape or UTF-8 progress, first literal left
+    int32_t c = 0;      // Literal: one past the last literal left
     friend bool operator==(const Frame&, const Frame&) = default;
     friend auto operator<=>(const Frame&, const Frame&) = default;
   };

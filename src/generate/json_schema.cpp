@@ -1,5 +1,7 @@
 #include "generate/json_schema.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -59,6 +61,7 @@ class SchemaCompiler {
   JsonGrammar run() {
     g_.root = resolve("#", 0);
     refuse_empty_loops();
+    flatten_unions();
     return std::move(g_);
   }
 
@@ -76,10 +79,11 @@ class SchemaCompiler {
   int literal(const std::string& text, const std::string& pointer) {
     JsonNode n;
     n.kind = Kind::Literal;
-    n.literal = text;
+    n.literals = {text};
     return add(std::move(n), pointer);
   }
   int union_of(std::vector<int> alternatives, const std::string& pointer) {
+    if (alternatives.empty()) fail(pointer, "no alternative is left");
     if (alternatives.size() == 1) return alternatives[0];
     JsonNode n;
     n.kind = Kind::Union;
@@ -174,6 +178,7 @@ class SchemaCompiler {
     }
     const std::vector<std::string> types = type_list(s, pointer);
     if (s.contains("enum") || s.contains("const")) return literals(s, types, pointer);
+    if (types.empty()) return any();  // {} or annotations only
     std::vector<int> alternatives;
     for (const std::string& t : types) alternatives.push_back(typed(s, t, pointer, depth));
     return union_of(std::move(alternatives), pointer);
@@ -199,6 +204,11 @@ class SchemaCompiler {
   }
 
   int literals(const ojson& s, const std::vector<std::string>& types, const std::string& pointer) {
+    // The values are generated as written: what other keywords would say of
+    // them is not checked, so they may not stand beside enum / const.
+    for (const auto* names : {&object_keywords(), &array_keywords(), &string_keywords()})
+      for (const auto& [key, value] : s.items())
+        if (names->count(key)) fail(pointer, "\"" + key + "\" beside enum or const is not supported");
     std::vector<ojson> values;
     if (s.contains("const")) values.push_back(s["const"]);
     if (s.contains("enum")) {
@@ -206,20 +216,23 @@ class SchemaCompiler {
       if (s.contains("const")) fail(pointer, "enum beside const is not supported");
       for (const ojson& v : s["enum"]) values.push_back(v);
     }
-    std::vector<int> alternatives;
+    JsonNode n;
+    n.kind = Kind::Literal;
     for (const ojson& v : values) {
       if (!types.empty() && !any_type_matches(v, types))
         fail(pointer, "the value " + v.dump() + " is not of the schema's type");
-      alternatives.push_back(literal(v.dump(), pointer));
+      if (++literal_count_ > kMaxJsonNodes)
+        fail(pointer, "the schema holds more than " + std::to_string(kMaxJsonNodes) + " enum and const values");
+      n.literals.push_back(v.dump());
     }
-    return union_of(std::move(alternatives), pointer);
+    return add(std::move(n), pointer);
   }
 
   static bool any_type_matches(const ojson& v, const std::vector<std::string>& types) {
     for (const std::string& t : types) {
       if ((t == "object" && v.is_object()) || (t == "array" && v.is_array()) || (t == "string" && v.is_string()) ||
           (t == "number" && v.is_number()) || (t == "boolean" && v.is_boolean()) || (t == "null" && v.is_null()) ||
-          (t == "integer" && (v.is_number_integer() || (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>()))))))
+          (t == "integer" && (v.is_number_integer() || (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>()))))
         return true;
     }
     return false;
@@ -236,7 +249,11 @@ class SchemaCompiler {
   int typed(const ojson& s, const std::string& type, const std::string& pointer, int depth) {
     JsonNode n;
     if (type == "null") return literal("null", pointer);
-    if (type == "boolean") return union_of({literal("true", pointer), literal("false", pointer)}, pointer);
+    if (type == "boolean") {
+      n.kind = Kind::Literal;
+      n.literals = {"false", "true"};
+      return add(std::move(n), pointer);
+    }
     if (type == "number" || type == "integer") {
       n.kind = type == "number" ? Kind::Number : Kind::Integer;
       return add(std::move(n), pointer);
@@ -275,8 +292,12 @@ class SchemaCompiler {
         required.insert(r.get<std::string>());
       }
     }
-    if (const auto it = s.find("properties"); it != s.end() && !it->empty()) {
-      if (!it->is_object()) fail(pointer, "properties must be an object");
+    const auto props = s.find("properties");
+    if (props != s.end() && !props->is_object()) fail(pointer, "properties must be an object");
+    if (const auto extra = s.find("additionalProperties");
+        extra != s.end() && !extra->is_boolean() && props != s.end() && !props->empty())
+      compile(*extra, pointer + "/additionalProperties", depth + 1);  // checked, though never generated beside properties
+    if (const auto it = props; it != s.end() && !it->empty()) {
       for (const auto& [key, value] : it->items()) {
         JsonNode::Property p;
         p.key = ojson(key).dump();
@@ -299,14 +320,63 @@ class SchemaCompiler {
   // ({"$ref": "#"}, or anyOf: [{"$ref": "#"}]): refused.
   void refuse_empty_loops() const {
     std::vector<uint8_t> state(g_.nodes.size(), 0);  // 0 new, 1 on the path, 2 done
-    auto visit = [&](auto&& self, int node) -> void {
+    auto visit = [&](auto&& self, int node, int depth) -> void {
       if (g_.nodes[size_t(node)].kind != Kind::Union || state[size_t(node)] == 2) return;
       if (state[size_t(node)] == 1) fail("#", "a $ref refers to itself without an object or array between");
+      if (depth > 4 * kMaxSchemaDepth) fail("#", "a chain of $ref / anyOf is more than " + std::to_string(4 * kMaxSchemaDepth) + " deep");
       state[size_t(node)] = 1;
-      for (int a : g_.nodes[size_t(node)].alternatives) self(self, a);
+      for (int a : g_.nodes[size_t(node)].alternatives) self(self, a, depth + 1);
       state[size_t(node)] = 2;
     };
-    for (size_t i = 0; i < g_.nodes.size(); ++i) visit(visit, int(i));
+    for (size_t i = 0; i < g_.nodes.size(); ++i) visit(visit, int(i), 0);
+  }
+
+  // Every Union's alternatives become the non-Union nodes it reaches, each
+  // once, its literals merged into one Literal node: a matcher expands a
+  // union in one pass, and an enum is one parse however many values it has.
+  void flatten_unions() {
+    const size_t compiled = g_.nodes.size();
+    std::vector<size_t> stamp(compiled, SIZE_MAX);  // the union whose walk saw a node last
+    std::vector<int> leaves, todo;
+    for (size_t u = 0; u < compiled; ++u) {
+      if (g_.nodes[u].kind != Kind::Union) continue;
+      leaves.clear();
+      todo.assign(1, int(u));
+      while (!todo.empty()) {  // no recursion: a chain of $ref aliases may be long
+        const int node = todo.back();
+        todo.pop_back();
+        if (size_t(node) >= stamp.size()) stamp.resize(g_.nodes.size(), SIZE_MAX);
+        if (stamp[size_t(node)] == u) continue;
+        stamp[size_t(node)] = u;
+        const JsonNode& n = g_.nodes[size_t(node)];
+        if (n.kind != Kind::Union) leaves.push_back(node);
+        else todo.insert(todo.end(), n.alternatives.rbegin(), n.alternatives.rend());
+      }
+      std::vector<int> alternatives;
+      std::vector<std::string> literals;
+      for (int leaf : leaves) {
+        if (g_.nodes[size_t(leaf)].kind != Kind::Literal) alternatives.push_back(leaf);
+        else for (const std::string& l : g_.nodes[size_t(leaf)].literals) literals.push_back(l);
+      }
+      if (alternatives.size() > kMaxUnionAlternatives)
+        fail("#", "a union (anyOf, oneOf, a type list or a $ref) reaches " + std::to_string(alternatives.size()) +
+                      " alternatives; at most " + std::to_string(kMaxUnionAlternatives) + " (besides enum values) are supported");
+      merged_literals_ += literals.size();
+      if (merged_literals_ > 4 * kMaxJsonNodes)
+        fail("#", "the schema's unions hold more than " + std::to_string(4 * kMaxJsonNodes) + " enum and const values in all");
+      if (!literals.empty()) {
+        JsonNode merged;
+        merged.kind = Kind::Literal;
+        merged.literals = std::move(literals);
+        alternatives.push_back(add(std::move(merged), "#"));
+      }
+      g_.nodes[u].alternatives = std::move(alternatives);
+    }
+    for (JsonNode& n : g_.nodes) {
+      if (n.kind != Kind::Literal) continue;
+      std::sort(n.literals.begin(), n.literals.end());
+      n.literals.erase(std::unique(n.literals.begin(), n.literals.end()), n.literals.end());
+    }
   }
 
   const ojson& root_;
@@ -314,6 +384,7 @@ class SchemaCompiler {
   JsonGrammar g_;
   std::map<std::string, int> by_pointer_;
   int any_ = -1;
+  size_t literal_count_ = 0, merged_literals_ = 0;
 };
 
 }  // namespace

@@ -18,7 +18,9 @@
 //  - whitespace between two tokens is one space, or a newline and at most
 //    kMaxIndent spaces or tabs; none before or after the value;
 //  - oneOf is generated as anyOf (a value matching two alternatives is
-//    possible; say so if it matters).
+//    possible; say so if it matters);
+//  - a schema may allow no finite document (a required property that
+//    refers back to its object): the reply then runs to max_tokens.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +38,8 @@ struct JsonNode {
     String,   // between min_length and max_length characters
     Number,   // JSON's number grammar
     Integer,  // a number without fraction or exponent
-    Literal,  // exactly `literal` (enum / const values, true, false, null)
-    Union,    // any of `alternatives`
+    Literal,  // exactly one of `literals` (enum / const values, true, false, null)
+    Union,    // any of `alternatives` (flattened: none of them is a Union)
   };
   struct Property {
     std::string key;  // the key as it is written: JSON-encoded, quotes included
@@ -50,7 +52,7 @@ struct JsonNode {
   int items = -1;                    // Array
   int64_t min_count = 0;             // Array: items; String: characters
   int64_t max_count = -1;            // -1: unbounded
-  std::string literal;               // Literal
+  std::vector<std::string> literals;  // Literal: the values as written, sorted, each once
   std::vector<int> alternatives;     // Union
 };
 
@@ -62,9 +64,12 @@ struct JsonGrammar {
 // Indentation after a newline between two tokens: pretty-printing 16
 // levels deep, not enough to stall a reply.
 inline constexpr int kMaxIndent = 32;
-// Bounds for a hostile schema: nodes compiled, and nesting of its keywords.
+// Bounds for a hostile schema: nodes and literal values compiled, nesting
+// of its keywords, and the alternatives of one union (besides its literals,
+// which form one node): a union is what a matcher steps through one by one.
 inline constexpr size_t kMaxJsonNodes = 20000;
 inline constexpr int kMaxSchemaDepth = 64;
+inline constexpr size_t kMaxUnionAlternatives = 256;
 
 // `where` names the schema in errors (e.g. "response_format.json_schema.schema").
 // An ordered_json keeps the properties in the order the client wrote them.

@@ -43,6 +43,9 @@ class TokenConstraint {
   virtual void mask(std::vector<float>& logits) const = 0;
   // `token` was chosen: the rule moves past it.
   virtual void accept(int token) = 0;
+  // Nothing may follow what was accepted (a reply with no stop token to
+  // choose then ends as if it had chosen one).
+  virtual bool complete() const { return false; }
 };
 
 class Sampler {

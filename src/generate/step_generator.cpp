@@ -198,7 +198,7 @@ std::string StepGenerator::choose(int id, const float* logits) {
   if (r.options.keep_step_logits) r.step_logits.insert(r.step_logits.end(), row.begin(), row.end());
   TokenConstraint* constraint = r.options.constraint.get();
   const int tok = r.options.sampler->choose(row, history, r.tokens, constraint);
-  if (tok < 0) return finish(r, StopReason::NoAllowedToken);
+  if (tok < 0) return finish(r, constraint->complete() ? StopReason::StopToken : StopReason::NoAllowedToken);
   if (constraint) constraint->accept(tok);
   history.push_back(tok);
   r.tokens.push_back(tok);
