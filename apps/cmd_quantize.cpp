@@ -21,7 +21,8 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--out", o->out_dir, "output directory (new or empty), or a FILE.gguf (Gemma-3 models)")->required();
   cmd->add_option("--weights", o->weights,
                   "q8: Q8_0 blocks everywhere; q4: Q4_0 linear layers, Q8_0 embedding / LM head (llama.cpp's layouts); "
-                  "to a .gguf also f32, f16, bf16")
+                  "to a .gguf also f32, f16, bf16, and llama.cpp's K-quants q4_k, q5_k, q6_k (Q6_K embedding; rows that are not whole "
+                  "256-value blocks fall back as llama.cpp's quantize does: Q5_0, Q5_1, Q8_0)")
       ->required();
   cmd->add_option("--keep", o->keep, "tensor-name glob kept as stored, e.g. '*embed_tokens*' (repeatable)");
   cmd->callback([o, &run] {

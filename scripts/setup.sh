@@ -11,6 +11,7 @@ packages=(
   libcpp-httplib-dev curl
   libpng-dev libjpeg62-turbo-dev libsndfile1-dev libsoxr-dev
   python3-pil
+  haproxy yamllint
 )
 # Node.js runs ONNX Runtime (onnxruntime-node from npm) for the ONNX export
 # tests; any Node >= 18 will do, Debian's included.
@@ -40,9 +41,13 @@ if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ] ||
   (cd "$onnx_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# The official OpenAI client for the server tests (tests/test_serve.cpp).
+# The official OpenAI client for the server tests (tests/test_serve.cpp);
+# kubernetes-models and yaml check deploy/kubernetes against Kubernetes'
+# schema (tests/serve/replicas_haproxy_test.sh).
 serve_dir="$(dirname "$0")/../tests/serve"
-if [ ! -f "$serve_dir/node_modules/openai/package.json" ]; then
-  echo "setup: installing the openai npm client into tests/serve"
+if [ ! -f "$serve_dir/node_modules/openai/package.json" ] ||
+   [ ! -f "$serve_dir/node_modules/kubernetes-models/package.json" ] ||
+   [ ! -f "$serve_dir/node_modules/yaml/package.json" ]; then
+  echo "setup: installing the openai npm client, kubernetes-models and yaml into tests/serve"
   (cd "$serve_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi

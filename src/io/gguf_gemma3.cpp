@@ -196,9 +196,16 @@ std::map<std::string, TensorView> gemma3_tensors_from_gguf(const GgufFile& f) {
       case ggml_type::BF16: v.dtype = DType::BF16; break;
       case ggml_type::Q8_0: v.dtype = DType::U8, v.blocks = BlockType::Q8_0; break;
       case ggml_type::Q4_0: v.dtype = DType::U8, v.blocks = BlockType::Q4_0; break;
+      case ggml_type::Q4_1: v.dtype = DType::U8, v.blocks = BlockType::Q4_1; break;
+      case ggml_type::Q5_0: v.dtype = DType::U8, v.blocks = BlockType::Q5_0; break;
+      case ggml_type::Q5_1: v.dtype = DType::U8, v.blocks = BlockType::Q5_1; break;
+      case ggml_type::Q4_K: v.dtype = DType::U8, v.blocks = BlockType::Q4_K; break;
+      case ggml_type::Q5_K: v.dtype = DType::U8, v.blocks = BlockType::Q5_K; break;
+      case ggml_type::Q6_K: v.dtype = DType::U8, v.blocks = BlockType::Q6_K; break;
       default:
         throw FormatError(f.name() + ": tensor '" + t.name + "' is " + ggml_type_name(t.type) +
-                          ", which splitdec does not load (F32, F16, BF16, Q8_0 and Q4_0 are)");
+                          ", which splitdec does not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and "
+                          "Q6_K are)");
     }
     if (v.blocks != BlockType::None && v.shape.size() != 2)
       throw FormatError(f.name() + ": tensor '" + t.name + "' is " + ggml_type_name(t.type) + " but not 2-D");

@@ -1,5 +1,7 @@
 #include "io/gguf_writer.h"
 
+#include "io/ggml_block_formats.h"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -69,7 +71,12 @@ uint64_t GgufWriter::tensor_bytes(uint32_t type, const std::vector<uint64_t>& ne
     case ggml_type::BF16: bytes = 2; break;
     case ggml_type::Q8_0: block = 32, bytes = 34; break;
     case ggml_type::Q4_0: block = 32, bytes = 18; break;
-    default: throw Error("GGUF writer: tensor type " + ggml_type_name(type) + " is not written");
+    default:
+      if (GgmlBlocks g; ggml_blocks_of_type(type, &g)) {
+        block = uint64_t(ggml_block_layout(g).values), bytes = ggml_block_layout(g).bytes;
+        break;
+      }
+      throw Error("GGUF writer: tensor type " + ggml_type_name(type) + " is not written");
   }
   if (ne.empty() || ne[0] % block != 0) throw Error("GGUF writer: rows are not whole " + ggml_type_name(type) + " blocks");
   uint64_t n = 1;

@@ -19,9 +19,10 @@ std::string shape_text(const std::vector<int64_t>& shape);
 // Bytes of a tensor of this dtype and shape.
 uint64_t tensor_nbytes(DType dtype, const std::vector<int64_t>& shape);
 
-// Tensors held as llama.cpp blocks (a GGUF's Q8_0 / Q4_0): `shape` is the
-// logical [out, in], `data` the blocks, byte for byte WeightMatrix's.
-enum class BlockType : uint8_t { None, Q8_0, Q4_0 };
+// Tensors held as llama.cpp blocks: `shape` is the logical [out, in],
+// `data` the blocks. Q8_0 / Q4_0 are byte for byte WeightMatrix's; the
+// others convert while loading (io/ggml_block_formats.h).
+enum class BlockType : uint8_t { None, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K };
 
 struct TensorView {
   std::string name;

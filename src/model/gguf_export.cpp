@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/ggml_block_formats.h"
 #include "io/gguf.h"
 #include "io/gguf_gemma3.h"
 #include "io/gguf_tokenizer.h"
@@ -38,7 +39,25 @@ Types types_named(const std::string& w) {
   if (w == "bf16") return {BF16, BF16, 32};
   if (w == "q8") return {Q8_0, Q8_0, 7};
   if (w == "q4") return {Q4_0, Q8_0, 2};
-  throw InputError("--weights " + w + " is not written to GGUF (f32, f16, bf16, q8 and q4 are)");
+  // llama.cpp's K-quant mixes, simplified: every matrix in the one type,
+  // the embedding in Q6_K (as its _M mixes keep it).
+  if (w == "q4_k") return {Q4_K, Q6_K, 15};
+  if (w == "q5_k") return {Q5_K, Q6_K, 17};
+  if (w == "q6_k") return {Q6_K, Q6_K, 18};
+  throw InputError("--weights " + w + " is not written to GGUF (f32, f16, bf16, q8, q4, q4_k, q5_k and q6_k are)");
+}
+
+// llama.cpp's tensor_type_fallback: rows that are not whole 256-value
+// K-blocks take a 32-value type, rows not whole 32-value blocks F16.
+uint32_t type_for_rows(uint32_t type, int64_t in) {
+  using namespace ggml_type;
+  if (in % 256 != 0) {
+    if (type == Q4_K) type = Q5_0;
+    else if (type == Q5_K) type = Q5_1;
+    else if (type == Q6_K) type = Q8_0;
+  }
+  if (type != F32 && type != F16 && type != BF16 && in % 32 != 0) type = F16;
+  return type;
 }
 
 WeightFormat format_of(uint32_t type) {
@@ -288,8 +307,7 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
                        "); write the GGUF from the float checkpoint");
     uint32_t type = ggml_type::F32;
     if (kind == WeightSpec::Linear || kind == WeightSpec::Embedding) {
-      type = kind == WeightSpec::Embedding ? types.embedding : types.matrix;
-      if ((type == ggml_type::Q8_0 || type == ggml_type::Q4_0) && v.shape[1] % 32 != 0) type = ggml_type::F16;
+      type = type_for_rows(kind == WeightSpec::Embedding ? types.embedding : types.matrix, v.shape[1]);
     }
     std::vector<uint64_t> ne(v.shape.rbegin(), v.shape.rend());
     entries.push_back({gguf_name, type, ne});
@@ -323,6 +341,19 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
       continue;
     }
     const int rows = int(v.shape[0]), in = int(v.shape[1]);
+    if (GgmlBlocks g; ggml_blocks_of_type(p.type, &g)) {  // llama.cpp's blocks, from f32 a piece at a time
+      const size_t row_bytes = size_t(in / ggml_block_layout(g).values) * ggml_block_layout(g).bytes;
+      for (int r0 = 0, step = convert_piece_rows(in); r0 < rows; r0 += step) {
+        const int n = std::min(step, rows - r0);
+        WeightMatrix piece = WeightMatrix::zeros(WeightFormat::F32, n, in);
+        convert_rows(store, v, r0, n, piece, 0);
+        bytes.assign(size_t(n) * row_bytes, 0);
+        const float* f32 = reinterpret_cast<const float*>(piece.data.data());
+        for (int r = 0; r < n; ++r) quantize_ggml_blocks(g, f32 + size_t(r) * size_t(in), bytes.data() + size_t(r) * row_bytes, in);
+        out.write(bytes.data(), bytes.size());
+      }
+      continue;
+    }
     for (int r0 = 0, step = convert_piece_rows(in); r0 < rows; r0 += step) {
       const int n = std::min(step, rows - r0);
       WeightMatrix piece = WeightMatrix::zeros(format_of(p.type), n, in);

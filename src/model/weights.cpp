@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/machine.h"
 #include "core/thread_pool.h"
+#include "io/ggml_block_formats.h"
 #include "io/safetensors.h"
 #include "model/quantized_tensors.h"
 
@@ -192,6 +193,52 @@ void convert_rows(const TensorStore& store, const TensorView& v, int r0, int row
   store.release(piece);
 }
 
+namespace {
+
+// llama.cpp blocks splitdec has no kernels for (Q4_K, Q6_K, ...): their
+// format, or false for every other tensor.
+bool converted_blocks(BlockType b, GgmlBlocks* f) {
+  switch (b) {
+    case BlockType::Q4_1: return *f = GgmlBlocks::Q4_1, true;
+    case BlockType::Q5_0: return *f = GgmlBlocks::Q5_0, true;
+    case BlockType::Q5_1: return *f = GgmlBlocks::Q5_1, true;
+    case BlockType::Q4_K: return *f = GgmlBlocks::Q4_K, true;
+    case BlockType::Q5_K: return *f = GgmlBlocks::Q5_K, true;
+    case BlockType::Q6_K: return *f = GgmlBlocks::Q6_K, true;
+    default: return false;
+  }
+}
+
+// What such blocks are stored as: the --weights format when one is asked
+// for, else Q8_0 (within 0.4% of the block's largest value of what the
+// file holds; a 4-bit target would round 4-bit values again).
+WeightFormat converted_format(const WeightLoading& loading, bool embedding, int in) {
+  const std::optional<WeightFormat> f = embedding && loading.embedding_format ? loading.embedding_format : loading.format;
+  return f && weight_format_fits(*f, in) ? *f : WeightFormat::Q8_0;
+}
+
+// Rows [r0, r0 + rows) of blocks `v` (`g` blocks, rows of `in`) into `dst`.
+void convert_block_rows(const TensorStore& store, const TensorView& v, GgmlBlocks g, int in, int r0, int rows, WeightMatrix& dst) {
+  const size_t row_bytes = size_t(in / ggml_block_layout(g).values) * ggml_block_layout(g).bytes;
+  TensorView piece = v;
+  piece.data = v.data + size_t(r0) * row_bytes;
+  piece.nbytes = size_t(rows) * row_bytes;
+  std::vector<float> f32(size_t(rows) * size_t(in));
+  ThreadPool::global()->parallel_for(rows, [&](int64_t a, int64_t b) {
+    for (int64_t r = a; r < b; ++r) dequantize_ggml_blocks(g, piece.data + size_t(r) * row_bytes, f32.data() + size_t(r) * size_t(in), in);
+  });
+  for (size_t i = 0; i < f32.size(); ++i)
+    if (!std::isfinite(f32[i]))
+      throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " +
+                        std::to_string(int64_t(r0) * in + int64_t(i)));
+  ThreadPool::global()->parallel_for(rows, [&](int64_t a, int64_t b) {
+    dst.set_rows_f32(r0 + int(a), int(b - a), f32.data() + size_t(a) * size_t(in));
+  });
+  store.release(piece);
+}
+
+}  // namespace
+
 ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const TensorStore>& shared_store,
                           const std::function<void(size_t, size_t)>& progress, const WeightLoading& loading) {
   const TensorStore& store = *shared_store;
@@ -234,6 +281,18 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   // stack [E, out, in] as E * out rows).
   auto matrix_from = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
     const TensorView& stored = store.get(name);
+    if (GgmlBlocks g; converted_blocks(stored.blocks, &g)) {  // blocks without kernels here: converted
+      const TensorView& v = view(name, shape);
+      const GgmlBlockLayout& l = ggml_block_layout(g);
+      if (in % l.values != 0 || size_t(out) * size_t(in / l.values) * l.bytes != v.nbytes)
+        throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not " + l.name +
+                          " rows of " + std::to_string(in));
+      WeightMatrix m = WeightMatrix::zeros(converted_format(loading, embedding, in), out, in);
+      m.int8_activations = !loading.f32_activations;
+      for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step)
+        convert_block_rows(store, v, g, in, r0, std::min(step, out - r0), m);
+      return m;
+    }
     if (stored.blocks != BlockType::None) {  // a GGUF's Q8_0 / Q4_0 blocks: splitdec's own, copied as they are
       const TensorView& v = view(name, shape);
       const WeightFormat f = v.blocks == BlockType::Q8_0 ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
@@ -308,7 +367,12 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     TensorView flat = v;  // an expert stack [E, out, in] converts as E * out rows
     if (v.shape.size() == 3) flat.shape = {v.shape[0] * v.shape[1], v.shape[2]};
     const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(flat, it->second);
-    total += to ? size_t(flat.shape[0]) * weight_row_bytes(*to, int(flat.shape[1])) : v.nbytes;
+    if (GgmlBlocks g; flat.shape.size() == 2 && converted_blocks(v.blocks, &g)) {
+      const WeightFormat as = converted_format(loading, it != converted.end() && it->second, int(flat.shape[1]));
+      total += size_t(flat.shape[0]) * weight_row_bytes(as, int(flat.shape[1]));
+    } else {
+      total += to ? size_t(flat.shape[0]) * weight_row_bytes(*to, int(flat.shape[1])) : v.nbytes;
+    }
   }
   if (const uint64_t have = physical_memory_bytes(); have > 0 && total > have)
     throw CapacityError("the weights need " + format_bytes(total) + " of memory, more than this machine's " + format_bytes(have) +
