@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/generation_config.h"
+
 namespace splitdec::cli {
 
 namespace {
@@ -146,17 +148,22 @@ std::string PromptFlags::messages_text() const {
 }
 
 void SamplingFlags::add_to(CLI::App& app) {
-  app.add_option("--temperature", temperature, "sampling temperature (default: greedy)");
-  app.add_option("--top-k", top_k, "keep the k most likely tokens (0: off)")->transform(integer_in(0, INT32_MAX));
-  app.add_option("--top-p", top_p, "keep the smallest set whose probability reaches p");
-  app.add_option("--min-p", min_p, "drop tokens below min-p times the top probability");
-  app.add_option("--repetition-penalty", repetition_penalty, "penalise tokens already seen (HF rule)");
+  temperature_flag_ = app.add_option("--temperature", temperature,
+                                     "sampling temperature (default: greedy, or the model's generation_config.json)");
+  top_k_flag_ = app.add_option("--top-k", top_k, "keep the k most likely tokens (0: off)")->transform(integer_in(0, INT32_MAX));
+  top_p_flag_ = app.add_option("--top-p", top_p, "keep the smallest set whose probability reaches p");
+  min_p_flag_ = app.add_option("--min-p", min_p, "drop tokens below min-p times the top probability");
+  repetition_flag_ = app.add_option("--repetition-penalty", repetition_penalty, "penalise tokens already seen (HF rule)");
   app.add_option("-s,--seed", seed, "sampling seed (default 0; the same seed gives the same sample)")
       ->transform(seed_value());
   app.add_option("--stop", stop, "stop string (repeatable)");
+  app.add_option("--generation-config", generation_config,
+                 "auto: sampling fields no flag sets come from the model folder's generation_config.json, as transformers "
+                 "and vLLM take them; none: greedy unless flags say otherwise")
+      ->check(CLI::IsMember({"auto", "none"}));
 }
 
-GenerateOptions SamplingFlags::options(int max_new_tokens) const {
+GenerateOptions SamplingFlags::options(int max_new_tokens, const std::string& model, std::string* applied) const {
   GenerateOptions o;
   o.max_new_tokens = max_new_tokens;
   o.temperature = temperature;
@@ -166,6 +173,34 @@ GenerateOptions SamplingFlags::options(int max_new_tokens) const {
   o.repetition_penalty = repetition_penalty;
   o.seed = seed;
   o.stop = stop;
+  const GenerationDefaults d = generation_config == "none" ? GenerationDefaults{} : read_generation_config(model);
+  const std::string file = d.source.empty() ? "" : std::filesystem::path(d.source).filename().string();
+  std::vector<std::string> from_file;
+  auto given = [](const CLI::Option* flag) { return flag && flag->count() > 0; };
+  // --temperature 0 asks for greedy: the file's sampling fields stay out.
+  const bool greedy_asked = given(temperature_flag_) && temperature == 0.f;
+  if (d.do_sample && !greedy_asked && d.temperature.value_or(1.f) > 0.f) {
+    if (!given(temperature_flag_)) o.temperature = d.temperature.value_or(1.f), from_file.push_back("temperature");
+    if (!given(top_k_flag_)) o.top_k = d.top_k.value_or(50), from_file.push_back("top_k");  // transformers' default top_k
+    if (!given(top_p_flag_) && d.top_p) o.top_p = *d.top_p, from_file.push_back("top_p");
+    if (!given(min_p_flag_) && d.min_p) o.min_p = *d.min_p, from_file.push_back("min_p");
+  }
+  if (!given(repetition_flag_) && d.repetition_penalty) o.repetition_penalty = *d.repetition_penalty, from_file.push_back("repetition_penalty");
+  if (applied) {
+    const bool sample = o.temperature > 0 || o.top_k > 0 || o.top_p < 1 || o.min_p > 0;
+    char text[256];
+    std::snprintf(text, sizeof text, "sampling: %s, temperature %g, top_k %d, top_p %g, min_p %g, repetition_penalty %g, seed %llu",
+                  sample ? "sampled" : "greedy", o.temperature, o.top_k, o.top_p, o.min_p, o.repetition_penalty,
+                  (unsigned long long)o.seed);
+    *applied = text;
+    if (!from_file.empty()) {
+      *applied += "; from " + d.source + ":";
+      for (const std::string& f : from_file) *applied += " " + f;
+    } else if (!file.empty()) {
+      *applied += "; " + d.source + (greedy_asked ? " left out (--temperature 0)" : " sets no sampling field here");
+    }
+    *applied += "\n";
+  }
   return o;
 }
 

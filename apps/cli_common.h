@@ -45,8 +45,17 @@ struct SamplingFlags {
   int top_k = 0;
   uint64_t seed = 0;
   std::vector<std::string> stop;
+  std::string generation_config = "auto";  // auto: the model folder's generation_config.json; none: ignore it
   void add_to(CLI::App& app);
-  GenerateOptions options(int max_new_tokens) const;
+  // The flags given, and for the sampling fields they leave unset the model
+  // folder's generation_config.json as transformers reads it (do_sample:
+  // temperature 1 and top_k 50 unless the file says otherwise). `applied`
+  // (for --verbose): what was chosen and where each value came from.
+  GenerateOptions options(int max_new_tokens, const std::string& model, std::string* applied = nullptr) const;
+
+ private:
+  CLI::Option *temperature_flag_ = nullptr, *top_k_flag_ = nullptr, *top_p_flag_ = nullptr, *min_p_flag_ = nullptr,
+              *repetition_flag_ = nullptr;
 };
 
 // What the model is fed, as generate and tokenize take it: --prompt TEXT

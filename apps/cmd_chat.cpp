@@ -28,7 +28,9 @@ struct ChatFlags {
 
 int run(const ChatFlags& f) {
   if (f.session.plan == "reference") throw InputError("chat runs a session: choose single, split, split-copy or unified");
-  const GenerateOptions go = f.sampling.options(f.max_new_tokens);
+  std::string sampling_note;
+  const GenerateOptions go = f.sampling.options(f.max_new_tokens, f.model, &sampling_note);
+  if (f.session.verbose) std::fputs(sampling_note.c_str(), stderr);
   ConversationOptions co = f.session.options(4096);
   co.media.image_tokens = f.image_tokens;
   co.media.pan_and_scan = f.pan_and_scan;

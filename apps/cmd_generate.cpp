@@ -38,7 +38,9 @@ int run(const GenerateFlags& f) {
     throw InputError("generate: give exactly one of --prompt, --messages or --input");
   f.prompt.check();
   if (f.max_new_tokens < 0) throw InputError("--max-new-tokens must be >= 0");
-  GenerateOptions go = f.sampling.options(f.max_new_tokens);
+  std::string sampling_note;
+  GenerateOptions go = f.sampling.options(f.max_new_tokens, f.model, &sampling_note);
+  if (f.session.verbose) std::fputs(sampling_note.c_str(), stderr);
   go.keep_prompt_logits = !f.logits_path.empty();
   go.keep_step_logits = !f.step_logits_path.empty();
   go.validate();  // before a model that may be large is loaded

@@ -28,6 +28,7 @@ extern "C" void on_stop_signal(int sig) {
 
 struct ServeFlags {
   std::string model, model_name, media_dir, api_key;
+  std::string generation_config = "auto";
   std::string host = "127.0.0.1";
   int port = 8080;
   int max_sequences = 16, prefill_budget = 512, max_queue = 64, threads = 0, chunk = 256;
@@ -98,6 +99,7 @@ int run(const ServeFlags& f) {
   o.limits.max_connections = size_t(f.max_connections);
   o.max_concurrent_encodes = f.max_encodes;
   o.max_media = f.max_media;
+  if (f.generation_config == "auto") o.generation = read_generation_config(f.model);
   o.media_cache_bytes = size_t(f.media_cache_mb) << 20;
   o.limits.head_timeout = std::chrono::milliseconds(int64_t(f.header_timeout * 1000));
   o.limits.body_timeout = std::chrono::milliseconds(int64_t(f.body_timeout * 1000));
@@ -148,6 +150,10 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--api-key", f->api_key, "require Authorization: Bearer KEY on /v1/*");
   cmd->add_option("--media-dir", f->media_dir, "directory whose embedding files requests may name by path");
   cmd->add_option("--model-name", f->model_name, "the model id /v1/models reports (default: the directory's name)");
+  cmd->add_option("--generation-config", f->generation_config,
+                  "auto: sampling fields a request leaves out come from the model folder's generation_config.json (as vLLM), "
+                  "then OpenAI's defaults; none: OpenAI's defaults only")
+      ->check(CLI::IsMember({"auto", "none"}));
   cmd->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB (default 64; larger: 413)");
   cmd->add_option("--max-inflight-mb", f->max_inflight_mb,
                   "request bodies read or handled at once, in MiB (default 256); more wait, then 503");

@@ -58,6 +58,37 @@ TEST(Cli, InputFileBatchAndLogits) {
   EXPECT_EQ(logits.shape, (std::vector<int64_t>{2, 6, 512}));
 }
 
+// A folder's generation_config.json sets the sampling fields no flag sets,
+// as transformers reads it; --temperature 0 and --generation-config none
+// keep greedy; --verbose says what applied and from where.
+TEST(Cli, GenerationConfigSetsTheDefaultSampling) {
+  const std::string dir = test::temp_dir("cli-genconfig") + "/m";
+  ASSERT_EQ(test::run_splitdec("make-model --preset tiny-gemma3 --out " + dir).exit_code, 0);
+  test::write_file(dir + "/generation_config.json", R"({"do_sample": true, "top_k": 5, "top_p": 0.9, "temperature": 0.7, "eos_token_id": [1, 106]})");
+  auto tokens = [](const std::string& out) {
+    const size_t at = out.find("tokens:");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  const std::string base = "generate --model " + dir + " -p 'The sea' -n 12 -s 7 ";
+  const auto from_file = test::run_splitdec(base + "-v");
+  ASSERT_EQ(from_file.exit_code, 0) << from_file.output;
+  EXPECT_NE(from_file.output.find("sampling: sampled, temperature 0.7, top_k 5, top_p 0.9"), std::string::npos) << from_file.output;
+  EXPECT_NE(from_file.output.find("generation_config.json: temperature top_k top_p"), std::string::npos) << from_file.output;
+  const auto by_flags = test::run_splitdec(base + "--generation-config none --temperature 0.7 --top-k 5 --top-p 0.9");
+  EXPECT_EQ(tokens(from_file.output), tokens(by_flags.output));
+  EXPECT_NE(tokens(from_file.output), "");
+  const auto greedy = test::run_splitdec(base + "--temperature 0 -v");
+  EXPECT_NE(greedy.output.find("sampling: greedy"), std::string::npos) << greedy.output;
+  EXPECT_EQ(tokens(greedy.output), tokens(test::run_splitdec(base + "--generation-config none").output));
+  const auto flag_wins = test::run_splitdec(base + "--top-k 2 -v");
+  EXPECT_NE(flag_wins.output.find("top_k 2"), std::string::npos) << flag_wins.output;
+  EXPECT_NE(flag_wins.output.find("generation_config.json: temperature top_p"), std::string::npos) << flag_wins.output;
+  test::write_file(dir + "/generation_config.json", R"({"do_sample": true, "top_p": 2})");
+  const auto bad = test::run_splitdec(base);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("generation_config.json: top_p must be a number in"), std::string::npos) << bad.output;
+}
+
 TEST(Cli, BadInputsAreClearErrors) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
   const std::string work = test::temp_dir("cli-bad");

@@ -266,11 +266,43 @@ TEST(ServeUnits, ChatFormIsTheTemplatesForm) {
 
 // Every sampling field is checked against its own range, and the error's
 // param is that field (top_p: 0 used to be reported as temperature).
+// Sampling fields a request leaves out come from the model's
+// generation_config.json (as vLLM's server), then OpenAI's defaults; fields
+// the request gives win.
+TEST(ServeUnits, GenerationConfigFillsTheFieldsARequestLeavesOut) {
+  const auto engine = Engine::load(test::tiny_model_dir("tiny-gemma3"));
+  const ModelConfig& config = engine->impl().model.config();
+  const MediaLoader media(config);
+  GenerationDefaults d;
+  d.do_sample = true;
+  d.top_k = 64;
+  d.top_p = 0.95f;
+  d.repetition_penalty = 1.1f;
+  const serve::RequestContext with{*engine->impl().tokenizer, config, *engine->impl().chat_template, "", media, SIZE_MAX, SIZE_MAX, d};
+  const serve::RequestContext without{*engine->impl().tokenizer, config, *engine->impl().chat_template, "", media, SIZE_MAX, SIZE_MAX, {}};
+  json body = chat_body("hi", 4);
+  body.erase("temperature");
+  SamplingOptions s = serve::parse_completion_request(body.dump(), true, with).sampling;
+  EXPECT_EQ(s.top_k, 64);
+  EXPECT_FLOAT_EQ(s.top_p, 0.95f);
+  EXPECT_FLOAT_EQ(s.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(s.temperature, 1.f);  // the file has none: OpenAI's
+  EXPECT_TRUE(s.sample);
+  body["top_k"] = 3;
+  body["temperature"] = 0;
+  s = serve::parse_completion_request(body.dump(), true, with).sampling;
+  EXPECT_EQ(s.top_k, 3);
+  EXPECT_FALSE(s.sample);  // temperature 0: greedy, whatever the file says
+  s = serve::parse_completion_request(chat_body("hi", 4).dump(), true, without).sampling;
+  EXPECT_EQ(s.top_k, 0);
+  EXPECT_FLOAT_EQ(s.top_p, 1.f);
+}
+
 TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
   const auto engine = Engine::load(test::tiny_model_dir("tiny-gemma3"));
   const ModelConfig& config = engine->impl().model.config();
   const MediaLoader media(config);
-  const serve::RequestContext ctx{*engine->impl().tokenizer, config, *engine->impl().chat_template, "", media};
+  const serve::RequestContext ctx{*engine->impl().tokenizer, config, *engine->impl().chat_template, "", media, SIZE_MAX, SIZE_MAX, {}};
   auto refused = [&](const std::string& field, const json& value, const std::vector<std::string>& fragments) {
     json body = chat_body("hi", 4);
     body[field] = value;

@@ -131,16 +131,17 @@ std::map<int, float> logit_bias(const json& body, int vocab_size) {
   return out;
 }
 
-SamplingOptions sampling(const json& body, int vocab_size) {
+SamplingOptions sampling(const json& body, int vocab_size, const GenerationDefaults& d) {
   SamplingOptions s;
-  // OpenAI's default temperature is 1; 0 asks for greedy decoding.
-  s.temperature = float(number(body, "temperature", 0, 2).value_or(1.0));
+  // A field left out: the model's generation_config.json (as vLLM), then
+  // OpenAI's default (temperature 1; 0 asks for greedy decoding).
+  s.temperature = float(number(body, "temperature", 0, 2).value_or(d.temperature.value_or(1.f)));
   // Each range is the sampler's (SamplingOptions::validate), checked here so
   // that the error names the field.
-  s.top_p = float(number(body, "top_p", 0, 1, End::kOpen).value_or(1.0));
-  s.top_k = int(integer(body, "top_k", 0, 1 << 30).value_or(0));
-  s.min_p = float(number(body, "min_p", 0, 1, End::kClosed, End::kOpen).value_or(0.0));
-  s.repetition_penalty = float(number(body, "repetition_penalty", 1e-3, 100).value_or(1.0));
+  s.top_p = float(number(body, "top_p", 0, 1, End::kOpen).value_or(d.top_p.value_or(1.f)));
+  s.top_k = int(integer(body, "top_k", 0, 1 << 30).value_or(d.top_k.value_or(0)));
+  s.min_p = float(number(body, "min_p", 0, 1, End::kClosed, End::kOpen).value_or(d.min_p.value_or(0.f)));
+  s.repetition_penalty = float(number(body, "repetition_penalty", 1e-3, 100).value_or(d.repetition_penalty.value_or(1.f)));
   s.presence_penalty = float(number(body, "presence_penalty", -2, 2).value_or(0.0));
   s.frequency_penalty = float(number(body, "frequency_penalty", -2, 2).value_or(0.0));
   s.logit_bias = logit_bias(body, vocab_size);
@@ -381,7 +382,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     r.model = m->get<std::string>();
   }
   refuse_unsupported(body, chat);
-  r.sampling = sampling(body, ctx.config.vocab_size);
+  r.sampling = sampling(body, ctx.config.vocab_size, ctx.defaults);
   r.stop = stop_strings(body);
   r.top_logprobs = top_logprobs(body, chat);
   r.json_grammar = response_format(body, body_text);
@@ -423,7 +424,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   }
   const MediaLoader loader = ctx.media.with_image_options(image);
   const RequestContext request_ctx{ctx.tokenizer, ctx.config, ctx.chat_template, ctx.media_dir, loader, ctx.max_text_bytes,
-                                   ctx.max_media};
+                                   ctx.max_media, ctx.defaults};
   try {
     r.prompt = chat ? chat_prompt(messages(body, request_ctx), ctx.tokenizer, ctx.config, ctx.chat_template)
                     : completion_prompt(body, request_ctx);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "generate/sampler.h"
+#include "io/generation_config.h"
 #include "media/media_loader.h"
 #include "model/prompt_batch.h"
 
@@ -47,6 +48,7 @@ struct RequestContext {
   // more media parts than `max_media` in one request.
   size_t max_text_bytes = SIZE_MAX;
   size_t max_media = SIZE_MAX;
+  GenerationDefaults defaults;  // sampling fields the request leaves out (then OpenAI's)
 };
 
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const RequestContext& context);

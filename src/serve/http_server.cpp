@@ -301,7 +301,7 @@ struct HttpServer::Impl {
       const Engine::Impl& e = engine->impl();
       auto parse = [&](const MediaLoader& media) {
         return parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir,
-                                                         media, max_text_bytes, size_t(options.max_media)});
+                                                         media, max_text_bytes, size_t(options.max_media), options.generation});
       };
       // First with media counted, not encoded (decoded and sized only): a
       // prompt too long for the context is refused before any tower runs.

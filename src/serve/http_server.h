@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "io/generation_config.h"
 #include "media/media_frontend.h"
 #include "serve/http_wire.h"
 #include "serve/json_limits.h"
@@ -30,6 +31,9 @@ struct ServerOptions {
   int max_concurrent_encodes = 1;  // media decoded and encoded at once (--max-encodes); more requests wait
   size_t media_cache_bytes = size_t(256) << 20;  // encoded media kept by content (--media-cache-mb); 0: none
   ImageOptions image;  // requests' defaults (--image-tokens, --pan-and-scan); a request may override them
+  // Sampling fields a request leaves out come from here (the model's
+  // generation_config.json, as vLLM's server takes it), then OpenAI's defaults.
+  GenerationDefaults generation;
 };
 
 class HttpServer {
