@@ -101,7 +101,7 @@ ConversationOptions SessionFlags::options(int64_t default_capacity) const {
 
 void PromptFlags::add_to(CLI::App& app) {
   app.add_option("-p,--prompt", prompt,
-                 "text prompt; <image:FILE> / <audio:FILE> insert media when FILE exists (PNG / JPEG / WAV / FLAC "
+                 "text prompt; <image:FILE> / <audio:FILE> insert media (a FILE that does not exist is an error; PNG / JPEG / WAV / FLAC "
                  "through the model's frontends, or embeddings: .npy, .safetensors)");
   app.add_option("--messages", messages,
                  "a chat as JSON: [{\"role\": ..., \"content\": \"text\" | [{\"type\": \"text\"|\"image\"|\"audio\"|\"image_url\"|\"input_audio\", ...}]}] (image_url: a data: URL or a file; input_audio: base64 data, as OpenAI's API)");
@@ -124,6 +124,19 @@ void PromptFlags::check() const {
     for (const std::string& f : *list)
       if (!std::filesystem::is_regular_file(f))
         throw InputError((list == &images ? "--image " : "--audio ") + f + ": no such file");
+  // A placeholder whose file is missing would go to the model as text: a
+  // typo in a path must not become a prompt about nothing.
+  for (const char* tag : {"<image:", "<audio:"}) {
+    for (size_t at = prompt.find(tag); at != std::string::npos; at = prompt.find(tag, at + 1)) {
+      const size_t close = prompt.find('>', at);
+      if (close == std::string::npos) break;
+      const std::string path = prompt.substr(at + 7, close - at - 7);
+      std::error_code ec;
+      if (!path.empty() && !std::filesystem::is_regular_file(path, ec))
+        throw InputError("--prompt: " + std::string(tag) + path + ">: no such file (PNG / JPEG / WAV / FLAC, or .npy / "
+                         ".safetensors embeddings)");
+    }
+  }
 }
 
 ChatTurn PromptFlags::chat_turn() const {

@@ -123,8 +123,10 @@ TEST(Cli, BadInputsAreClearErrors) {
   expect_fails_with("generate --model " + dir + " --input " + work + "/does-not-exist.json", {"does-not-exist.json"});
   expect_fails_with("generate --model " + work + "/no-model --prompt hi", {"config.json"});
   expect_fails_with("generate --model " + dir + " --prompt hi --input x.json", {"exactly one"});
-  // <image:FILE> naming no file is text, as the user wrote it; --image names a file or fails.
-  EXPECT_EQ(test::run_splitdec("generate --model " + dir + " --max-new-tokens 1 --prompt 'see <image:" + work + "/nope.npy>'").exit_code, 0);
+  // <image:FILE> naming no file is an error (a typo must not become a prompt about nothing), as --image is.
+  expect_fails_with("generate --model " + dir + " --max-new-tokens 1 --prompt 'see <image:" + work + "/nope.npy>'",
+                    {"/nope.npy>: no such file"});
+  expect_fails_with("generate --model " + dir + " --max-new-tokens 1 --prompt 'hear <audio:clip.wav>'", {"<audio:clip.wav>", "no such file"});
   expect_fails_with("generate --model " + dir + " --image " + work + "/nope.npy --prompt see", {"nope.npy", "no such file"});
   expect_fails_with("generate --model " + dir + " --prompt hi --policy sideways", {"sideways", "gemma3"});
   expect_fails_with("make-model --preset huge --out " + work + "/m", {"huge", "tiny-gemma3"});
