@@ -1,7 +1,8 @@
 // splitdec chat: one user turn per line of stdin, until EOF, through a
 // Conversation in the model's chat template. Its KV cache is kept between
 // turns, so a turn costs only its new tokens. A line "/image FILE" or
-// "/audio FILE" stages media for the next turn. It behaves the same on a
+// "/audio FILE" stages media for the next turn; "/clear", "/save FILE" and
+// "/help" do what /help says. It behaves the same on a
 // terminal and on a pipe (the prompt marker goes to stderr, and only on a
 // terminal).
 #include <unistd.h>
@@ -9,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 
@@ -43,36 +46,76 @@ int run(const ChatFlags& f) {
   if (!f.system.empty()) chat.set_system(f.system);
   if (f.session.verbose) std::fputs(chat.describe_memory().c_str(), stderr);
   const bool interactive = ::isatty(0);
+  // The chat as --messages takes it, for /save (media parts by path).
+  nlohmann::json transcript = nlohmann::json::array();
+  if (!f.system.empty()) transcript.push_back({{"role", "system"}, {"content", f.system}});
+  nlohmann::json staged = nlohmann::json::array();
+  auto error = [](const std::string& what) { std::fprintf(stderr, "splitdec: error: %s\n", what.c_str()); };
   std::string line;
   for (;;) {
     if (interactive) std::fprintf(stderr, "> ");
     if (!std::getline(std::cin, line)) break;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const size_t trace_from = chat.trace().size();
+    if (line == "/help") {
+      std::fprintf(stderr,
+                   "/image FILE   stage an image for the next turn\n"
+                   "/audio FILE   stage an audio clip for the next turn\n"
+                   "/clear        forget the conversation (the system prompt stays)\n"
+                   "/save FILE    write the conversation as JSON messages (generate --messages FILE replays it)\n"
+                   "/help         this list\n");
+      continue;
+    }
+    if (line == "/clear") {
+      chat.rewind(0);
+      chat.set_system(f.system);
+      transcript.erase(transcript.begin() + (f.system.empty() ? 0 : 1), transcript.end());  // staged media stay staged
+      if (interactive) std::fprintf(stderr, "(conversation cleared)\n");
+      continue;
+    }
+    if (line.rfind("/save ", 0) == 0) {
+      const std::string path = line.substr(6);
+      std::ofstream out(path);
+      if (!(out << transcript.dump(2) << "\n")) error(path + ": cannot write");
+      else if (interactive) std::fprintf(stderr, "(%zu messages saved to %s)\n", transcript.size(), path.c_str());
+      continue;
+    }
     for (const char* command : {"/image ", "/audio "})
       if (line.rfind(command, 0) == 0) {
         const std::string path = line.substr(std::strlen(command));
         if (!std::filesystem::is_regular_file(path)) {
-          std::fprintf(stderr, "splitdec: error: %s: no such file\n", path.c_str());
+          error(path + ": no such file");
         } else {
-          command[1] == 'i' ? chat.append_image(path) : chat.append_audio(path);
+          const std::string kind = command[1] == 'i' ? "image" : "audio";
+          kind == "image" ? chat.append_image(path) : chat.append_audio(path);
+          staged.push_back({{"type", kind}, {"path", std::filesystem::absolute(path).string()}});
           if (interactive) std::fprintf(stderr, "(%s staged for the next turn)\n", path.c_str());
         }
         line.clear();
       }
     if (line.empty()) continue;
+    if (line[0] == '/' && line.find(' ') == std::string::npos && line.size() < 16) {
+      error(line + ": not a command (/help lists them)");
+      continue;
+    }
+    std::string reply;
     try {
       chat.append_user_turn(line);
-      chat.generate(go, [](const std::string& t) {
+      reply = chat.generate(go, [](const std::string& t) {
         std::fwrite(t.data(), 1, t.size(), stdout);
         std::fflush(stdout);
       });
     } catch (const Error& e) {
       // The conversation is left as it was before the turn: report and read the next one.
       std::fflush(stdout);
-      std::fprintf(stderr, "splitdec: error: %s\n", e.what());
+      error(e.what());
       continue;
     }
+    nlohmann::json content = staged;
+    content.push_back({{"type", "text"}, {"text", line}});
+    transcript.push_back({{"role", "user"}, {"content", content}});
+    transcript.push_back({{"role", "assistant"}, {"content", reply}});
+    staged = nlohmann::json::array();
     std::printf("\n");
     if (f.session.trace) print_trace(chat.trace(), trace_from);
     std::fflush(stdout);

@@ -258,6 +258,29 @@ TEST(Cli, ChatThroughAPipeReusesTheCache) {
   EXPECT_EQ(again.output, r.output);
 }
 
+// /clear starts the conversation over (the same first reply again), /save
+// writes it as --messages JSON that generate replays, /help lists them, and
+// an unknown command is an error that leaves the chat going.
+TEST(Cli, ChatSlashCommands) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string work = test::temp_dir("cli-chat-commands");
+  test::write_file(work + "/turns.txt", "hello there\n/save " + work + "/one.json\nand more\n/clear\nhello there\n/help\n/nope\n/save " +
+                                            work + "/two.json\n");
+  const auto r = test::run_splitdec("chat --model " + dir + " --max-new-tokens 4 < " + work + "/turns.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("/clear "), std::string::npos) << r.output;  // /help's list
+  EXPECT_NE(r.output.find("/nope: not a command"), std::string::npos) << r.output;
+  const nlohmann::json one = nlohmann::json::parse(test::read_file(work + "/one.json"));
+  const nlohmann::json two = nlohmann::json::parse(test::read_file(work + "/two.json"));
+  ASSERT_EQ(one.size(), 2u) << one.dump();
+  EXPECT_EQ(one, two);  // after /clear, the same turn gives the same reply
+  EXPECT_EQ(one[0]["role"], "user");
+  EXPECT_EQ(one[0]["content"][0]["text"], "hello there");
+  // The saved chat replays through --messages: the same prompt as the chat's first turn.
+  const auto replay = test::run_splitdec("generate --model " + dir + " --messages " + work + "/one.json -n 1 --json");
+  EXPECT_EQ(replay.exit_code, 0) << replay.output;
+}
+
 TEST(Cli, JsonOutputAndSamplingFlags) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
   const auto r = test::run_splitdec("generate --model " + dir +
