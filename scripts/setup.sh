@@ -42,12 +42,14 @@ if [ ! -f "$onnx_dir/node_modules/onnxruntime-node/package.json" ] ||
 fi
 
 # The official OpenAI client for the server tests (tests/test_serve.cpp);
+# ajv validates structured-output replies (tests/serve/structured_output.mjs);
 # kubernetes-models and yaml check deploy/kubernetes against Kubernetes'
 # schema (tests/serve/replicas_haproxy_test.sh).
 serve_dir="$(dirname "$0")/../tests/serve"
 if [ ! -f "$serve_dir/node_modules/openai/package.json" ] ||
    [ ! -f "$serve_dir/node_modules/kubernetes-models/package.json" ] ||
-   [ ! -f "$serve_dir/node_modules/yaml/package.json" ]; then
-  echo "setup: installing the openai npm client, kubernetes-models and yaml into tests/serve"
+   [ ! -f "$serve_dir/node_modules/yaml/package.json" ] ||
+   [ ! -f "$serve_dir/node_modules/ajv/package.json" ]; then
+  echo "setup: installing the openai npm client, ajv, kubernetes-models and yaml into tests/serve"
   (cd "$serve_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi
