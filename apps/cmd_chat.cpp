@@ -2,11 +2,14 @@
 // Conversation in the model's chat template. Its KV cache is kept between
 // turns, so a turn costs only its new tokens. A line "/image FILE" or
 // "/audio FILE" stages media for the next turn; "/clear", "/save FILE" and
-// "/help" do what /help says. It behaves the same on a
+// "/help" do what /help says; Ctrl-C stops a reply (the turn is dropped)
+// and the chat goes on. It behaves the same on a
 // terminal and on a pipe (the prompt marker goes to stderr, and only on a
 // terminal).
+#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +22,12 @@
 namespace splitdec::cli {
 
 namespace {
+
+// Ctrl-C: stops the reply being written (the turn is dropped, the chat goes
+// on); at the prompt it clears the line. Set by the handler, read by the loop.
+volatile std::sig_atomic_t interrupted = 0;
+void on_interrupt(int) { interrupted = 1; }
+struct ReplyStopped {};
 
 struct ChatFlags {
   std::string model, system;
@@ -51,10 +60,21 @@ int run(const ChatFlags& f) {
   if (!f.system.empty()) transcript.push_back({{"role", "system"}, {"content", f.system}});
   nlohmann::json staged = nlohmann::json::array();
   auto error = [](const std::string& what) { std::fprintf(stderr, "splitdec: error: %s\n", what.c_str()); };
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;  // no SA_RESTART: a read waiting for a line returns
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
   std::string line;
   for (;;) {
     if (interactive) std::fprintf(stderr, "> ");
-    if (!std::getline(std::cin, line)) break;
+    if (!std::getline(std::cin, line)) {
+      if (!interrupted) break;  // end of input
+      interrupted = 0;  // Ctrl-C at the prompt: a fresh line
+      std::cin.clear();
+      std::fprintf(stderr, "\n");
+      continue;
+    }
+    interrupted = 0;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const size_t trace_from = chat.trace().size();
     if (line == "/help") {
@@ -102,9 +122,16 @@ int run(const ChatFlags& f) {
     try {
       chat.append_user_turn(line);
       reply = chat.generate(go, [](const std::string& t) {
+        if (interrupted) throw ReplyStopped{};
         std::fwrite(t.data(), 1, t.size(), stdout);
         std::fflush(stdout);
       });
+    } catch (const ReplyStopped&) {
+      // generate() rolled the turn back, as after any failed turn.
+      interrupted = 0;
+      std::fflush(stdout);
+      std::fprintf(stderr, "\n(stopped; this turn is dropped from the conversation)\n");
+      continue;
     } catch (const Error& e) {
       // The conversation is left as it was before the turn: report and read the next one.
       std::fflush(stdout);

@@ -1,6 +1,10 @@
 // The command line end to end: make-model, generate with --prompt and
 // --input, --logits, and a clear error with a non-zero exit for bad input.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -279,6 +283,51 @@ TEST(Cli, ChatSlashCommands) {
   // The saved chat replays through --messages: the same prompt as the chat's first turn.
   const auto replay = test::run_splitdec("generate --model " + dir + " --messages " + work + "/one.json -n 1 --json");
   EXPECT_EQ(replay.exit_code, 0) << replay.output;
+}
+
+// Ctrl-C while a reply is written stops it, drops the turn, and the chat
+// reads on (here: a /save of the now empty conversation, then EOF, exit 0).
+TEST(Cli, CtrlCStopsTheReplyNotTheChat) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const std::string work = test::temp_dir("cli-chat-ctrl-c");
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const std::string out_err = work + "/stderr.txt";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(to_child[0], 0);
+    ::dup2(from_child[1], 1);
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    const int err = ::open(out_err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(err, 2);
+    // A reply far longer than the test waits for: 100000 tokens.
+    ::execl(SPLITDEC_BINARY, SPLITDEC_BINARY, "chat", "--model", dir.c_str(), "--max-new-tokens", "100000", "--max-length", "100100",
+            "--threads", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  const std::string first = "tell me everything\n";
+  ASSERT_EQ(::write(to_child[1], first.data(), first.size()), ssize_t(first.size()));
+  char buf[4096];
+  ASSERT_GT(::read(from_child[0], buf, sizeof buf), 0);  // the reply has begun
+  ::kill(pid, SIGINT);
+  const std::string rest = "/save " + work + "/after.json\n";
+  ASSERT_EQ(::write(to_child[1], rest.data(), rest.size()), ssize_t(rest.size()));
+  ::close(to_child[1]);
+  while (::read(from_child[0], buf, sizeof buf) > 0) {
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(from_child[0]);
+  const std::string err = test::read_file(out_err);
+  ASSERT_TRUE(WIFEXITED(status)) << err;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << err;
+  EXPECT_NE(err.find("(stopped; this turn is dropped"), std::string::npos) << err;
+  EXPECT_EQ(nlohmann::json::parse(test::read_file(work + "/after.json")), nlohmann::json::array());
 }
 
 TEST(Cli, JsonOutputAndSamplingFlags) {
