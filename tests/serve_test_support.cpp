@@ -21,7 +21,7 @@
 namespace splitdec::test {
 
 TestServer::TestServer(const TestServerOptions& o) {
-  engine_ = Engine::load(tiny_model_dir(o.preset));
+  engine_ = Engine::load(o.model_dir.empty() ? tiny_model_dir(o.preset) : o.model_dir);
   ConversationOptions co;
   co.plan = o.plan;
   co.max_length = o.max_length;

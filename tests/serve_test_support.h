@@ -22,6 +22,7 @@ struct TestServerOptions {
   std::string api_key, media_dir, plan = "split";
   bool prefix_cache = true;  // --prefix-cache
   std::string preset = "tiny-gemma3";
+  std::string model_dir;  // set: this folder instead of the preset's
   size_t max_body_bytes = size_t(1) << 20;
   serve::HttpLimits limits{};  // timeouts, head size, bodies in flight (max_body_bytes above is its body size)
   ImageOptions image{};  // the server's --image-tokens / --pan-and-scan

@@ -178,13 +178,16 @@ TEST(ChatPrompt, BadInputIsOneClearLine) {
   fails_with("tokenize --model " + dir + " --chat --audio " + wrong + " --prompt hi", "takes no audio");
 }
 
-TEST(ChatPrompt, ShorthandForAFileThatDoesNotExistStaysText) {
+// The library leaves a shorthand naming no file as text; the command line,
+// where it is a typo in a path the user typed, refuses it naming it.
+TEST(ChatPrompt, ShorthandForAFileThatDoesNotExistStaysTextButTheCliRefusesIt) {
   const auto parts = parts_from_shorthand("see <image:/no/such/file.npy> and <audio:also-missing>");
   ASSERT_EQ(parts.size(), 1u);
   EXPECT_EQ(parts[0].text, "see <image:/no/such/file.npy> and <audio:also-missing>");
   const std::string dir = test::tiny_model_dir("tiny-gemma3");
   const auto r = test::run_splitdec("tokenize --model " + dir + " --prompt 'x <image:/no/such.npy>'");
-  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("<image:/no/such.npy>: no such file"), std::string::npos) << r.output;
 }
 
 

@@ -17,6 +17,11 @@
 #include "prompt/chat_template.h"
 #include "prompt/jinja/template.h"
 #include "prompt/jinja/template_error.h"
+#include "prompt/tool_call_format.h"
+#include "serve/chat_input.h"
+#include "splitdec/splitdec.h"
+#include "api/api_internal.h"
+#include "io/tokenizer.h"
 #include "test_support.h"
 
 namespace splitdec {
@@ -463,6 +468,109 @@ TEST(ChatTemplateOracle, RealGemma4TemplateAndBuiltinAgree) {
   EXPECT_EQ(ChatTemplate::from_source(real).render(messages, thinking),
             "<bos><|turn>system\n<|think|>S<turn|>\n<|turn>user\na\n\n<|image|>\n\n<|audio|><turn|>\n"
             "<|turn>model\nAnswer<turn|>\n<|turn>user\nb<turn|>\n<|turn>model\n");
+}
+
+// OpenAI's tool messages reach Gemma-4's real template in the form HF's
+// chat template reads (tool_calls with arguments as a mapping, each tool
+// answer one of the assistant message's tool_responses, the answer after
+// them the same turn's content): the server's conversion gives the tokens
+// of what @huggingface/jinja renders from that form.
+TEST(ChatTemplateOracle, Gemma4ToolCallsAsHuggingfaceRendersThem) {
+  require_oracle();
+  const std::string real = test::read_file(GEMMA4_TEMPLATE);
+  const std::string dir = test::temp_dir("gemma4-tools") + "/m";
+  fs::copy(test::tiny_model_dir("tiny-gemma4"), dir, fs::copy_options::recursive);
+  test::write_file(dir + "/chat_template.jinja", real);
+  const auto engine = Engine::load(dir);
+  const Engine::Impl& e = engine->impl();
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "the city"},
+      "days": {"type": "integer"}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "get_time", "description": "Time in a zone",
+      "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}])");
+  auto text = [](const std::string& role, const std::string& t) {
+    serve::ChatMessage m;
+    m.role = role;
+    m.parts.push_back({Modality::Text, t, {}});
+    return m;
+  };
+  std::vector<serve::ChatMessage> openai;
+  openai.push_back(text("system", "Be brief."));
+  openai.push_back(text("user", "Weather in Paris, and the time?"));
+  serve::ChatMessage calls = text("assistant", "");
+  calls.tool_calls = json::parse(R"([{"id": "a1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris, FR\", \"days\": 2}"}},
+      {"id": "a2", "type": "function", "function": {"name": "get_time", "arguments": "{\"zone\": \"CET\"}"}}])");
+  openai.push_back(calls);
+  serve::ChatMessage answer1 = text("tool", R"({"temp": 21, "sky": "clear {sunny}"})");
+  answer1.tool_call_id = "a1";
+  openai.push_back(answer1);
+  serve::ChatMessage answer2 = text("tool", "14:05");
+  answer2.tool_call_id = "a2";
+  openai.push_back(answer2);
+  openai.push_back(text("assistant", "Clear, 21 degrees; it is 14:05."));
+  openai.push_back(text("user", "And tomorrow?"));
+  serve::ChatMessage again = text("assistant", "");
+  again.tool_calls = json::parse(R"([{"id": "b1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris, FR\", \"days\": 1}"}}])");
+  openai.push_back(again);
+  serve::ChatMessage answer3 = text("tool", R"({"temp": 18})");
+  answer3.tool_call_id = "b1";
+  openai.push_back(answer3);
+  const PromptBatch got = serve::chat_prompt(openai, *e.tokenizer, e.model.config(), *e.chat_template, serve::ToolUse{tools, "auto", ""});
+
+  // The same chat in HF's form, rendered by the reference engine.
+  const ordered_json hf = ordered_json::parse(R"({"bos_token": "<bos>", "add_generation_prompt": true, "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Weather in Paris, and the time?"},
+      {"role": "assistant", "content": "Clear, 21 degrees; it is 14:05.",
+       "tool_calls": [{"id": "a1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris, FR", "days": 2}}},
+                      {"id": "a2", "type": "function", "function": {"name": "get_time", "arguments": {"zone": "CET"}}}],
+       "tool_responses": [{"name": "get_weather", "response": {"temp": 21, "sky": "clear {sunny}"}}, {"name": "get_time", "response": "14:05"}]},
+      {"role": "user", "content": "And tomorrow?"},
+      {"role": "assistant", "content": "",
+       "tool_calls": [{"id": "b1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris, FR", "days": 1}}}],
+       "tool_responses": [{"name": "get_weather", "response": {"temp": 18}}]}]})");
+  ordered_json context = hf;
+  context["tools"] = ordered_json::parse(tools.dump());
+  const ordered_json rendered = oracle({Case{"gemma4 tools", real, context}});
+  ASSERT_EQ(rendered.size(), 1u);
+  ASSERT_TRUE(rendered[0].contains("output")) << rendered[0].dump();
+  const std::string want = rendered[0]["output"];
+  EXPECT_NE(want.find("<|tool>declaration:get_weather{description:<|\"|>Weather for a city<|\"|>"), std::string::npos) << want;
+  EXPECT_NE(want.find("<|tool_call>call:get_weather{city:<|\"|>Paris, FR<|\"|>,days:2}<tool_call|>"), std::string::npos) << want;
+  EXPECT_NE(want.find("<|tool_response>response:get_weather{sky:<|\"|>clear {sunny}<|\"|>,temp:21}<tool_response|>"), std::string::npos)
+      << want;
+  EXPECT_EQ(got.tokens, e.tokenizer->encode(want)) << want;
+}
+
+TEST(ToolCallFormat, ParsesWhatTheTemplateWritesAndLeavesTheRestAsText) {
+  const json args = json::parse(R"({"city": "Paris, {FR}: x", "days": 2, "ratio": 0.5, "ok": true, "no": false, "none": null,
+      "list": [1, "a,b", [2, 3], {"k": "v"}], "nested": {"a": {"b": []}, "c": {}}})");
+  const std::string call = std::string(kToolCallOpen) + "get_weather" + format_tool_argument(args) + "<tool_call|>";
+  ToolCallReply r = parse_tool_calls("Let me check. " + call + call);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].name, "get_weather");
+  EXPECT_EQ(r.calls[0].arguments, args);
+  EXPECT_EQ(r.calls[1].arguments, args);
+  EXPECT_EQ(r.content, "Let me check. ");
+  // Cut by max_tokens, or malformed: the text stays content as written.
+  const std::string cut = std::string(kToolCallOpen) + "get_weather{city:<|\"|>Par";
+  r = parse_tool_calls("a " + call + " b " + cut);
+  EXPECT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, "a  b " + cut);
+  for (const std::string& bad : {std::string(kToolCallOpen) + "f{a:1", std::string(kToolCallOpen) + "{a:1}<tool_call|>",
+                                std::string(kToolCallOpen) + "f{a:1]<tool_call|>", std::string(kToolCallOpen) + "f{a:1}"}) {
+    r = parse_tool_calls(bad);
+    EXPECT_TRUE(r.calls.empty()) << bad;
+    EXPECT_EQ(r.content, bad);
+  }
+  // Streaming: text up to a marker (or a marker's start at the end) may go out.
+  EXPECT_EQ(content_before_tool_calls("hello"), 5u);
+  EXPECT_EQ(content_before_tool_calls("hello <|tool"), 6u);
+  EXPECT_EQ(content_before_tool_calls("hello " + call), 6u);
+  EXPECT_EQ(content_before_tool_calls("hello <|tool_response>"), 22u);
+  // Deep nesting is refused, not recursed into.
+  r = parse_tool_calls(std::string(kToolCallOpen) + "f{a:" + std::string(200, '[') + std::string(200, ']') + "}<tool_call|>");
+  EXPECT_TRUE(r.calls.empty());
 }
 
 }  // namespace

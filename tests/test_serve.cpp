@@ -26,6 +26,7 @@
 #include "core/base64.h"
 #include "serve/chat_input.h"
 #include "serve/completion_request.h"
+#include "serve/response_json.h"
 #include "serve/http_listener.h"
 #include "serve/http_wire.h"
 #include "serve/media_input.h"
@@ -1684,6 +1685,113 @@ TEST(Serve, ResponseFormatFieldsNameThemselves) {
   const std::string content = a.body["choices"][0]["message"]["content"];
   EXPECT_LT(content.find("zeta"), content.find("alpha")) << content;
   EXPECT_EQ(json::parse(content), json::parse(R"({"zeta": 1, "alpha": 2})")) << content;
+}
+
+// Tools through the server: Gemma-4's real template renders them (see
+// ChatTemplateOracle.Gemma4ToolCallsAsHuggingfaceRendersThem), a tool
+// round trip is answered, a forced call starts the reply with the call, the
+// stream adds up to the whole reply, and a template without tools is a 400.
+// A reply that writes a call: whole, message.tool_calls with JSON arguments
+// and finish_reason "tool_calls"; streamed, the text before the call as
+// content deltas, the call as one tool_calls delta, then the finish.
+TEST(ServeUnits, ToolCallsInRepliesWholeAndStreamed) {
+  const std::string reply = "Checking. <|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>";
+  serve::GenerationOutcome o;
+  o.text = reply;
+  o.finish_reason = "stop";
+  serve::ResponseWriter whole(true, "m");
+  whole.expect_tool_calls("");
+  const json body = json::parse(whole.completion(o));
+  const json& message = body["choices"][0]["message"];
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(message["content"], "Checking. ");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()), json::parse(R"({"city": "Paris", "days": 2})"));
+  EXPECT_EQ(message["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  // A forced prefix counts as the reply's start.
+  serve::ResponseWriter forced(true, "m");
+  forced.expect_tool_calls("<|tool_call>call:get_weather{");
+  o.text = "city:<|\"|>Rome<|\"|>}<tool_call|>";
+  EXPECT_EQ(json::parse(forced.completion(o))["choices"][0]["message"]["content"], nullptr);
+  // Streamed a few bytes at a time.
+  serve::ResponseWriter stream(true, "m");
+  stream.expect_tool_calls("");
+  std::string events;
+  for (size_t i = 0; i < reply.size(); i += 3) events += stream.text_event(reply.substr(i, 3));
+  events += stream.finish_event("stop");
+  std::string content, finish;
+  json calls = json::array();
+  for (size_t at = events.find("data: "); at != std::string::npos; at = events.find("data: ", at + 1)) {
+    const json chunk = json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6));
+    const json& choice = chunk["choices"][0];
+    if (choice["delta"].contains("content")) content += choice["delta"]["content"].get<std::string>();
+    if (choice["delta"].contains("tool_calls")) calls = choice["delta"]["tool_calls"];
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_EQ(content, "Checking. ");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST(Serve, ToolsThroughGemma4sTemplate) {
+  const std::string dir = test::temp_dir("serve-tools") + "/m";
+  std::filesystem::copy(test::tiny_model_dir("tiny-gemma4"), dir, std::filesystem::copy_options::recursive);
+  test::write_file(dir + "/chat_template.jinja", test::read_file(GEMMA4_TEMPLATE));
+  TestServerOptions o;
+  o.model_dir = dir;
+  o.max_length = 1024;
+  TestServer s(o);
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  json body = chat_body("Weather in Paris?", 24);
+  body["tools"] = tools;
+  Answer a = post(s, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(a.status, 200) << a.raw;
+  const json whole = a.body;
+  // The round trip: the call and its answer, then the model goes on.
+  json round = body;
+  round["messages"].push_back(json::parse(R"({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]})"));
+  round["messages"].push_back(json::parse(R"({"role": "tool", "tool_call_id": "c1", "content": "{\"temp\": 21}"})"));
+  a = post(s, "/v1/chat/completions", round.dump());
+  ASSERT_EQ(a.status, 200) << a.raw;
+  EXPECT_GT(a.body["usage"]["prompt_tokens"].get<int>(), whole["usage"]["prompt_tokens"].get<int>());
+  round["messages"][2]["tool_call_id"] = "nope";
+  expect_error(post(s, "/v1/chat/completions", round.dump()), 400, "'nope' is not a call");
+  // A named tool_choice: the reply is made to start with that call.
+  json forced = body;
+  forced["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  a = post(s, "/v1/chat/completions", forced.dump());
+  ASSERT_EQ(a.status, 200) << a.raw;
+  const json& m = a.body["choices"][0]["message"];
+  if (m.contains("tool_calls")) {  // a random model rarely closes the call
+    EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(a.body["choices"][0]["finish_reason"], "tool_calls");
+  } else {
+    EXPECT_EQ(m["content"].get<std::string>().rfind("<|tool_call>call:get_weather{", 0), 0u) << a.raw;
+  }
+  // Streamed: the content deltas add up to the whole reply's content.
+  json streamed = body;
+  streamed["stream"] = true;
+  const Answer st = post(s, "/v1/chat/completions", streamed.dump());
+  bool done = false;
+  const json& content = whole["choices"][0]["message"]["content"];
+  EXPECT_EQ(sse_text(st.raw, &done), content.is_null() ? "" : content.get<std::string>());
+  EXPECT_TRUE(done);
+  // Refused: a call to a function the request does not list, tools on a
+  // template without them (tiny-gemma3's built-in), a tool message out of place.
+  json unknown = body;
+  unknown["tool_choice"] = {{"type", "function"}, {"function", {{"name", "other"}}}};
+  expect_error(post(s, "/v1/chat/completions", unknown.dump()), 400, "'other' is not among tools");
+  TestServer g3;
+  expect_error(post(g3, "/v1/chat/completions", body.dump()), 400, "does not format tools");
+  json lone = chat_body("hi", 4);
+  lone["messages"].push_back(json::parse(R"({"role": "tool", "tool_call_id": "x", "content": "1"})"));
+  lone["tools"] = tools;
+  expect_error(post(s, "/v1/chat/completions", lone.dump()), 400, "must follow an assistant message with tool_calls");
 }
 
 TEST(Serve, Curl) {

@@ -35,7 +35,9 @@ json messages_json(const std::vector<ChatMessage>& messages) {
         else content.push_back({{"type", kind_name(p.kind)}});
       }
     }
-    out.push_back({{"role", m.role}, {"content", std::move(content)}});
+    json message = {{"role", m.role}, {"content", std::move(content)}};
+    for (const auto& [key, value] : m.fields.items()) message[key] = value;
+    out.push_back(std::move(message));
   }
   return out;
 }
@@ -168,21 +170,23 @@ ChatPrompter::ChatPrompter(const ModelConfig& config, const Tokenizer& tokenizer
                            std::optional<MediaLoader> media)
     : config_(config), tokenizer_(tokenizer), template_(chat_template), media_(media ? std::move(*media) : MediaLoader(config)) {}
 
-std::string ChatPrompter::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+std::string ChatPrompter::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const json& tools) const {
   if (messages.empty()) throw InputError("a chat prompt needs at least one message");
   ChatRenderOptions o;
   o.add_generation_prompt = add_generation_prompt;
+  if (!tools.is_null()) o.extra_context["tools"] = tools;
   o.bos_token = piece_or_throw(tokenizer_, config_.bos_token_id, "BOS");
   if (!config_.eos_token_ids.empty()) o.eos_token = piece_or_throw(tokenizer_, config_.eos_token_ids[0], "EOS");
   return template_.render(messages_json(messages), o);
 }
 
-PromptBatch ChatPrompter::encode(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+PromptBatch ChatPrompter::encode(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const json& tools,
+                                 const std::string& reply_prefix) const {
   std::vector<ChatPart> media;
   for (const ChatMessage& m : messages)
     for (const ChatPart& p : m.parts)
       if (p.kind != ChatPart::Kind::Text) media.push_back(p);
-  return expand(render(messages, add_generation_prompt), media, true);
+  return expand(render(messages, add_generation_prompt, tools) + reply_prefix, media, true);
 }
 
 PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<ChatPart>& media_parts, bool add_bos) const {

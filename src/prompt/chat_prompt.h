@@ -40,6 +40,9 @@ struct ChatPart {
 struct ChatMessage {
   std::string role;  // system | user | assistant (and whatever the template accepts)
   std::vector<ChatPart> parts;
+  // More keys of the message as the template reads it (a server's
+  // tool_calls and tool_responses).
+  nlohmann::json fields = nlohmann::json::object();
 };
 
 // The HF/OpenAI chat form: [{"role": ..., "content": "text" | [{"type": "text",
@@ -65,10 +68,15 @@ class ChatPrompter {
   ChatPrompter(const ModelConfig& config, const Tokenizer& tokenizer, const ChatTemplate& chat_template,
                std::optional<MediaLoader> media = std::nullopt);
 
-  // The rendered text before media expansion (what `tokenize` shows and tests compare).
-  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
-  // Ids, modality and media rows of the whole conversation.
-  PromptBatch encode(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // The rendered text before media expansion (what `tokenize` shows and
+  // tests compare). `tools`: the template's "tools" variable (OpenAI's list
+  // of {"type": "function", "function": {...}}); null: none.
+  std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     const nlohmann::json& tools = nullptr) const;
+  // Ids, modality and media rows of the whole conversation; `reply_prefix`:
+  // text the reply is made to start with (written after the generation prompt).
+  PromptBatch encode(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                     const nlohmann::json& tools = nullptr, const std::string& reply_prefix = {}) const;
   // Expands the placeholders of rendered `text` with `media` (the media parts
   // in order; text parts are ignored) and tokenizes it; `add_bos`: a BOS
   // first unless the text starts with one (HF's rule).

@@ -1,10 +1,13 @@
 #include "serve/chat_input.h"
 
+#include <map>
+
 #include "io/model_config.h"
 #include "io/tokenizer.h"
 #include "core/error.h"
 #include "prompt/chat_prompt.h"
 #include "prompt/prompt_text.h"
+#include "prompt/tool_call_format.h"
 #include "serve/api_error.h"
 
 namespace splitdec::serve {
@@ -61,11 +64,21 @@ std::string text_only(const ChatMessage& m, size_t index) {
 
 }  // namespace
 
+std::string tool_reply_prefix(const ToolUse& tools) {
+  if (tools.tools.is_null() || tools.choice == "none" || tools.choice == "auto") return "";
+  return std::string(kToolCallOpen) + (tools.choice == "function" ? tools.function + "{" : "");
+}
+
 PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenizer& tok, const ModelConfig& c,
-                        const ChatTemplate& chat_template) {
+                        const ChatTemplate& chat_template, const ToolUse& tools) {
   if (messages.empty()) throw ApiError(400, "messages must hold at least one message", "messages");
+  const bool with_tools = !tools.tools.is_null() && tools.choice != "none";
+  if (with_tools && chat_template.source().find("tools") == std::string::npos)
+    throw ApiError(400, "tools: this model's chat template (" + chat_template.origin() + ") does not format tools", "tools");
   std::vector<splitdec::ChatMessage> chat;
   bool expect_user = true;
+  // The calls of the last assistant message, by id: the tool messages after it answer them.
+  std::map<std::string, std::string> open_calls;
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
@@ -85,18 +98,57 @@ PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenize
       }
       if (out.parts.empty()) out.parts.push_back({ChatPart::Kind::Text, "", "", nullptr});
       expect_user = false;
+      open_calls.clear();
     } else if (m.role == "assistant") {
-      if (expect_user) throw ApiError(400, where + ": roles must alternate user/assistant after the system message", "messages");
-      out.parts.push_back({ChatPart::Kind::Text, text_only(m, i), "", nullptr});
+      const bool after_tools = !chat.empty() && chat.back().role == "assistant" && chat.back().fields.contains("tool_responses");
+      if (expect_user && !after_tools)
+        throw ApiError(400, where + ": roles must alternate user/assistant after the system message", "messages");
+      const std::string text = text_only(m, i);
+      if (after_tools && m.tool_calls.is_null()) {
+        // The answer after the tools' responses: the same model turn goes on.
+        chat.back().parts[0].text += text;
+        expect_user = true;
+        continue;
+      }
+      out.parts.push_back({ChatPart::Kind::Text, text, "", nullptr});
+      open_calls.clear();
+      if (!m.tool_calls.is_null()) {
+        if (!with_tools) throw ApiError(400, where + ".tool_calls: the request has no tools", "messages");
+        nlohmann::json calls = nlohmann::json::array();
+        for (const nlohmann::json& call : m.tool_calls) {
+          nlohmann::json f = call["function"];
+          // The template writes arguments given as a mapping in its own form.
+          const std::string args = f.value("arguments", "{}");
+          const nlohmann::json parsed = nlohmann::json::parse(args, nullptr, false);
+          f["arguments"] = parsed.is_object() ? parsed : nlohmann::json(args);
+          calls.push_back({{"id", call["id"]}, {"type", "function"}, {"function", f}});
+          open_calls[call["id"].get<std::string>()] = f["name"].get<std::string>();
+        }
+        out.fields["tool_calls"] = std::move(calls);
+      }
       expect_user = true;
+    } else if (m.role == "tool") {
+      if (chat.empty() || chat.back().role != "assistant" || !chat.back().fields.contains("tool_calls"))
+        throw ApiError(400, where + ": a tool message must follow an assistant message with tool_calls", "messages");
+      const auto call = open_calls.find(m.tool_call_id);
+      if (call == open_calls.end())
+        throw ApiError(400, where + ".tool_call_id: '" + m.tool_call_id + "' is not a call of the assistant message before it", "messages");
+      const std::string text = text_only(m, i);
+      const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+      chat.back().fields["tool_responses"].push_back(
+          {{"name", call->second}, {"response", parsed.is_discarded() ? nlohmann::json(text) : parsed}});
+      continue;
     } else {
-      throw ApiError(400, where + ": unknown role '" + m.role + "' (expected system, user or assistant)", "messages");
+      throw ApiError(400, where + ": unknown role '" + m.role + "' (expected system, user, assistant or tool)", "messages");
     }
     chat.push_back(std::move(out));
   }
-  if (expect_user) throw ApiError(400, "the last message must be the user's (the reply continues after it)", "messages");
+  const bool ends_with_tools = !chat.empty() && chat.back().role == "assistant" && chat.back().fields.contains("tool_responses") &&
+                               messages.back().role == "tool";
+  if (expect_user && !ends_with_tools)
+    throw ApiError(400, "the last message must be the user's or a tool's (the reply continues after it)", "messages");
   try {
-    return ChatPrompter(c, tok, chat_template).encode(chat, true);
+    return ChatPrompter(c, tok, chat_template).encode(chat, true, with_tools ? tools.tools : nlohmann::json(), tool_reply_prefix(tools));
   } catch (const ApiError&) {
     throw;
   } catch (const Error& e) {  // the template's own refusals, media that does not fit the model

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "generate/json_schema.h"
@@ -216,8 +217,61 @@ void refuse_unsupported(const json& body, bool chat) {
         throw bad_field("suffix", "suffix: not supported (Gemma models have no fill-in-the-middle)");
     }
   }
-  for (const char* name : {"tools", "functions", "tool_choice", "function_call"})
-    if (field(body, name)) throw bad_field(name, std::string(name) + ": tool calling is not supported");
+  for (const char* name : {"functions", "function_call"})
+    if (field(body, name)) throw bad_field(name, std::string(name) + ": the legacy form is not supported; use tools and tool_choice");
+  if (!chat)
+    for (const char* name : {"tools", "tool_choice"})
+      if (field(body, name)) throw bad_field(name, std::string(name) + ": a chat field (/v1/chat/completions)");
+}
+
+// OpenAI's tools: [{"type": "function", "function": {"name", "description",
+// "parameters"}}], and tool_choice: "none" | "auto" | "required" |
+// {"type": "function", "function": {"name"}}.
+ToolUse tool_use(const json& body) {
+  ToolUse t;
+  const json* tools = field(body, "tools");
+  if (tools) {
+    if (!tools->is_array()) throw wrong_type("tools", "an array of {\"type\": \"function\", \"function\": {...}}", *tools);
+    if (tools->size() > 128) throw bad_field("tools", "tools: at most 128 (got " + std::to_string(tools->size()) + ")");
+    std::set<std::string> names;
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& tool = (*tools)[i];
+      const std::string where = "tools[" + std::to_string(i) + "]";
+      if (!tool.is_object() || tool.value("type", "") != "function" || !tool.contains("function") || !tool["function"].is_object())
+        throw bad_field("tools", where + ": expected {\"type\": \"function\", \"function\": {...}}");
+      const json& f = tool["function"];
+      const json* name = field(f, "name");
+      if (!name || !name->is_string() || name->get<std::string>().empty() || name->get<std::string>().size() > 64 ||
+          name->get<std::string>().find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+              std::string::npos)
+        throw bad_field("tools", where + ".function.name: 1 to 64 letters, digits, '_' or '-'");
+      if (!names.insert(name->get<std::string>()).second)
+        throw bad_field("tools", where + ".function.name: '" + name->get<std::string>() + "' is listed twice");
+      if (const json* d = field(f, "description"); d && !d->is_string()) throw wrong_type(where + ".function.description", "a string", *d);
+      if (const json* p = field(f, "parameters"); p && !p->is_object())
+        throw wrong_type(where + ".function.parameters", "a JSON schema object", *p);
+    }
+    if (!tools->empty()) t.tools = *tools;
+  }
+  const json* choice = field(body, "tool_choice");
+  if (!choice) return t;
+  if (choice->is_string()) {
+    t.choice = choice->get<std::string>();
+    if (t.choice != "none" && t.choice != "auto" && t.choice != "required")
+      throw bad_field("tool_choice", "tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", ...}, got \"" + t.choice + "\"");
+  } else if (choice->is_object() && choice->value("type", "") == "function" && choice->contains("function") &&
+             (*choice)["function"].is_object() && (*choice)["function"].contains("name") && (*choice)["function"]["name"].is_string()) {
+    t.choice = "function";
+    t.function = (*choice)["function"]["name"].get<std::string>();
+    bool listed = false;
+    if (!t.tools.is_null())
+      for (const json& tool : t.tools) listed |= tool["function"]["name"] == t.function;
+    if (!listed) throw bad_field("tool_choice", "tool_choice: function '" + t.function + "' is not among tools");
+  } else {
+    throw bad_field("tool_choice", "tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  }
+  if (t.tools.is_null() && t.choice != "none") throw bad_field("tool_choice", "tool_choice: \"" + t.choice + "\" needs tools");
+  return t;
 }
 
 // OpenAI's response_format: "text" (the default), "json_object" (any JSON
@@ -289,6 +343,8 @@ void check_text_bytes(size_t bytes, const RequestContext& ctx, const char* param
                    param, "context_length_exceeded");
 }
 
+const json kEmptyText = "";
+
 std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
   const json* v = field(body, "messages");
   if (!v) throw ApiError(400, "messages: required", "messages", "missing_field");
@@ -303,7 +359,28 @@ std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
     const json* role = field(m, "role");
     if (!role || !role->is_string()) throw bad_field("messages", where + ".role: expected a string");
     msg.role = role->get<std::string>();
+    if (msg.role == "assistant") {
+      if (const json* calls = field(m, "tool_calls")) {
+        if (!calls->is_array() || calls->empty()) throw wrong_type(where + ".tool_calls", "a non-empty array", *calls);
+        for (size_t j = 0; j < calls->size(); ++j) {
+          const json& c = (*calls)[j];
+          const std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
+          if (!c.is_object() || !c.contains("function") || !c["function"].is_object() || !c["function"].contains("name") ||
+              !c["function"]["name"].is_string() || !c.contains("id") || !c["id"].is_string())
+            throw bad_field("messages", at + ": expected {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+          if (const json* a = field(c["function"], "arguments"); a && !a->is_string())
+            throw bad_field("messages", at + ".function.arguments: expected a string of JSON");
+        }
+        msg.tool_calls = *calls;
+      }
+    }
+    if (msg.role == "tool") {
+      const json* id = field(m, "tool_call_id");
+      if (!id || !id->is_string()) throw bad_field("messages", where + ".tool_call_id: required (the id of the call it answers)");
+      msg.tool_call_id = id->get<std::string>();
+    }
     const json* content = field(m, "content");
+    if (!content && !msg.tool_calls.is_null()) content = &kEmptyText;  // an assistant turn of calls only
     if (!content) throw bad_field("messages", where + ".content: required");
     if (content->is_string()) {
       msg.parts.push_back({Modality::Text, content->get<std::string>(), {}});
@@ -386,6 +463,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   r.stop = stop_strings(body);
   r.top_logprobs = top_logprobs(body, chat);
   r.json_grammar = response_format(body, body_text);
+  if (chat) r.tools = tool_use(body);
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);
@@ -426,7 +504,7 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   const RequestContext request_ctx{ctx.tokenizer, ctx.config, ctx.chat_template, ctx.media_dir, loader, ctx.max_text_bytes,
                                    ctx.max_media, ctx.defaults};
   try {
-    r.prompt = chat ? chat_prompt(messages(body, request_ctx), ctx.tokenizer, ctx.config, ctx.chat_template)
+    r.prompt = chat ? chat_prompt(messages(body, request_ctx), ctx.tokenizer, ctx.config, ctx.chat_template, r.tools)
                     : completion_prompt(body, request_ctx);
   } catch (const ApiError&) {
     throw;

@@ -12,6 +12,7 @@
 #include "io/generation_config.h"
 #include "media/media_loader.h"
 #include "model/prompt_batch.h"
+#include "serve/chat_message.h"
 
 namespace splitdec {
 struct JsonGrammar;
@@ -34,6 +35,7 @@ struct CompletionRequest {
   int top_logprobs = -1;  // >= 0: each token's log probability with this many alternatives
   std::string echo;  // /v1/completions with echo: the prompt's text, written before the reply's
   std::shared_ptr<const JsonGrammar> json_grammar;  // response_format json_object / json_schema; null: text
+  ToolUse tools;  // chat: tools and tool_choice
 };
 
 struct RequestContext {
@@ -48,7 +50,7 @@ struct RequestContext {
   // more media parts than `max_media` in one request.
   size_t max_text_bytes = SIZE_MAX;
   size_t max_media = SIZE_MAX;
-  GenerationDefaults defaults;  // sampling fields the request leaves out (then OpenAI's)
+  GenerationDefaults defaults = {};  // sampling fields the request leaves out (then OpenAI's)
 };
 
 CompletionRequest parse_completion_request(const std::string& body, bool chat, const RequestContext& context);

@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "generate/token_trie.h"
+#include "prompt/tool_call_format.h"
+#include "serve/chat_input.h"
 #include "io/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
@@ -109,6 +111,11 @@ std::string percent_decoded(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
+namespace {
+// A chat whose reply may hold tool calls.
+bool uses_tools(const CompletionRequest& r) { return r.chat && !r.tools.tools.is_null() && r.tools.choice != "none"; }
 }  // namespace
 
 struct HttpServer::Impl {
@@ -323,6 +330,8 @@ struct HttpServer::Impl {
         params.json_grammar = r.json_grammar;
         params.vocabulary = vocabulary();
       }
+      // A tool's answer is the client's to give: the reply ends where the model would write one.
+      if (uses_tools(r)) params.stop.push_back(kToolResponseOpen);
       slot.reset();
       behind_decode_steps.reset();
       std::string().swap(req.body);  // parsed: the body's bytes are not needed while the reply runs
@@ -340,6 +349,7 @@ struct HttpServer::Impl {
           throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       }
       ResponseWriter writer(chat, options.model_name, std::move(r.echo), r.top_logprobs >= 0 ? e.tokenizer.get() : nullptr);
+      if (uses_tools(r)) writer.expect_tool_calls(tool_reply_prefix(r.tools));
       if (r.stream) return stream(job, std::move(writer), r.include_usage);
       return whole(req, *job, writer);
     } catch (const ThreadPool::Cancelled&) {
@@ -382,7 +392,8 @@ struct HttpServer::Impl {
         const GenerationJob::Update u = job->take(250ms);
         if (!u.text.empty() || !u.logprobs.empty()) {
           quiet_polls = 0;
-          if (!out.write(writer.text_event(u.text, u.logprobs))) return;
+          const std::string event = writer.text_event(u.text, u.logprobs);
+          if (!event.empty() && !out.write(event)) return;
         } else if (!u.done && ++quiet_polls >= 8) {
           // An SSE comment while waiting (queued, or a long prefill): a
           // client that left is found out by the failed write.

@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include "io/tokenizer.h"
+#include "prompt/tool_call_format.h"
 
 namespace splitdec::serve {
 
@@ -71,10 +73,50 @@ json ResponseWriter::logprobs_json(const std::vector<TokenLogprob>& entries) con
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
+void ResponseWriter::expect_tool_calls(std::string reply_prefix) {
+  tools_ = true;
+  tool_text_ = std::move(reply_prefix);
+  tool_streamed_ = 0;
+}
+
+namespace {
+
+// OpenAI's ids: "call_" and 24 random letters and digits.
+std::string tool_call_id() {
+  static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string id = "call_";
+  for (int i = 0; i < 24; ++i) id += digits[rng() % (sizeof digits - 1)];
+  return id;
+}
+
+json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", tool_call_id()}, {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments.dump()}}}};
+    if (indexed) call["index"] = i;  // a stream's deltas say which call they extend
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string ResponseWriter::completion(const GenerationOutcome& o) const {
   json choice = {{"index", 0}, {"finish_reason", o.finish_reason}, {"logprobs", logprobs_json(o.logprobs)}};
-  if (chat_) choice["message"] = {{"role", "assistant"}, {"content", o.text}};
-  else choice["text"] = echo_ + o.text;
+  if (chat_ && tools_) {
+    const ToolCallReply r = parse_tool_calls(tool_text_ + o.text);
+    choice["message"] = {{"role", "assistant"}, {"content", r.content.empty() && !r.calls.empty() ? json(nullptr) : json(r.content)}};
+    if (!r.calls.empty()) {
+      choice["message"]["tool_calls"] = tool_calls_json(r.calls, false);
+      choice["finish_reason"] = "tool_calls";
+    }
+  } else if (chat_) {
+    choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+  } else {
+    choice["text"] = echo_ + o.text;
+  }
   const json body = {{"id", id_},
                      {"object", chat_ ? "chat.completion" : "text_completion"},
                      {"created", created_},
@@ -109,9 +151,28 @@ std::string ResponseWriter::first_event() const {
   return echo_.empty() ? std::string() : chunk(echo_, nullptr, false);
 }
 std::string ResponseWriter::text_event(const std::string& text, const std::vector<TokenLogprob>& logprobs) const {
-  return chunk(text, nullptr, false, tokenizer_ ? &logprobs : nullptr);
+  if (!tools_) return chunk(text, nullptr, false, tokenizer_ ? &logprobs : nullptr);
+  tool_text_ += text;
+  const size_t ready = content_before_tool_calls(tool_text_);
+  std::string now;
+  if (ready > tool_streamed_) now = tool_text_.substr(tool_streamed_, ready - tool_streamed_), tool_streamed_ = ready;
+  if (now.empty() && (logprobs.empty() || !tokenizer_)) return "";
+  return chunk(now, nullptr, false, tokenizer_ ? &logprobs : nullptr);
 }
-std::string ResponseWriter::finish_event(const std::string& reason) const { return chunk("", reason.c_str(), false); }
+
+std::string ResponseWriter::finish_event(const std::string& reason) const {
+  if (!tools_) return chunk("", reason.c_str(), false);
+  const ToolCallReply r = parse_tool_calls(tool_text_);
+  std::string events;
+  // What was held back and is not a call (a marker that never became one).
+  if (r.content.size() > tool_streamed_) events += chunk(r.content.substr(tool_streamed_), nullptr, false);
+  if (r.calls.empty()) return events + chunk("", reason.c_str(), false);
+  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr},
+                 {"delta", {{"tool_calls", tool_calls_json(r.calls, true)}}}};
+  events += event({{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_},
+                   {"choices", json::array({choice})}});
+  return events + chunk("", "tool_calls", false);
+}
 
 std::string ResponseWriter::usage_event(const GenerationOutcome& o) const {
   return event({{"id", id_},
