@@ -170,6 +170,9 @@ void SamplingFlags::add_to(CLI::App& app) {
   app.add_option("-s,--seed", seed, "sampling seed (default 0; the same seed gives the same sample)")
       ->transform(seed_value());
   app.add_option("--stop", stop, "stop string (repeatable)");
+  app.add_option("--json-schema", json_schema,
+                 "structured output: each reply is a JSON document of the schema in this file (\"object\": any JSON "
+                 "object), enforced while sampling");
   app.add_option("--generation-config", generation_config,
                  "auto: sampling fields no flag sets come from the model folder's generation_config.json, as transformers "
                  "and vLLM take them; none: greedy unless flags say otherwise")
@@ -186,6 +189,13 @@ GenerateOptions SamplingFlags::options(int max_new_tokens, const std::string& mo
   o.repetition_penalty = repetition_penalty;
   o.seed = seed;
   o.stop = stop;
+  if (json_schema == "object") {
+    o.json_schema = "object";
+  } else if (!json_schema.empty()) {
+    std::ifstream in(json_schema);
+    if (!in) throw InputError("--json-schema " + json_schema + ": cannot open");
+    o.json_schema.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   const GenerationDefaults d = generation_config == "none" ? GenerationDefaults{} : read_generation_config(model);
   const std::string file = d.source.empty() ? "" : std::filesystem::path(d.source).filename().string();
   std::vector<std::string> from_file;

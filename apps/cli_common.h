@@ -46,6 +46,7 @@ struct SamplingFlags {
   uint64_t seed = 0;
   std::vector<std::string> stop;
   std::string generation_config = "auto";  // auto: the model folder's generation_config.json; none: ignore it
+  std::string json_schema;  // --json-schema: a schema file, or "object"
   void add_to(CLI::App& app);
   // The flags given, and for the sampling fields they leave unset the model
   // folder's generation_config.json as transformers reads it (do_sample:

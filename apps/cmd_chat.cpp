@@ -89,14 +89,17 @@ int run(const ChatFlags& f) {
     if (line == "/clear") {
       chat.rewind(0);
       chat.set_system(f.system);
-      transcript.erase(transcript.begin() + (f.system.empty() ? 0 : 1), transcript.end());  // staged media stay staged
+      transcript.erase(transcript.begin() + (f.system.empty() ? 0 : 1), transcript.end());
+      staged = nlohmann::json::array();  // rewind dropped the staged media too
       if (interactive) std::fprintf(stderr, "(conversation cleared)\n");
       continue;
     }
     if (line.rfind("/save ", 0) == 0) {
       const std::string path = line.substr(6);
+      // Text that is not UTF-8 is written with U+FFFD, never refused.
+      const std::string text = transcript.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       std::ofstream out(path);
-      if (!(out << transcript.dump(2) << "\n")) error(path + ": cannot write");
+      if (!(out << text)) error(path + ": cannot write");
       else if (interactive) std::fprintf(stderr, "(%zu messages saved to %s)\n", transcript.size(), path.c_str());
       continue;
     }
@@ -127,8 +130,9 @@ int run(const ChatFlags& f) {
         std::fflush(stdout);
       });
     } catch (const ReplyStopped&) {
-      // generate() rolled the turn back, as after any failed turn.
+      // generate() rolled the turn back, as after any failed turn (its staged media too).
       interrupted = 0;
+      staged = nlohmann::json::array();
       std::fflush(stdout);
       std::fprintf(stderr, "\n(stopped; this turn is dropped from the conversation)\n");
       continue;
@@ -136,6 +140,7 @@ int run(const ChatFlags& f) {
       // The conversation is left as it was before the turn: report and read the next one.
       std::fflush(stdout);
       error(e.what());
+      staged = nlohmann::json::array();
       continue;
     }
     nlohmann::json content = staged;

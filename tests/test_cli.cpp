@@ -93,6 +93,27 @@ TEST(Cli, GenerationConfigSetsTheDefaultSampling) {
   EXPECT_NE(bad.output.find("generation_config.json: top_p must be a number in"), std::string::npos) << bad.output;
 }
 
+// --json-schema (GenerateOptions::json_schema): the reply is a document of
+// the schema under any sampler, then the end; a schema it cannot enforce is
+// an error naming the keyword.
+TEST(Cli, JsonSchemaConstrainsTheReply) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3");
+  const std::string work = test::temp_dir("cli-json-schema");
+  test::write_file(work + "/enum.json", R"({"enum": ["yes", "no", 42, {"a": [true]}]})");
+  for (const std::string sampler : {"", "--temperature 1.5 -s 3", "--top-k 5 -s 9"}) {
+    const auto r = test::run_splitdec("generate --model " + dir + " -p 'x' -n 40 --json --json-schema " + work + "/enum.json " + sampler);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json out = nlohmann::json::parse(r.output.substr(r.output.find('{')));
+    EXPECT_EQ(out["stop_reason"], "stop_token") << r.output;
+    const nlohmann::json reply = nlohmann::json::parse(out["text"].get<std::string>());
+    const nlohmann::json allowed = nlohmann::json::parse(R"(["yes", "no", 42, {"a": [true]}])");
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), reply), allowed.end()) << reply.dump();
+  }
+  test::write_file(work + "/bad.json", R"({"type": "integer", "minimum": 1})");
+  expect_fails_with("generate --model " + dir + " -p x -n 4 --json-schema " + work + "/bad.json", {"\"minimum\" is not supported"});
+  expect_fails_with("generate --model " + dir + " -p x -n 4 --json-schema " + work + "/none.json", {"none.json: cannot open"});
+}
+
 TEST(Cli, BadInputsAreClearErrors) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
   const std::string work = test::temp_dir("cli-bad");
@@ -283,6 +304,18 @@ TEST(Cli, ChatSlashCommands) {
   // The saved chat replays through --messages: the same prompt as the chat's first turn.
   const auto replay = test::run_splitdec("generate --model " + dir + " --messages " + work + "/one.json -n 1 --json");
   EXPECT_EQ(replay.exit_code, 0) << replay.output;
+  // Media staged and then cleared (or whose turn failed) are not saved as
+  // sent; text that is not UTF-8 is saved with U+FFFD, and the chat goes on.
+  test::write_file(work + "/more.txt", "/image " + dir + "/demo_image.npy\n/clear\nhi\n/save " + work + "/three.json\ncaf\xe9\n/save " +
+                                           work + "/four.json\n");
+  const auto r2 = test::run_splitdec("chat --model " + dir + " --max-new-tokens 2 < " + work + "/more.txt");
+  ASSERT_EQ(r2.exit_code, 0) << r2.output;
+  const nlohmann::json three = nlohmann::json::parse(test::read_file(work + "/three.json"));
+  ASSERT_EQ(three.size(), 2u);
+  EXPECT_EQ(three[0]["content"].size(), 1u) << three.dump();  // the text only
+  const nlohmann::json four = nlohmann::json::parse(test::read_file(work + "/four.json"));
+  ASSERT_EQ(four.size(), 4u);
+  EXPECT_EQ(four[2]["content"][0]["text"], "caf\xef\xbf\xbd");
 }
 
 // Ctrl-C while a reply is written stops it, drops the turn, and the chat

@@ -1792,6 +1792,33 @@ TEST(Serve, ToolsThroughGemma4sTemplate) {
   lone["messages"].push_back(json::parse(R"({"role": "tool", "tool_call_id": "x", "content": "1"})"));
   lone["tools"] = tools;
   expect_error(post(s, "/v1/chat/completions", lone.dump()), 400, "must follow an assistant message with tool_calls");
+  // From the hostile review: a tool's answer nested deeper than the body's
+  // limits stays a string (it used to overflow the stack); tool_choice none
+  // still reads the tool history; one answer after the tools, no tool
+  // answer after it; tools with response_format refused.
+  json deep = round;
+  deep["messages"][2]["tool_call_id"] = "c1";
+  deep["messages"][2]["content"] = std::string(15000, '[') + std::string(15000, ']');  // under the text limit
+  deep["max_tokens"] = 2;
+  a = post(s, "/v1/chat/completions", deep.dump());  // rendered as text: too many tokens, answered, not a crash
+  expect_error(a, 400, "leaves no room for a reply");
+  json none = round;
+  none["messages"][2]["tool_call_id"] = "c1";
+  none["tool_choice"] = "none";
+  EXPECT_EQ(post(s, "/v1/chat/completions", none.dump()).status, 200);
+  json twice = none;
+  twice["tool_choice"] = "auto";
+  twice["messages"].push_back({{"role", "assistant"}, {"content", "It is 21."}});
+  twice["messages"].push_back({{"role", "assistant"}, {"content", "Really."}});
+  expect_error(post(s, "/v1/chat/completions", twice.dump()), 400, "alternate");
+  json late = none;
+  late["tool_choice"] = "auto";
+  late["messages"].push_back({{"role", "assistant"}, {"content", "It is 21."}});
+  late["messages"].push_back(json::parse(R"({"role": "tool", "tool_call_id": "c1", "content": "2"})"));
+  expect_error(post(s, "/v1/chat/completions", late.dump()), 400, "'c1' is not a call");
+  json both = body;
+  both["response_format"] = {{"type", "json_object"}};
+  expect_error(post(s, "/v1/chat/completions", both.dump()), 400, "response_format with tools");
 }
 
 TEST(Serve, Curl) {

@@ -151,6 +151,10 @@ struct GenerateOptions {
   float repetition_penalty = 1.f;
   uint64_t seed = 0;
   std::vector<std::string> stop;  // stop strings
+  // Structured output: the reply is a JSON document of this JSON schema
+  // (its text; "object": any JSON object), enforced while sampling (see
+  // README, response_format). Empty: free text.
+  std::string json_schema;
   bool end_of_turn_stops = false;  // the chat template's end-of-turn token stops too (always in a Conversation)
   bool keep_prompt_logits = false;  // logits at every prompt position (first turn of a Batch)
   bool keep_step_logits = false;    // the logits each token was chosen from

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "generate/generator.h"
+#include "generate/json_schema.h"
+#include "generate/token_trie.h"
 #include "io/tokenizer.h"
 #include "media/media_frontend.h"
 #include "media/media_loader.h"
@@ -20,9 +23,20 @@ struct Engine::Impl {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the directory has none
   std::unique_ptr<ChatTemplate> chat_template;  // the folder's, or the family's built-in
   std::shared_ptr<const MediaFrontend> frontend;  // the checkpoint's image / audio frontends (maybe none)
+  // The vocabulary's texts for structured output, built on first use.
+  struct LazyVocabulary {
+    std::once_flag once;
+    std::shared_ptr<const TokenTrie> trie;
+  };
+  std::shared_ptr<LazyVocabulary> vocabulary = std::make_shared<LazyVocabulary>();
 };
 
 namespace api {
+
+// GenerateOptions::json_schema compiled (null when empty); InputError naming the keyword.
+std::shared_ptr<const JsonGrammar> json_grammar(const GenerateOptions& o);
+// The engine's vocabulary trie (needs a tokenizer).
+std::shared_ptr<const TokenTrie> vocabulary(const Engine& e);
 
 SessionOptions session_options(const ConversationOptions& o, int sequences);
 SamplingOptions sampling_options(const GenerateOptions& o);

@@ -63,6 +63,7 @@ std::vector<std::string> Batch::run_turn(const TokenInputs& turn, const Generate
     }
     go.keep_prompt_logits = o.keep_prompt_logits;
     go.keep_step_logits = o.keep_step_logits;
+    if ((go.json_grammar = api::json_grammar(o))) go.vocabulary = api::vocabulary(*b.engine);
     b.generator = std::make_unique<Generator>(*b.source, c, go);
   }
   b.generator->set_on_text(on_text);

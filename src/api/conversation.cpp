@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "api/api_internal.h"
+#include "generate/json_constraint.h"
 #include "core/error.h"
 #include "prompt/prompt_text.h"
 #include "generate/step_generator.h"
@@ -170,6 +171,8 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     end_of_turn = tok ? SpecialTokens::resolve(c.config(), *tok).end_of_turn : -1;
     if (end_of_turn >= 0) ro.stop_tokens.push_back(end_of_turn);
     ro.on_text = on_text;
+    if (const auto grammar = api::json_grammar(o))
+      ro.constraint = std::make_shared<JsonConstraint>(grammar, api::vocabulary(*c.engine), ro.stop_tokens);
     // Nothing staged: the prompt is just the pending token (fed first by start()).
     PromptBatch prompt = c.staged;
     if (prompt.batch == 0) prompt.batch = 1;

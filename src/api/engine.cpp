@@ -2,6 +2,8 @@
 #include <cstdio>
 
 #include "api/api_internal.h"
+
+#include <nlohmann/json.hpp>
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
@@ -62,6 +64,7 @@ std::string Engine::decode(const std::vector<int>& ids) const { return api::requ
 void GenerateOptions::validate() const {
   if (max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
   api::sampling_options(*this);
+  api::json_grammar(*this);
   for (const std::string& s : stop)
     if (s.empty()) throw InputError("a stop string must not be empty");
 }
@@ -72,6 +75,22 @@ void set_threads(int threads) {
 }
 
 namespace api {
+
+std::shared_ptr<const JsonGrammar> json_grammar(const GenerateOptions& o) {
+  if (o.json_schema.empty()) return nullptr;
+  if (o.json_schema == "object") return std::make_shared<const JsonGrammar>(any_json_object_grammar());
+  const auto schema = nlohmann::ordered_json::parse(o.json_schema, nullptr, false);
+  if (schema.is_discarded()) throw InputError("json_schema: not valid JSON");
+  return std::make_shared<const JsonGrammar>(compile_json_schema(schema, "json_schema"));
+}
+
+std::shared_ptr<const TokenTrie> vocabulary(const Engine& e) {
+  const Engine::Impl& impl = e.impl();
+  const Tokenizer& tok = require_tokenizer(e, "structured output (json_schema)");
+  Engine::Impl::LazyVocabulary& v = *impl.vocabulary;
+  std::call_once(v.once, [&] { v.trie = TokenTrie::build(tok, impl.model.config().vocab_size); });
+  return v.trie;
+}
 
 ChatPrompter prompter(const Engine& e, const char* what, const MediaOptions& media) {
   return ChatPrompter(e.impl().model.config(), require_tokenizer(e, what), *e.impl().chat_template,

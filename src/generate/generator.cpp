@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "generate/json_constraint.h"
 #include "pipeline/session.h"
 
 namespace splitdec {
@@ -45,6 +46,7 @@ std::vector<std::string> Generator::run_turn(const Turn& turn) {
     ro.max_new_tokens = turn.max_new_tokens;
     ro.keep_step_logits = o_.keep_step_logits;
     if (o_.on_text) ro.on_text = [this, b](const std::string& t) { o_.on_text(b, t); };
+    if (o_.json_grammar) ro.constraint = std::make_shared<JsonConstraint>(o_.json_grammar, o_.vocabulary, o_.stop_tokens);
   }
   auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> ids =

@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "generate/json_schema.h"
 #include "generate/logits_source.h"
 #include "generate/sampler.h"
 #include "generate/step_generator.h"
+#include "generate/token_trie.h"
 #include "model/gemma_model.h"
 #include "model/prompt_batch.h"
 
@@ -32,6 +34,10 @@ struct GenerationOptions {
   std::function<void(int seq, const std::string& text)> on_text;
   bool keep_prompt_logits = true;  // the first turn's logits at every prompt position
   bool keep_step_logits = true;    // the logits each token was chosen from
+  // Structured output: each sequence's reply of each turn is a document of
+  // this grammar, its tokens read through this vocabulary (both or neither).
+  std::shared_ptr<const JsonGrammar> json_grammar;
+  std::shared_ptr<const TokenTrie> vocabulary;
 };
 
 struct GenerationResult {

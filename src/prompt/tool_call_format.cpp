@@ -120,7 +120,10 @@ size_t parse_call(const std::string& text, size_t open, ToolCall* call) {
   const size_t brace = text.find('{', name_at);
   if (brace == std::string::npos) return std::string::npos;
   call->name = text.substr(name_at, brace - name_at);
-  if (call->name.empty() || call->name.find_first_of(" \n<>{}") != std::string::npos) return std::string::npos;
+  // OpenAI's function names: letters, digits, '_', '-' (and '.' as some tools use), 1 to 64.
+  if (call->name.empty() || call->name.size() > 64 ||
+      call->name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != std::string::npos)
+    return std::string::npos;
   ArgumentParser p(text, brace);
   std::optional<json> args = p.map(0);
   if (!args) return std::string::npos;

@@ -9,6 +9,7 @@
 #include "prompt/prompt_text.h"
 #include "prompt/tool_call_format.h"
 #include "serve/api_error.h"
+#include "serve/json_limits.h"
 
 namespace splitdec::serve {
 
@@ -52,6 +53,18 @@ class PromptBuilder {
   std::string pending_;
 };
 
+// JSON a client wrote inside a string (tool arguments, a tool's answer),
+// parsed only within the body's own limits (nesting, values): deeper text
+// stays a string.
+nlohmann::json parse_within_limits(const std::string& text) {
+  try {
+    check_json_limits(text, JsonLimits{});
+  } catch (const ApiError&) {
+    return nlohmann::json::value_t::discarded;
+  }
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
 std::string text_only(const ChatMessage& m, size_t index) {
   std::string s;
   for (const MessagePart& part : m.parts) {
@@ -72,8 +85,11 @@ std::string tool_reply_prefix(const ToolUse& tools) {
 PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenizer& tok, const ModelConfig& c,
                         const ChatTemplate& chat_template, const ToolUse& tools) {
   if (messages.empty()) throw ApiError(400, "messages must hold at least one message", "messages");
-  const bool with_tools = !tools.tools.is_null() && tools.choice != "none";
-  if (with_tools && chat_template.source().find("tools") == std::string::npos)
+  // Tool history is read whenever the request has tools; the tools are
+  // offered (rendered) unless tool_choice is "none".
+  const bool has_tools = !tools.tools.is_null();
+  const bool with_tools = has_tools && tools.choice != "none";
+  if (has_tools && chat_template.source().find("tools") == std::string::npos)
     throw ApiError(400, "tools: this model's chat template (" + chat_template.origin() + ") does not format tools", "tools");
   std::vector<splitdec::ChatMessage> chat;
   bool expect_user = true;
@@ -100,26 +116,28 @@ PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenize
       expect_user = false;
       open_calls.clear();
     } else if (m.role == "assistant") {
-      const bool after_tools = !chat.empty() && chat.back().role == "assistant" && chat.back().fields.contains("tool_responses");
+      // Right after the tools' answers (the turn that called them is still open).
+      const bool after_tools = !open_calls.empty() && chat.back().fields.contains("tool_responses");
       if (expect_user && !after_tools)
         throw ApiError(400, where + ": roles must alternate user/assistant after the system message", "messages");
       const std::string text = text_only(m, i);
       if (after_tools && m.tool_calls.is_null()) {
-        // The answer after the tools' responses: the same model turn goes on.
+        // The answer after the tools' responses: the same model turn goes on, and ends.
         chat.back().parts[0].text += text;
+        open_calls.clear();
         expect_user = true;
         continue;
       }
       out.parts.push_back({ChatPart::Kind::Text, text, "", nullptr});
       open_calls.clear();
       if (!m.tool_calls.is_null()) {
-        if (!with_tools) throw ApiError(400, where + ".tool_calls: the request has no tools", "messages");
+        if (!has_tools) throw ApiError(400, where + ".tool_calls: the request has no tools", "messages");
         nlohmann::json calls = nlohmann::json::array();
         for (const nlohmann::json& call : m.tool_calls) {
           nlohmann::json f = call["function"];
           // The template writes arguments given as a mapping in its own form.
           const std::string args = f.value("arguments", "{}");
-          const nlohmann::json parsed = nlohmann::json::parse(args, nullptr, false);
+          const nlohmann::json parsed = parse_within_limits(args);
           f["arguments"] = parsed.is_object() ? parsed : nlohmann::json(args);
           calls.push_back({{"id", call["id"]}, {"type", "function"}, {"function", f}});
           open_calls[call["id"].get<std::string>()] = f["name"].get<std::string>();
@@ -134,7 +152,7 @@ PromptBatch chat_prompt(const std::vector<ChatMessage>& messages, const Tokenize
       if (call == open_calls.end())
         throw ApiError(400, where + ".tool_call_id: '" + m.tool_call_id + "' is not a call of the assistant message before it", "messages");
       const std::string text = text_only(m, i);
-      const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+      const nlohmann::json parsed = parse_within_limits(text);
       chat.back().fields["tool_responses"].push_back(
           {{"name", call->second}, {"response", parsed.is_discarded() ? nlohmann::json(text) : parsed}});
       continue;

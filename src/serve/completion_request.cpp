@@ -361,7 +361,7 @@ std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
     msg.role = role->get<std::string>();
     if (msg.role == "assistant") {
       if (const json* calls = field(m, "tool_calls")) {
-        if (!calls->is_array() || calls->empty()) throw wrong_type(where + ".tool_calls", "a non-empty array", *calls);
+        if (!calls->is_array()) throw wrong_type(where + ".tool_calls", "an array", *calls);
         for (size_t j = 0; j < calls->size(); ++j) {
           const json& c = (*calls)[j];
           const std::string at = where + ".tool_calls[" + std::to_string(j) + "]";
@@ -370,8 +370,10 @@ std::vector<ChatMessage> messages(const json& body, const RequestContext& ctx) {
             throw bad_field("messages", at + ": expected {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
           if (const json* a = field(c["function"], "arguments"); a && !a->is_string())
             throw bad_field("messages", at + ".function.arguments: expected a string of JSON");
+          else if (a)
+            text_bytes += a->get_ref<const std::string&>().size();  // the prompt holds them too
         }
-        msg.tool_calls = *calls;
+        if (!calls->empty()) msg.tool_calls = *calls;  // [] as some clients send it: no calls
       }
     }
     if (msg.role == "tool") {
@@ -464,6 +466,9 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
   r.top_logprobs = top_logprobs(body, chat);
   r.json_grammar = response_format(body, body_text);
   if (chat) r.tools = tool_use(body);
+  if (r.json_grammar && !r.tools.tools.is_null() && r.tools.choice != "none")
+    throw bad_field("response_format", "response_format with tools: a reply is either a JSON document or tool calls; "
+                                       "send tool_choice \"none\" to ask for the document");
   r.stream = boolean(body, "stream").value_or(false);
   if (const json* so = field(body, "stream_options")) {
     if (!so->is_object()) throw wrong_type("stream_options", "an object", *so);

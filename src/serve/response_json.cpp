@@ -1,5 +1,6 @@
 #include "serve/response_json.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -94,7 +95,8 @@ json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
   json out = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     json call = {{"id", tool_call_id()}, {"type", "function"},
-                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments.dump()}}}};
+                 {"function", {{"name", calls[i].name},
+                               {"arguments", calls[i].arguments.dump(-1, ' ', false, json::error_handler_t::replace)}}}};
     if (indexed) call["index"] = i;  // a stream's deltas say which call they extend
     out.push_back(std::move(call));
   }
@@ -153,7 +155,10 @@ std::string ResponseWriter::first_event() const {
 std::string ResponseWriter::text_event(const std::string& text, const std::vector<TokenLogprob>& logprobs) const {
   if (!tools_) return chunk(text, nullptr, false, tokenizer_ ? &logprobs : nullptr);
   tool_text_ += text;
-  const size_t ready = content_before_tool_calls(tool_text_);
+  // Only the part not sent yet can hold the first marker (scanning from there
+  // keeps a long reply linear).
+  const size_t held = std::min(tool_streamed_, tool_text_.size());
+  const size_t ready = held + content_before_tool_calls(tool_text_.substr(held));
   std::string now;
   if (ready > tool_streamed_) now = tool_text_.substr(tool_streamed_, ready - tool_streamed_), tool_streamed_ = ready;
   if (now.empty() && (logprobs.empty() || !tokenizer_)) return "";
