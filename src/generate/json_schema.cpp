@@ -258,18 +258,20 @@ class SchemaCompiler {
       n.kind = type == "number" ? Kind::Number : Kind::Integer;
       return add(std::move(n), pointer);
     }
+    // A String's characters or an Array's items: [min, max] from the two keywords.
+    auto bounds = [&](const char* min_key, const char* max_key) {
+      n.min_count = count(s, min_key, pointer, 0);
+      n.max_count = count(s, max_key, pointer, -1);
+      if (n.max_count >= 0 && n.max_count < n.min_count) fail(pointer, std::string(max_key) + " is below " + min_key);
+    };
     if (type == "string") {
       n.kind = Kind::String;
-      n.min_count = count(s, "minLength", pointer, 0);
-      n.max_count = count(s, "maxLength", pointer, -1);
-      if (n.max_count >= 0 && n.max_count < n.min_count) fail(pointer, "maxLength is below minLength");
+      bounds("minLength", "maxLength");
       return add(std::move(n), pointer);
     }
     if (type == "array") {
       n.kind = Kind::Array;
-      n.min_count = count(s, "minItems", pointer, 0);
-      n.max_count = count(s, "maxItems", pointer, -1);
-      if (n.max_count >= 0 && n.max_count < n.min_count) fail(pointer, "maxItems is below minItems");
+      bounds("minItems", "maxItems");
       if (const auto it = s.find("items"); it != s.end()) {
         if (it->is_array()) fail(pointer, "items as a list (tuples) is not supported");
         n.items = compile(*it, pointer + "/items", depth + 1);

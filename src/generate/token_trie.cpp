@@ -58,13 +58,14 @@ std::shared_ptr<const TokenTrie> TokenTrie::build(const Tokenizer& tok, int voca
     texts[size_t(t)] = std::move(text);
     usable[size_t(t)] = true;
   }
-  return from_texts(texts, usable);
+  return from_texts(std::move(texts), std::move(usable));
 }
 
-std::shared_ptr<const TokenTrie> TokenTrie::from_texts(const std::vector<std::string>& texts, const std::vector<bool>& usable) {
+std::shared_ptr<const TokenTrie> TokenTrie::from_texts(std::vector<std::string> texts_in, std::vector<bool> usable) {
   auto trie = std::make_shared<TokenTrie>();
-  trie->text_ = texts;
-  trie->usable_ = usable;
+  trie->text_ = std::move(texts_in);  // the vocabulary once, not a copy beside the caller's
+  trie->usable_ = std::move(usable);
+  const std::vector<std::string>& texts = trie->text_;
   trie->usable_.resize(texts.size(), false);
   std::vector<int> order;
   for (size_t t = 0; t < texts.size(); ++t)

@@ -27,7 +27,7 @@ class TokenTrie {
   // write nothing and ids past the tokenizer's pieces are left out.
   static std::shared_ptr<const TokenTrie> build(const Tokenizer& tokenizer, int vocab_size);
   // From texts directly (`usable[t]` false: left out); for tests.
-  static std::shared_ptr<const TokenTrie> from_texts(const std::vector<std::string>& texts, const std::vector<bool>& usable);
+  static std::shared_ptr<const TokenTrie> from_texts(std::vector<std::string> texts, std::vector<bool> usable);
 
   const std::vector<Node>& nodes() const { return nodes_; }
   const std::vector<int>& tokens() const { return tokens_; }

@@ -50,63 +50,64 @@ class ArgumentParser {
   // {key:value,...} at `at_`.
   std::optional<json> map(int depth) {
     json out = json::object();
-    ++at_;  // '{'
-    skip_space();
-    if (at_ < s_.size() && s_[at_] == '}') return ++at_, out;
-    for (;;) {
+    const bool ok = sequence('}', [&] {
       skip_space();
       std::string key;
       if (s_.compare(at_, kQuoteSize, kQuote) == 0) {  // a key as format_argument quotes it by default
         const size_t end = s_.find(kQuote, at_ + kQuoteSize);
-        if (end == std::string::npos) return std::nullopt;
+        if (end == std::string::npos) return false;
         key = s_.substr(at_ + kQuoteSize, end - at_ - kQuoteSize);
         at_ = end + kQuoteSize;
         skip_space();
-        if (at_ >= s_.size() || s_[at_] != ':') return std::nullopt;
+        if (at_ >= s_.size() || s_[at_] != ':') return false;
       } else {
         const size_t colon = s_.find(':', at_);
-        if (colon == std::string::npos) return std::nullopt;
+        if (colon == std::string::npos) return false;
         key = s_.substr(at_, colon - at_);
         while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
-        if (key.empty() || key.find_first_of("{}[],") != std::string::npos) return std::nullopt;
+        if (key.empty() || key.find_first_of("{}[],") != std::string::npos) return false;
         at_ = colon;
       }
       ++at_;  // ':'
       std::optional<json> v = value(depth + 1);
-      if (!v) return std::nullopt;
+      if (!v) return false;
       out[key] = std::move(*v);
-      skip_space();
-      if (at_ >= s_.size()) return std::nullopt;
-      if (s_[at_] == ',') {
-        ++at_;
-        continue;
-      }
-      if (s_[at_] == '}') return ++at_, out;
-      return std::nullopt;
-    }
+      return true;
+    });
+    return ok ? std::optional<json>(std::move(out)) : std::nullopt;
   }
 
+  // [a,b,...] at `at_`.
   std::optional<json> list(int depth) {
     json out = json::array();
-    ++at_;  // '['
-    skip_space();
-    if (at_ < s_.size() && s_[at_] == ']') return ++at_, out;
-    for (;;) {
+    const bool ok = sequence(']', [&] {
       std::optional<json> v = value(depth + 1);
-      if (!v) return std::nullopt;
-      out.push_back(std::move(*v));
-      skip_space();
-      if (at_ >= s_.size()) return std::nullopt;
-      if (s_[at_] == ',') {
-        ++at_;
-        continue;
-      }
-      if (s_[at_] == ']') return ++at_, out;
-      return std::nullopt;
-    }
+      if (v) out.push_back(std::move(*v));
+      return v.has_value();
+    });
+    return ok ? std::optional<json>(std::move(out)) : std::nullopt;
   }
 
  private:
+  // The opening bracket at `at_`, then items that `item` reads, separated by
+  // ',', up to `close`; false on anything else.
+  template <class Item>
+  bool sequence(char close, Item item) {
+    ++at_;
+    skip_space();
+    if (at_ < s_.size() && s_[at_] == close) return ++at_, true;
+    for (;;) {
+      if (!item()) return false;
+      skip_space();
+      if (at_ >= s_.size()) return false;
+      if (s_[at_] == ',') {
+        ++at_;
+        continue;
+      }
+      if (s_[at_] == close) return ++at_, true;
+      return false;
+    }
+  }
   void skip_space() {
     while (at_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[at_]))) ++at_;
   }

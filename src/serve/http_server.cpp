@@ -129,18 +129,6 @@ struct HttpServer::Impl {
   std::mutex open_m;
   std::condition_variable open_cv;
   int64_t open_responses = 0;
-  // The vocabulary's texts for structured output, built by the first
-  // request that asks for a response_format (about a second for 262K tokens).
-  std::once_flag vocabulary_once;
-  std::shared_ptr<const TokenTrie> vocabulary_trie;
-
-  std::shared_ptr<const TokenTrie> vocabulary() {
-    std::call_once(vocabulary_once, [this] {
-      const Engine::Impl& e = engine->impl();
-      vocabulary_trie = TokenTrie::build(*e.tokenizer, e.model.config().vocab_size);
-    });
-    return vocabulary_trie;
-  }
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o, SchedulerOptions s)
       : engine(std::move(e)), options(std::move(o)), metrics(s.max_sequences),
@@ -328,7 +316,7 @@ struct HttpServer::Impl {
       }
       if (r.json_grammar) {
         params.json_grammar = r.json_grammar;
-        params.vocabulary = vocabulary();
+        params.vocabulary = api::vocabulary(*engine);  // the engine builds it once, on first use
       }
       // A tool's answer is the client's to give: the reply ends where the model would write one.
       if (uses_tools(r)) params.stop.push_back(kToolResponseOpen);
