@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/aligned_vector.h"
 #include "core/error.h"
@@ -81,10 +82,17 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   const int64_t row_bytes = int64_t(w.row_bytes());
   pool->parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local AlignedVector<uint32_t> packed;  // this pool thread's
+    thread_local std::vector<uint8_t> rows_as_stored;  // a panel of Q4_0 row groups, back in row layout
     packed.resize(simd::bf16_panel_scratch_words(panel));
     for (int64_t p = p0; p < p1; ++p) {
       const int o0 = int(p * panel), n = std::min(panel, w.out - o0);
-      simd::gemm_bf16_panel(x_pairs.data(), rows, w.data.data(), row_bytes, format, w.in, o0, n, y + o0, w.out, packed.data());
+      if (o0 < w.grouped_rows) {
+        rows_as_stored.resize(size_t(n) * size_t(row_bytes));
+        for (int j = 0; j < n; ++j) w.copy_row(o0 + j, rows_as_stored.data() + size_t(j) * size_t(row_bytes));
+        simd::gemm_bf16_panel(x_pairs.data(), rows, rows_as_stored.data(), row_bytes, format, w.in, 0, n, y + o0, w.out, packed.data());
+      } else {
+        simd::gemm_bf16_panel(x_pairs.data(), rows, w.data.data(), row_bytes, format, w.in, o0, n, y + o0, w.out, packed.data());
+      }
     }
   });
 }

@@ -6,9 +6,11 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/matvec_grain.h"
+#include "kernels/simd/q4_row_groups.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -148,7 +150,6 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });  // our pool owns the cores
   const int kPanel = std::clamp((w.out + 8 * 16 - 1) / (8 * 16) * 16, 64, 256);
-  const simd::KernelTable& t = simd::best();
   const RowKernels& k = row_kernels(w.format);
   const int64_t panels = (w.out + kPanel - 1) / kPanel;
   ThreadPool::global()->parallel_for(panels, [&](int64_t p0, int64_t p1) {
@@ -158,7 +159,7 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
       const float* panel = as<float>(w.row(o0));
       if (!k.f32_rows) {
         buf.resize(size_t(n) * size_t(w.in));
-        for (int j = 0; j < n; ++j) k.to_f32(t, w.row(o0 + j), w.in, buf.data() + size_t(j) * size_t(w.in));
+        for (int j = 0; j < n; ++j) w.row_f32(o0 + j, buf.data() + size_t(j) * size_t(w.in));  // grouped rows too
         panel = buf.data();
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, w.in, 1.f, x, w.in, panel, w.in, 0.f, y + o0, w.out);
@@ -169,20 +170,40 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 // Activation rows quantized to Q8_0 blocks (int8_activations): scales
 // [rows][in / 32], values [rows][in]. Kept per calling thread and reused, so
 // a decode step allocates nothing.
+// eight_sum [rows][in / 32]: 8 x each block's sum of q, for the Q4_0 row
+// groups (their nibbles are unsigned; the offset of 8 comes off once).
 struct QuantizedRows {
   std::vector<float> scale;
   std::vector<int8_t> q;
+  std::vector<int32_t> eight_sum;
 };
+
+void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedRows& out, int64_t r) {
+  const size_t nb = size_t(in / 32);
+  int8_t* q = &out.q[size_t(r) * size_t(in)];
+  t.quantize_q8_activations(x, in, &out.scale[size_t(r) * nb], q);
+  int32_t* sums = &out.eight_sum[size_t(r) * nb];
+  for (size_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q[b * 32 + size_t(j)];
+    sums[b] = 8 * sum;
+  }
+}
+
+void resize_rows(QuantizedRows& out, int rows, int in) {
+  const size_t nb = size_t(in / 32);
+  out.scale.resize(size_t(rows) * nb);
+  out.q.resize(size_t(rows) * size_t(in));
+  out.eight_sum.resize(size_t(rows) * nb);
+}
 
 const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, int rows, int in) {
   thread_local QuantizedRows scratch;
   QuantizedRows& out = scratch;  // the caller's: a pool thread naming `scratch` would get its own
-  const size_t nb = size_t(in / 32);
-  out.scale.resize(size_t(rows) * nb);
-  out.q.resize(size_t(rows) * size_t(in));
+  resize_rows(out, rows, in);
   ThreadPool::global()->parallel_for(
       rows, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) t.quantize_q8_activations(x + r * in, in, &out.scale[size_t(r) * nb], &out.q[size_t(r) * size_t(in)]);
+        for (int64_t r = r0; r < r1; ++r) quantize_row(t, x + r * in, in, out, r);
       },
       std::max<int64_t>(1, (int64_t(1) << 15) / std::max(1, in)));
   return out;
@@ -209,6 +230,44 @@ void matvec_q8act_block(const simd::KernelTable& t, const RowKernels& k, const Q
   }
 }
 
+// A matrix's work units: its row groups (16 outputs each), then its other
+// rows one each. Threads split units, so a group is never cut and an output
+// is always computed by the same kernel, whatever the rows or threads.
+int64_t work_units(const WeightMatrix& w) { return w.grouped_rows / simd::kQ4GroupRows + (w.out - w.grouped_rows); }
+
+int64_t unit_grain(const WeightMatrix& w, int64_t output_grain) {
+  return w.grouped_rows > 0 ? std::max<int64_t>(1, output_grain / simd::kQ4GroupRows) : output_grain;
+}
+
+// Units [u0, u1) for every quantized row: groups through the row-group
+// kernel (four rows per weight load), the rest through matvec_q8act_block.
+void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
+                        float* y, int64_t u0, int64_t u1) {
+  const int64_t groups = w.grouped_rows / simd::kQ4GroupRows;
+  if (u0 < groups) {
+    const simd::Q4GroupDot dot = simd::q4_group_kernel(t).dot;
+    const size_t nb = size_t(w.in / 32);
+    simd::Q8Row xr[4];
+    float out[4 * simd::kQ4GroupRows];
+    for (int64_t g = u0; g < std::min(u1, groups); ++g) {
+      for (int r = 0; r < rows; r += 4) {
+        const int n = std::min(4, rows - r);
+        for (int j = 0; j < n; ++j)
+          xr[j] = {&x.scale[size_t(r + j) * nb], &x.q[size_t(r + j) * size_t(w.in)], &x.eight_sum[size_t(r + j) * nb]};
+        dot(xr, n, w.group(int(g)), w.in, out);
+        for (int j = 0; j < n; ++j)
+          std::memcpy(y + int64_t(r + j) * w.out + g * simd::kQ4GroupRows, out + j * simd::kQ4GroupRows,
+                      sizeof(float) * simd::kQ4GroupRows);
+      }
+    }
+  }
+  if (u1 > groups) matvec_q8act_block(t, k, x, rows, w, y, w.grouped_rows + std::max<int64_t>(0, u0 - groups), w.grouped_rows + (u1 - groups));
+}
+
+void check_ungrouped(const WeightMatrix& w) {
+  if (w.grouped_rows > 0) throw Error("linear: Q4_0 rows in groups take int8 activations only");
+}
+
 }  // namespace
 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
@@ -216,9 +275,11 @@ void linear_with(const simd::KernelTable& t, const float* x, int rows, const Wei
   const RowKernels& k = row_kernels(w.format);
   if (w.int8_activations && k.dot_q8act) {
     const QuantizedRows& xq = quantize_rows(t, x, rows, w.in);
-    ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_q8act_block(t, k, xq, rows, w, y, o0, o1); }, grain);
+    ThreadPool::global()->parallel_for(
+        work_units(w), [&](int64_t u0, int64_t u1) { matvec_q8act_units(t, k, xq, rows, w, y, u0, u1); }, unit_grain(w, grain));
     return;
   }
+  check_ungrouped(w);
   ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
@@ -233,31 +294,34 @@ void linear_batch(const LinearJob* jobs, int count) {
     const RowKernels& k = row_kernels(job.w->format);
     if (job.w->int8_activations && k.dot_q8act) {
       const int in = job.w->in;
-      const size_t nb = size_t(in / 32);
       QuantizedRows& q = quantized[size_t(j)];
-      q.scale.resize(size_t(job.rows) * nb);
-      q.q.resize(size_t(job.rows) * size_t(in));
-      for (int r = 0; r < job.rows; ++r)
-        t.quantize_q8_activations(job.x + int64_t(r) * in, in, &q.scale[size_t(r) * nb], &q.q[size_t(r) * size_t(in)]);
+      resize_rows(q, job.rows, in);
+      for (int r = 0; r < job.rows; ++r) quantize_row(t, job.x + int64_t(r) * in, in, q, r);
+    } else {
+      check_ungrouped(*job.w);
     }
-    first[size_t(j) + 1] = first[size_t(j)] + job.w->out;
+    first[size_t(j) + 1] = first[size_t(j)] + work_units(*job.w);
   }
   int64_t work = 0;
-  for (int j = 0; j < count; ++j) work += int64_t(jobs[j].w->in) * std::max(1, jobs[j].rows) * jobs[j].w->out;
-  const int64_t total = first.back();
-  const int64_t grain = std::max<int64_t>(16, total * (int64_t(1) << 18) / std::max<int64_t>(1, work));
+  bool grouped = false;  // a unit may be 16 outputs: no floor of 16 units then
+  for (int j = 0; j < count; ++j) {
+    work += int64_t(jobs[j].w->in) * std::max(1, jobs[j].rows) * jobs[j].w->out;
+    grouped |= jobs[j].w->grouped_rows > 0;
+  }
+  const int64_t total = first.back();  // work units (work_units), all jobs end to end
+  const int64_t grain = std::max<int64_t>(grouped ? 1 : 16, total * (int64_t(1) << 18) / std::max<int64_t>(1, work));
   ThreadPool::global()->parallel_for(total, [&](int64_t a, int64_t b) {
     int j = int(std::upper_bound(first.begin(), first.end(), a) - first.begin()) - 1;
     for (; j < count && first[size_t(j)] < b; ++j) {
       const LinearJob& job = jobs[j];
-      const int64_t o0 = std::max(a, first[size_t(j)]) - first[size_t(j)];
-      const int64_t o1 = std::min(b, first[size_t(j) + 1]) - first[size_t(j)];
-      if (o1 <= o0) continue;
+      const int64_t u0 = std::max(a, first[size_t(j)]) - first[size_t(j)];
+      const int64_t u1 = std::min(b, first[size_t(j) + 1]) - first[size_t(j)];
+      if (u1 <= u0) continue;
       const RowKernels& k = row_kernels(job.w->format);
       if (job.w->int8_activations && k.dot_q8act)
-        matvec_q8act_block(t, k, quantized[size_t(j)], job.rows, *job.w, job.y, o0, o1);
+        matvec_q8act_units(t, k, quantized[size_t(j)], job.rows, *job.w, job.y, u0, u1);
       else
-        matvec_block(t, k, job.x, job.rows, *job.w, job.y, o0, o1);
+        matvec_block(t, k, job.x, job.rows, *job.w, job.y, u0, u1);  // ungrouped: a unit is an output
     }
   }, grain);
 }

@@ -5,10 +5,12 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
 #include "kernels/linear.h"
+#include "kernels/simd/q4_row_groups.h"
 
 namespace splitdec {
 
@@ -110,6 +112,7 @@ WeightMatrix WeightMatrix::zeros(WeightFormat format, int out, int in) {
 }
 
 void WeightMatrix::set_rows_f32(int r0, int rows, const float* values) {
+  if (r0 < grouped_rows) throw Error("WeightMatrix::set_rows_f32: rows already in groups of 16");
   for (int r = 0; r < rows; ++r) {
     const float* x = values + size_t(r) * size_t(in);
     uint8_t* dst = data.data() + size_t(r0 + r) * row_bytes();
@@ -134,6 +137,50 @@ WeightMatrix WeightMatrix::from_f32(WeightFormat format, int out, int in, const 
   return m;
 }
 
-void WeightMatrix::row_f32(int o, float* dst) const { row_kernels(format).to_f32(simd::best(), row(o), in, dst); }
+namespace {
+// Where row i's block b lies in its group: its scale, and chunk c's four bytes.
+size_t grouped_scale_at(int b, int i) { return size_t(b) * simd::kQ4GroupBlockBytes + size_t(2 * i); }
+size_t grouped_chunk_at(int b, int i, int c) { return size_t(b) * simd::kQ4GroupBlockBytes + size_t(32 + 64 * c + 4 * i); }
+}  // namespace
+
+void WeightMatrix::copy_row(int o, uint8_t* dst) const {
+  if (o >= grouped_rows) {
+    std::memcpy(dst, row(o), row_bytes());
+    return;
+  }
+  const uint8_t* g = group(o / simd::kQ4GroupRows);
+  const int i = o % simd::kQ4GroupRows;
+  for (int b = 0; b < in / 32; ++b, dst += 18) {
+    std::memcpy(dst, g + grouped_scale_at(b, i), 2);
+    for (int c = 0; c < 4; ++c) std::memcpy(dst + 2 + 4 * c, g + grouped_chunk_at(b, i, c), 4);
+  }
+}
+
+void WeightMatrix::group_rows() {
+  if (format != WeightFormat::Q4_0 || !int8_activations || grouped_rows > 0) return;
+  const int whole = out / simd::kQ4GroupRows * simd::kQ4GroupRows;
+  const size_t bytes = simd::kQ4GroupRows * row_bytes();
+  std::vector<uint8_t> rows(bytes);
+  for (int g = 0; g < whole / simd::kQ4GroupRows; ++g) {
+    uint8_t* dst = data.data() + size_t(g) * bytes;
+    std::memcpy(rows.data(), dst, bytes);
+    for (int i = 0; i < simd::kQ4GroupRows; ++i) {
+      const uint8_t* src = rows.data() + size_t(i) * row_bytes();
+      for (int b = 0; b < in / 32; ++b, src += 18) {
+        std::memcpy(dst + grouped_scale_at(b, i), src, 2);
+        for (int c = 0; c < 4; ++c) std::memcpy(dst + grouped_chunk_at(b, i, c), src + 2 + 4 * c, 4);
+      }
+    }
+  }
+  grouped_rows = whole;
+}
+
+void WeightMatrix::row_f32(int o, float* dst) const {
+  if (o >= grouped_rows) return row_kernels(format).to_f32(simd::best(), row(o), in, dst);
+  thread_local std::vector<uint8_t> bytes;
+  bytes.resize(row_bytes());
+  copy_row(o, bytes.data());
+  row_kernels(format).to_f32(simd::best(), bytes.data(), in, dst);
+}
 
 }  // namespace splitdec

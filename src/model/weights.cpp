@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -279,7 +280,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   };
   // `name`: the tensor as the file holds it, read as [out, in] (an expert
   // stack [E, out, in] as E * out rows).
-  auto matrix_from = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
+  auto matrix_read = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
     const TensorView& stored = store.get(name);
     if (GgmlBlocks g; converted_blocks(stored.blocks, &g)) {  // blocks without kernels here: converted
       const TensorView& v = view(name, shape);
@@ -325,6 +326,19 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step) convert_rows(store, v, r0, std::min(step, out - r0), m, r0);
     return m;
   };
+  // Q4_0 rows in groups of 16 for the decode kernel (WeightMatrix::grouped_rows);
+  // SPLITDEC_Q4_GROUPS=0 keeps them as stored (to measure one against the other).
+  static const bool group_q4 = [] {
+    const char* v = std::getenv("SPLITDEC_Q4_GROUPS");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  auto grouped = [&](WeightMatrix m) {
+    if (group_q4) m.group_rows();
+    return m;
+  };
+  auto matrix_from = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
+    return grouped(matrix_read(name, shape, out, in, embedding));
+  };
   auto matrix = [&](const std::string& name, const std::vector<int64_t>& shape, bool embedding) {
     return matrix_from(name, shape, int(shape[0]), int(shape[1]), embedding);
   };
@@ -344,11 +358,12 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     if (shape[0] * shape[1] > (int64_t(1) << 30))
       throw FormatError("tensor '" + name + "' " + shape_text(shape) + " has more than 2^30 rows");
     const int E = int(shape[0]), out = int(shape[1]), in = int(shape[2]);
-    const WeightMatrix all = matrix_from(name, shape, E * out, in, false);
+    const WeightMatrix all = matrix_read(name, shape, E * out, in, false);
     std::vector<WeightMatrix> each(static_cast<size_t>(E));
     for (int e = 0; e < E; ++e) {
       each[size_t(e)] = WeightMatrix::from_bytes(all.format, out, in, all.row(e * out));
       each[size_t(e)].int8_activations = all.int8_activations;
+      each[size_t(e)] = grouped(std::move(each[size_t(e)]));
     }
     return each;
   };
