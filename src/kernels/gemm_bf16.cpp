@@ -82,7 +82,7 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   const int64_t row_bytes = int64_t(w.row_bytes());
   pool->parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local AlignedVector<uint32_t> packed;  // this pool thread's
-    thread_local std::vector<uint8_t> rows_as_stored;  // a panel of Q4_0 row groups, back in row layout
+    thread_local std::vector<uint8_t> rows_as_stored;  // a panel of row groups, back in row layout
     packed.resize(simd::bf16_panel_scratch_words(panel));
     for (int64_t p = p0; p < p1; ++p) {
       const int o0 = int(p * panel), n = std::min(panel, w.out - o0);

@@ -10,7 +10,7 @@
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/matvec_grain.h"
-#include "kernels/simd/q4_row_groups.h"
+#include "kernels/simd/row_groups.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -170,11 +170,12 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 // Activation rows quantized to Q8_0 blocks (int8_activations): scales
 // [rows][in / 32], values [rows][in]. Kept per calling thread and reused, so
 // a decode step allocates nothing.
-// eight_sum [rows][in / 32]: 8 x each block's sum of q, for the Q4_0 row
-// groups (their nibbles are unsigned; the offset of 8 comes off once).
+// For the row groups (simd/row_groups.h) also q + 128 [rows][in] and 8 x
+// each block's sum of q [rows][in / 32].
 struct QuantizedRows {
   std::vector<float> scale;
   std::vector<int8_t> q;
+  std::vector<uint8_t> q_offset;
   std::vector<int32_t> eight_sum;
 };
 
@@ -182,6 +183,8 @@ void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedR
   const size_t nb = size_t(in / 32);
   int8_t* q = &out.q[size_t(r) * size_t(in)];
   t.quantize_q8_activations(x, in, &out.scale[size_t(r) * nb], q);
+  uint8_t* q_offset = &out.q_offset[size_t(r) * size_t(in)];
+  for (int j = 0; j < in; ++j) q_offset[j] = uint8_t(q[j] ^ 0x80);  // q + 128
   int32_t* sums = &out.eight_sum[size_t(r) * nb];
   for (size_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
@@ -194,6 +197,7 @@ void resize_rows(QuantizedRows& out, int rows, int in) {
   const size_t nb = size_t(in / 32);
   out.scale.resize(size_t(rows) * nb);
   out.q.resize(size_t(rows) * size_t(in));
+  out.q_offset.resize(size_t(rows) * size_t(in));
   out.eight_sum.resize(size_t(rows) * nb);
 }
 
@@ -233,31 +237,33 @@ void matvec_q8act_block(const simd::KernelTable& t, const RowKernels& k, const Q
 // A matrix's work units: its row groups (16 outputs each), then its other
 // rows one each. Threads split units, so a group is never cut and an output
 // is always computed by the same kernel, whatever the rows or threads.
-int64_t work_units(const WeightMatrix& w) { return w.grouped_rows / simd::kQ4GroupRows + (w.out - w.grouped_rows); }
+int64_t work_units(const WeightMatrix& w) { return w.grouped_rows / simd::kGroupRows + (w.out - w.grouped_rows); }
 
 int64_t unit_grain(const WeightMatrix& w, int64_t output_grain) {
-  return w.grouped_rows > 0 ? std::max<int64_t>(1, output_grain / simd::kQ4GroupRows) : output_grain;
+  return w.grouped_rows > 0 ? std::max<int64_t>(1, output_grain / simd::kGroupRows) : output_grain;
 }
 
 // Units [u0, u1) for every quantized row: groups through the row-group
 // kernel (four rows per weight load), the rest through matvec_q8act_block.
 void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
                         float* y, int64_t u0, int64_t u1) {
-  const int64_t groups = w.grouped_rows / simd::kQ4GroupRows;
+  const int64_t groups = w.grouped_rows / simd::kGroupRows;
   if (u0 < groups) {
-    const simd::Q4GroupDot dot = simd::q4_group_kernel(t).dot;
+    const simd::RowGroupKernels& kernels = simd::row_group_kernels(t);
+    const simd::GroupDot dot = w.format == WeightFormat::Q4_0 ? kernels.q4 : kernels.q8;
     const size_t nb = size_t(w.in / 32);
     simd::Q8Row xr[4];
-    float out[4 * simd::kQ4GroupRows];
+    float out[4 * simd::kGroupRows];
     for (int64_t g = u0; g < std::min(u1, groups); ++g) {
       for (int r = 0; r < rows; r += 4) {
         const int n = std::min(4, rows - r);
         for (int j = 0; j < n; ++j)
-          xr[j] = {&x.scale[size_t(r + j) * nb], &x.q[size_t(r + j) * size_t(w.in)], &x.eight_sum[size_t(r + j) * nb]};
+          xr[j] = {&x.scale[size_t(r + j) * nb], &x.q[size_t(r + j) * size_t(w.in)], &x.q_offset[size_t(r + j) * size_t(w.in)],
+                   &x.eight_sum[size_t(r + j) * nb]};
         dot(xr, n, w.group(int(g)), w.in, out);
         for (int j = 0; j < n; ++j)
-          std::memcpy(y + int64_t(r + j) * w.out + g * simd::kQ4GroupRows, out + j * simd::kQ4GroupRows,
-                      sizeof(float) * simd::kQ4GroupRows);
+          std::memcpy(y + int64_t(r + j) * w.out + g * simd::kGroupRows, out + j * simd::kGroupRows,
+                      sizeof(float) * simd::kGroupRows);
       }
     }
   }
@@ -265,7 +271,7 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
 }
 
 void check_ungrouped(const WeightMatrix& w) {
-  if (w.grouped_rows > 0) throw Error("linear: Q4_0 rows in groups take int8 activations only");
+  if (w.grouped_rows > 0) throw Error("linear: block rows in groups take int8 activations only");
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 #include "core/error.h"
 
 #include "kernels/linear.h"
-#include "kernels/simd/q4_row_groups.h"
+#include "kernels/simd/row_groups.h"
 
 namespace splitdec {
 
@@ -138,9 +138,14 @@ WeightMatrix WeightMatrix::from_f32(WeightFormat format, int out, int in, const 
 }
 
 namespace {
-// Where row i's block b lies in its group: its scale, and chunk c's four bytes.
-size_t grouped_scale_at(int b, int i) { return size_t(b) * simd::kQ4GroupBlockBytes + size_t(2 * i); }
-size_t grouped_chunk_at(int b, int i, int c) { return size_t(b) * simd::kQ4GroupBlockBytes + size_t(32 + 64 * c + 4 * i); }
+// Where row i's block b lies in its group (simd/row_groups.h): its scale,
+// and chunk c's four bytes of values.
+struct GroupedBlocks {
+  size_t block_bytes;  // one row's block: 18 (Q4_0) or 34 (Q8_0)
+  int chunks() const { return int(block_bytes - 2) / 4; }
+  size_t scale_at(int b, int i) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(2 * i); }
+  size_t chunk_at(int b, int i, int c) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(32 + 64 * c + 4 * i); }
+};
 }  // namespace
 
 void WeightMatrix::copy_row(int o, uint8_t* dst) const {
@@ -148,27 +153,29 @@ void WeightMatrix::copy_row(int o, uint8_t* dst) const {
     std::memcpy(dst, row(o), row_bytes());
     return;
   }
-  const uint8_t* g = group(o / simd::kQ4GroupRows);
-  const int i = o % simd::kQ4GroupRows;
-  for (int b = 0; b < in / 32; ++b, dst += 18) {
-    std::memcpy(dst, g + grouped_scale_at(b, i), 2);
-    for (int c = 0; c < 4; ++c) std::memcpy(dst + 2 + 4 * c, g + grouped_chunk_at(b, i, c), 4);
+  const GroupedBlocks at{weight_row_bytes(format, 32)};
+  const uint8_t* g = group(o / simd::kGroupRows);
+  const int i = o % simd::kGroupRows;
+  for (int b = 0; b < in / 32; ++b, dst += at.block_bytes) {
+    std::memcpy(dst, g + at.scale_at(b, i), 2);
+    for (int c = 0; c < at.chunks(); ++c) std::memcpy(dst + 2 + 4 * c, g + at.chunk_at(b, i, c), 4);
   }
 }
 
 void WeightMatrix::group_rows() {
-  if (format != WeightFormat::Q4_0 || !int8_activations || grouped_rows > 0) return;
-  const int whole = out / simd::kQ4GroupRows * simd::kQ4GroupRows;
-  const size_t bytes = simd::kQ4GroupRows * row_bytes();
+  if (!weight_format_is_blocked(format) || !int8_activations || grouped_rows > 0) return;
+  const GroupedBlocks at{weight_row_bytes(format, 32)};
+  const int whole = out / simd::kGroupRows * simd::kGroupRows;
+  const size_t bytes = simd::kGroupRows * row_bytes();
   std::vector<uint8_t> rows(bytes);
-  for (int g = 0; g < whole / simd::kQ4GroupRows; ++g) {
+  for (int g = 0; g < whole / simd::kGroupRows; ++g) {
     uint8_t* dst = data.data() + size_t(g) * bytes;
     std::memcpy(rows.data(), dst, bytes);
-    for (int i = 0; i < simd::kQ4GroupRows; ++i) {
+    for (int i = 0; i < simd::kGroupRows; ++i) {
       const uint8_t* src = rows.data() + size_t(i) * row_bytes();
-      for (int b = 0; b < in / 32; ++b, src += 18) {
-        std::memcpy(dst + grouped_scale_at(b, i), src, 2);
-        for (int c = 0; c < 4; ++c) std::memcpy(dst + grouped_chunk_at(b, i, c), src + 2 + 4 * c, 4);
+      for (int b = 0; b < in / 32; ++b, src += at.block_bytes) {
+        std::memcpy(dst + at.scale_at(b, i), src, 2);
+        for (int c = 0; c < at.chunks(); ++c) std::memcpy(dst + at.chunk_at(b, i, c), src + 2 + 4 * c, 4);
       }
     }
   }

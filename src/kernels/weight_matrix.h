@@ -47,15 +47,12 @@ struct WeightMatrix {
   // quantized activations expanded back, so both see the same inputs.
   // Otherwise activations stay f32.
   bool int8_activations = false;
-  // Q4_0 with int8 activations only: rows [0, grouped_rows) are stored in
-  // groups of 16 (simd/q4_row_groups.h), the rest one after another as
-  // usual. A group holds the same bytes as its 16 rows, rearranged: for
-  // each block b, at 288 b, the 16 rows' f16 scales (row i at 2 i), then
-  // chunk c = 0..3 at 32 + 64 c holding bytes 4c .. 4c + 3 of each row's 16
-  // nibble bytes (row i at 4 i). A decode step then reads 16 rows' blocks
-  // in one stream and meets them with one broadcast activation (llama.cpp
-  // repacks its Q4_0 the same way). Set by group_rows(); the file format is
-  // unchanged.
+  // Block formats with int8 activations only: rows [0, grouped_rows) are
+  // stored in groups of 16, the rest one after another as usual. A group
+  // holds the same bytes as its 16 rows, rearranged so that a decode step
+  // reads 16 rows' blocks in one stream and meets them with one broadcast
+  // activation (simd/row_groups.h has the layout; llama.cpp repacks its
+  // Q4_0 the same way). Set by group_rows(); the file format is unchanged.
   int grouped_rows = 0;
 
   // `out` rows already in `format` (a checkpoint tensor's bytes).
@@ -84,8 +81,8 @@ struct WeightMatrix {
   void row_f32(int o, float* dst) const;
   // Group g of the grouped rows (rows 16 g .. 16 g + 15).
   const uint8_t* group(int g) const { return data.data() + size_t(g) * 16 * row_bytes(); }
-  // Q4_0 rows rearranged into groups of 16 (all whole groups); a no-op on
-  // other formats or without int8 activations.
+  // Q4_0 / Q8_0 rows rearranged into groups of 16 (all whole groups); a
+  // no-op on other formats or without int8 activations.
   void group_rows();
 };
 

@@ -326,14 +326,14 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step) convert_rows(store, v, r0, std::min(step, out - r0), m, r0);
     return m;
   };
-  // Q4_0 rows in groups of 16 for the decode kernel (WeightMatrix::grouped_rows);
-  // SPLITDEC_Q4_GROUPS=0 keeps them as stored (to measure one against the other).
-  static const bool group_q4 = [] {
-    const char* v = std::getenv("SPLITDEC_Q4_GROUPS");
+  // Q4_0 / Q8_0 rows in groups of 16 for the decode kernels (WeightMatrix::grouped_rows);
+  // SPLITDEC_ROW_GROUPS=0 keeps them as stored (to measure one against the other).
+  static const bool group_blocks = [] {
+    const char* v = std::getenv("SPLITDEC_ROW_GROUPS");
     return !(v && std::strcmp(v, "0") == 0);
   }();
   auto grouped = [&](WeightMatrix m) {
-    if (group_q4) m.group_rows();
+    if (group_blocks) m.group_rows();
     return m;
   };
   auto matrix_from = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {

@@ -1,0 +1,94 @@
+// The scalar row-group kernels (the reference the vector ones match bit for
+// bit) and the choice of kernels per SIMD table.
+#include "kernels/simd/row_groups.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace splitdec::simd {
+
+namespace {
+// Output i of a group against one activation row, the block sums given by
+// `block_sum(block, i, xq, b)`; the f32 steps every kernel takes.
+template <int kBlockBytes, class BlockSum>
+float group_row_dot(const Q8Row& x, const uint8_t* group, int i, int n, BlockSum block_sum) {
+  float acc = 0;
+  for (int b = 0; b < n / 32; ++b) {
+    const uint8_t* block = group + int64_t(b) * kBlockBytes;
+    uint16_t d;
+    std::memcpy(&d, block + 2 * i, 2);
+    const float scale = f16_to_f32(d) * x.scale[b];
+    acc = std::fma(scale, float(block_sum(block, x.q + int64_t(b) * 32)), acc);
+  }
+  return acc;
+}
+}  // namespace
+
+void q4_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < kGroupRows; ++i)
+      out[r * kGroupRows + i] = group_row_dot<kQ4GroupBlockBytes>(x[r], group, i, n, [&](const uint8_t* block, const int8_t* xq) {
+        int32_t sum = 0;
+        for (int c = 0; c < 4; ++c)
+          for (int k = 0; k < 4; ++k) {
+            const uint8_t byte = block[32 + 64 * c + 4 * i + k];
+            sum += int32_t((byte & 15) - 8) * xq[4 * c + k] + int32_t((byte >> 4) - 8) * xq[16 + 4 * c + k];
+          }
+        return sum;
+      });
+}
+
+void q8_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < kGroupRows; ++i)
+      out[r * kGroupRows + i] = group_row_dot<kQ8GroupBlockBytes>(x[r], group, i, n, [&](const uint8_t* block, const int8_t* xq) {
+        int32_t sum = 0;
+        for (int c = 0; c < 8; ++c)
+          for (int k = 0; k < 4; ++k) sum += int32_t(int8_t(block[32 + 64 * c + 4 * i + k])) * xq[4 * c + k];
+        return sum;
+      });
+}
+
+namespace {
+const RowGroupKernels kGeneric{"generic", q4_group_dot_generic, q8_group_dot_generic};
+const RowGroupKernels kAvx2{"avx2", q4_group_dot_avx2, q8_group_dot_avx2};
+const RowGroupKernels kAvxVnni{"avx-vnni", q4_group_dot_avx_vnni, q8_group_dot_avx_vnni};
+const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512};
+const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni};
+
+bool vnni_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("SPLITDEC_VNNI");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return allowed;
+}
+bool has_avx_vnni() { return __builtin_cpu_supports("avxvnni"); }
+bool has_avx512_vnni() { return __builtin_cpu_supports("avx512vnni"); }
+}  // namespace
+
+const RowGroupKernels& row_group_kernels(const KernelTable& table) {
+  if (std::strcmp(table.name, "avx512") == 0) return vnni_allowed() && has_avx512_vnni() ? kAvx512Vnni : kAvx512;
+  if (std::strcmp(table.name, "avx2") == 0) return vnni_allowed() && has_avx_vnni() ? kAvxVnni : kAvx2;
+  return kGeneric;
+}
+
+std::vector<const RowGroupKernels*> row_group_kernels_available() {
+  std::vector<const RowGroupKernels*> all{&kGeneric};
+  for (const KernelTable* t : available()) {
+    if (std::strcmp(t->name, "avx2") == 0) {
+      all.push_back(&kAvx2);
+      if (has_avx_vnni()) all.push_back(&kAvxVnni);
+    }
+    if (std::strcmp(t->name, "avx512") == 0) {
+      all.push_back(&kAvx512);
+      if (has_avx512_vnni()) all.push_back(&kAvx512Vnni);
+    }
+  }
+  return all;
+}
+
+}  // namespace splitdec::simd
