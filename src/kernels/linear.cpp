@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -274,6 +275,17 @@ void check_ungrouped(const WeightMatrix& w) {
   if (w.grouped_rows > 0) throw Error("linear: block rows in groups take int8 activations only");
 }
 
+// SPLITDEC_GROUP_PREFILL=0: prefill on grouped rows takes the float GEMM
+// (to measure one against the other).
+// The scalar table keeps BLAS: its row-group kernel is plain C.
+bool group_prefill() {
+  static const bool on = [] {
+    const char* v = std::getenv("SPLITDEC_GROUP_PREFILL");
+    return !(v && std::strcmp(v, "0") == 0) && std::strcmp(simd::best().name, "generic") != 0;
+  }();
+  return on;
+}
+
 }  // namespace
 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
@@ -340,6 +352,11 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     if (matvec_bf16_takes(w.format) && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y);
     return linear_with(simd::best(), x, rows, w, y);
   }
+  // Row groups in prefill too: integer products (VNNI or maddubs) against
+  // the quantized activations, a group held in cache while every row meets
+  // it, instead of expanding blocks for a float GEMM; and a prompt's result
+  // is then each row's decode result, however it is cut into chunks.
+  if (w.grouped_rows > 0 && group_prefill()) return linear_with(simd::best(), x, rows, w, y);
   // bf16 products where the CPU has them, on every stored format but f32:
   // 2.7-3.6x the f32 GEMM (docs/benchmarks.md).
   const bool bf16 = bf16_gemm_takes(w.format) && bf16_gemm_enabled();
