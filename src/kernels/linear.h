@@ -20,7 +20,8 @@ namespace splitdec {
 // goes to a single-threaded BLAS sgemm on its own thread; bf16 weights
 // take the AVX512_BF16 GEMM instead where the CPU has it, and in decode
 // bf16 and f16 weights its matvec, unless exact_gemm() (gemm_bf16.h:
-// activations rounded to bf16 there).
+// activations rounded to bf16 there). Block rows in groups (weight_matrix.h)
+// take their integer row-group kernels for any number of rows.
 // `rows_independent`: never BLAS, so each row's result is the same whatever
 // the other rows (dot, dot2, dot4 and dot4x2 sum a row in one order): a batched decode
 // step gives every sequence the logits it gets alone.

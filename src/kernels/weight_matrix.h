@@ -42,9 +42,9 @@ struct WeightMatrix {
   AlignedVector<uint8_t> data;  // 64-byte aligned, so are rows of a multiple of 64 bytes
   // Block formats only: each activation row is quantized to Q8_0 blocks
   // too. Decode steps then take integer block dot products (llama.cpp's
-  // q8_0 x q8_0 and q4_0 x q8_0);
-  // the prefill GEMM (f32, or bf16 products where on) runs on those
-  // quantized activations expanded back, so both see the same inputs.
+  // q8_0 x q8_0 and q4_0 x q8_0), and so does prefill on grouped rows;
+  // a prefill GEMM (ungrouped rows: f32, or bf16 products where on) runs on
+  // those quantized activations expanded back, so both see the same inputs.
   // Otherwise activations stay f32.
   bool int8_activations = false;
   // Block formats with int8 activations only: rows [0, grouped_rows) are
