@@ -325,6 +325,30 @@ TEST(Gguf, KQuantFilesLoadConverted) {
   }
 }
 
+// A Q8_0 value of -128 (which llama.cpp's quantizer never writes, and which
+// the integer kernels cannot negate) is refused by name, as in safetensors.
+TEST(Gguf, Q8_0ValueOfMinus128IsRefused) {
+  const std::string path = exported(test::tiny_model_dir("tiny-gemma3"), "q8");
+  uint64_t at = 0;
+  {
+    const auto file = GgufFile::open(path);
+    const GgufTensor* up = file->find_tensor("blk.0.ffn_up.weight");
+    ASSERT_NE(up, nullptr);
+    ASSERT_EQ(up->type, ggml_type::Q8_0);
+    at = file->data_offset() + up->offset + 34 + 2 + 5;  // block 1, value 5: element 37
+  }
+  std::string bytes = test::read_file(path);
+  bytes[size_t(at)] = char(0x80);
+  test::write_file(path, bytes);
+  try {
+    Engine::load(path);
+    ADD_FAILURE() << "loaded a Q8_0 value of -128";
+  } catch (const FormatError& e) {
+    for (const char* part : {"blk.0.ffn_up.weight", "-128", "element 37"})
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
 TEST(Gguf, UnsupportedTensorTypesAreNamed) {
   Bytes g;
   g.header(1, 1).kv_str("general.architecture", "gemma3").tensor("blk.0.attn_q.weight", {256, 1}, ggml_type::Q3_K, 0).pad().data(110);

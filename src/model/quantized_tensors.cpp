@@ -35,6 +35,14 @@ void split_quantized_rows(const WeightMatrix& m, int r0, int rows, uint8_t* valu
   }
 }
 
+void check_q8_0_values(const uint8_t* blocks, size_t block_count, const std::string& what) {
+  for (size_t b = 0; b < block_count; ++b)
+    if (const void* bad = std::memchr(blocks + b * 34 + 2, 0x80, 32))
+      throw FormatError(what + " holds -128 at element " +
+                        std::to_string(b * 32 + size_t(static_cast<const uint8_t*>(bad) - (blocks + b * 34 + 2))) +
+                        ", outside Q8_0's -127 .. 127");
+}
+
 WeightMatrix load_quantized_matrix(const TensorStore& store, const TensorView& values, int out, int in) {
   const WeightFormat format = quantized_format_of(values.dtype);
   const std::string what = values.file + ": tensor '" + values.name + "' (" + dtype_name(values.dtype) + ", " +

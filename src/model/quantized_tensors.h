@@ -43,4 +43,10 @@ void split_quantized_rows(const WeightMatrix& m, int r0, int rows, uint8_t* valu
 // row length that is not whole blocks.
 WeightMatrix load_quantized_matrix(const TensorStore& store, const TensorView& values, int out, int in);
 
+// Q8_0 blocks as stored ({f16 d, int8 q[32]} x blocks) whose values are all
+// -127 .. 127 (llama.cpp's quantizer never writes -128; the integer kernels
+// take |w| and a sign, for which -128 has no int8 negation). FormatError
+// naming `what` and the element otherwise.
+void check_q8_0_values(const uint8_t* blocks, size_t block_count, const std::string& what);
+
 }  // namespace splitdec

@@ -302,6 +302,8 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
                           weight_format_name(f) + " rows of " + std::to_string(in));
       WeightMatrix m = WeightMatrix::zeros(f, out, in);
       store.copy_out(v, m.data.data());
+      if (f == WeightFormat::Q8_0)
+        check_q8_0_values(m.data.data(), size_t(out) * size_t(in / 32), v.file + ": tensor '" + v.name + "' (Q8_0)");
       m.int8_activations = !loading.f32_activations;
       return m;
     }
