@@ -3,10 +3,10 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
@@ -171,8 +171,9 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 // Activation rows quantized to Q8_0 blocks (int8_activations): scales
 // [rows][in / 32], values [rows][in]. Kept per calling thread and reused, so
 // a decode step allocates nothing.
-// For the row groups (simd/row_groups.h) also q + 128 [rows][in] and 8 x
-// each block's sum of q [rows][in / 32].
+// For row groups (simd/row_groups.h) also what their kernel takes, and only
+// then: q + 128 [rows][in] for Q8_0's, 8 x each block's sum of q
+// [rows][in / 32] for Q4_0's (empty otherwise).
 struct QuantizedRows {
   std::vector<float> scale;
   std::vector<int8_t> q;
@@ -184,28 +185,34 @@ void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedR
   const size_t nb = size_t(in / 32);
   int8_t* q = &out.q[size_t(r) * size_t(in)];
   t.quantize_q8_activations(x, in, &out.scale[size_t(r) * nb], q);
-  uint8_t* q_offset = &out.q_offset[size_t(r) * size_t(in)];
-  for (int j = 0; j < in; ++j) q_offset[j] = uint8_t(q[j] ^ 0x80);  // q + 128
-  int32_t* sums = &out.eight_sum[size_t(r) * nb];
-  for (size_t b = 0; b < nb; ++b) {
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q[b * 32 + size_t(j)];
-    sums[b] = 8 * sum;
+  if (!out.q_offset.empty()) {
+    uint8_t* q_offset = &out.q_offset[size_t(r) * size_t(in)];
+    for (int j = 0; j < in; ++j) q_offset[j] = uint8_t(q[j] ^ 0x80);  // q + 128
+  }
+  if (!out.eight_sum.empty()) {
+    int32_t* sums = &out.eight_sum[size_t(r) * nb];
+    for (size_t b = 0; b < nb; ++b) {
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) sum += q[b * 32 + size_t(j)];
+      sums[b] = 8 * sum;
+    }
   }
 }
 
-void resize_rows(QuantizedRows& out, int rows, int in) {
-  const size_t nb = size_t(in / 32);
+// Sized for `rows` activation rows against `w`.
+void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
+  const size_t nb = size_t(w.in / 32), grouped = w.grouped_rows > 0;
   out.scale.resize(size_t(rows) * nb);
-  out.q.resize(size_t(rows) * size_t(in));
-  out.q_offset.resize(size_t(rows) * size_t(in));
-  out.eight_sum.resize(size_t(rows) * nb);
+  out.q.resize(size_t(rows) * size_t(w.in));
+  out.q_offset.resize(grouped && w.format == WeightFormat::Q8_0 ? size_t(rows) * size_t(w.in) : 0);
+  out.eight_sum.resize(grouped && w.format == WeightFormat::Q4_0 ? size_t(rows) * nb : 0);
 }
 
-const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, int rows, int in) {
+const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w) {
   thread_local QuantizedRows scratch;
   QuantizedRows& out = scratch;  // the caller's: a pool thread naming `scratch` would get its own
-  resize_rows(out, rows, in);
+  const int in = w.in;
+  resize_rows(out, rows, w);
   ThreadPool::global()->parallel_for(
       rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) quantize_row(t, x + r * in, in, out, r);
@@ -259,8 +266,9 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
       for (int r = 0; r < rows; r += 4) {
         const int n = std::min(4, rows - r);
         for (int j = 0; j < n; ++j)
-          xr[j] = {&x.scale[size_t(r + j) * nb], &x.q[size_t(r + j) * size_t(w.in)], &x.q_offset[size_t(r + j) * size_t(w.in)],
-                   &x.eight_sum[size_t(r + j) * nb]};
+          xr[j] = {x.scale.data() + size_t(r + j) * nb, x.q.data() + size_t(r + j) * size_t(w.in),
+                   x.q_offset.empty() ? nullptr : x.q_offset.data() + size_t(r + j) * size_t(w.in),
+                   x.eight_sum.empty() ? nullptr : x.eight_sum.data() + size_t(r + j) * nb};
         dot(xr, n, w.group(int(g)), w.in, out);
         for (int j = 0; j < n; ++j)
           std::memcpy(y + int64_t(r + j) * w.out + g * simd::kGroupRows, out + j * simd::kGroupRows,
@@ -279,10 +287,7 @@ void check_ungrouped(const WeightMatrix& w) {
 // (to measure one against the other).
 // The scalar table keeps BLAS: its row-group kernel is plain C.
 bool group_prefill() {
-  static const bool on = [] {
-    const char* v = std::getenv("SPLITDEC_GROUP_PREFILL");
-    return !(v && std::strcmp(v, "0") == 0) && std::strcmp(simd::best().name, "generic") != 0;
-  }();
+  static const bool on = env_switch_on("SPLITDEC_GROUP_PREFILL") && std::strcmp(simd::best().name, "generic") != 0;
   return on;
 }
 
@@ -292,7 +297,7 @@ void linear_with(const simd::KernelTable& t, const float* x, int rows, const Wei
   const int64_t grain = matvec_grain(w.in, rows);
   const RowKernels& k = row_kernels(w.format);
   if (w.int8_activations && k.dot_q8act) {
-    const QuantizedRows& xq = quantize_rows(t, x, rows, w.in);
+    const QuantizedRows& xq = quantize_rows(t, x, rows, w);
     ThreadPool::global()->parallel_for(
         work_units(w), [&](int64_t u0, int64_t u1) { matvec_q8act_units(t, k, xq, rows, w, y, u0, u1); }, unit_grain(w, grain));
     return;
@@ -313,7 +318,7 @@ void linear_batch(const LinearJob* jobs, int count) {
     if (job.w->int8_activations && k.dot_q8act) {
       const int in = job.w->in;
       QuantizedRows& q = quantized[size_t(j)];
-      resize_rows(q, job.rows, in);
+      resize_rows(q, job.rows, *job.w);
       for (int r = 0; r < job.rows; ++r) quantize_row(t, job.x + int64_t(r) * in, in, q, r);
     } else {
       check_ungrouped(*job.w);
@@ -365,7 +370,7 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     // quantized to Q8_0 blocks, then expanded), so a prompt's result does not
     // depend on how it was cut into chunks beyond f32 rounding (and, with
     // bf16 products, bf16 rounding).
-    const QuantizedRows& xq = quantize_rows(simd::best(), x, rows, w.in);
+    const QuantizedRows& xq = quantize_rows(simd::best(), x, rows, w);
     std::vector<float> xd(size_t(rows) * size_t(w.in));
     for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / 32] * float(xq.q[i]);
     return bf16 ? gemm_bf16(xd.data(), rows, w, y) : gemm_panels(xd.data(), rows, w, y);

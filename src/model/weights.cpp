@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -16,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "io/ggml_block_formats.h"
 #include "io/safetensors.h"
+#include "core/env_switch.h"
 #include "model/quantized_tensors.h"
 
 namespace splitdec {
@@ -330,10 +330,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   };
   // Q4_0 / Q8_0 rows in groups of 16 for the decode kernels (WeightMatrix::grouped_rows);
   // SPLITDEC_ROW_GROUPS=0 keeps them as stored (to measure one against the other).
-  static const bool group_blocks = [] {
-    const char* v = std::getenv("SPLITDEC_ROW_GROUPS");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool group_blocks = env_switch_on("SPLITDEC_ROW_GROUPS");
   auto grouped = [&](WeightMatrix m) {
     if (group_blocks) m.group_rows();
     return m;

@@ -3,10 +3,10 @@
 #include "kernels/simd/row_groups.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/env_switch.h"
 
 namespace splitdec::simd {
 
@@ -60,10 +60,7 @@ const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512
 const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni};
 
 bool vnni_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("SPLITDEC_VNNI");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool allowed = env_switch_on("SPLITDEC_VNNI");
   return allowed;
 }
 bool has_avx_vnni() { return __builtin_cpu_supports("avxvnni"); }

@@ -36,7 +36,8 @@ constexpr int kQ8GroupBlockBytes = kGroupRows * 34;
 
 // One activation row in Q8_0 form: scale[n / 32], q[n] (-127 .. 127);
 // q_offset[n] = q + 128 (the unsigned operand for Q8_0's signed weights);
-// eight_sum[b] = 8 x the sum of block b's q (Q4_0's nibble offset).
+// eight_sum[b] = 8 x the sum of block b's q (Q4_0's nibble offset). Each
+// needs to be there only for the format whose kernels read it (else null).
 struct Q8Row {
   const float* scale;
   const int8_t* q;
