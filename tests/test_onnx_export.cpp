@@ -566,7 +566,7 @@ TEST_P(OnnxPackage, TooFewMediaRowsIsAnError) {
   EXPECT_NE(r["error"].get<std::string>().find("out of"), std::string::npos) << r["error"];
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4"),
+INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4", "tiny-gemma4-ple"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)

@@ -127,6 +127,13 @@ class DecoderWriter {
     const std::string down = rms_norm(linear(act, w.down_proj, p + ".down_proj"), &w.post_feedforward_norm,
                                       p + ".post_feedforward_layernorm.weight");
     std::string out = g_.op("Add", {h1, down});
+    if (c_.per_layer_dim > 0) {
+      // add_per_layer_input: out += post_norm(projection(gelu(gate(out)) * this layer's input)).
+      const std::string input = g_.op("Gather", {names::kPerLayerInputs, g_.scalar_i64(l)}, {{"axis", int64_t(2)}});
+      const std::string gated = g_.op("Mul", {g_.gelu_tanh(linear(out, w.per_layer_input_gate, p + ".per_layer_input_gate")), input});
+      out = g_.op("Add", {out, rms_norm(linear(gated, w.per_layer_projection, p + ".per_layer_projection"),
+                                        &w.post_per_layer_input_norm, p + ".post_per_layer_input_norm.weight")});
+    }
     if (w.layer_scalar != 1.f) out = g_.op("Mul", {out, g_.scalar_f32(w.layer_scalar)});
     g_.set_scope("");
     return out;
@@ -152,6 +159,32 @@ class DecoderWriter {
     return y;
   }
 
+  // Model::per_layer_inputs: (norm(W_proj e H^-0.5) + T[table id] sqrt(P)) 2^-0.5
+  // as [B,S,L,P]; table_ids [B,S] (pad on media rows), embeds [B,S,H].
+  std::string per_layer_inputs(const std::string& table_ids, const std::string& embeds) {
+    g_.set_scope("per_layer_inputs");
+    const ModelWeights& w = m_.weights();
+    const MappedTable& t = w.per_layer_table;
+    const int64_t L = c_.num_layers, P = c_.per_layer_dim, LP = L * P;
+    const std::string layers = g_.const_i64({0, 0, L, P}, {4});
+    // The table as float: [per_layer_vocab, L * P] (ONNX has no mapped rows;
+    // the package carries the whole table, docs/onnx-export.md).
+    const std::string table = g_.weight("embed_tokens_per_layer.weight", {t.rows(), LP}, [&] {
+      std::vector<float> v(size_t(t.rows()) * size_t(LP));
+      for (int64_t r = 0; r < t.rows(); ++r) t.row_f32(r, v.data() + r * LP);
+      return v;
+    });
+    const float table_scale = round_to_dtype(std::sqrt(float(P)), t.dtype());
+    const std::string rows = g_.op("Reshape", {g_.op("Mul", {g_.op("Gather", {table, table_ids}), g_.scalar_f32(table_scale)}), layers});
+    const std::string projected = g_.op("Mul", {linear(embeds, w.per_layer_model_projection, "per_layer_model_projection"),
+                                                g_.scalar_f32(1.f / std::sqrt(float(c_.hidden_size)))});
+    const std::string normed = rms_norm(g_.op("Reshape", {projected, layers}), &w.per_layer_projection_norm,
+                                        "per_layer_projection_norm.weight");
+    const std::string out = g_.op("Mul", {g_.op("Add", {normed, rows}), g_.scalar_f32(1.f / std::sqrt(2.f))});
+    g_.set_scope("");
+    return out;
+  }
+
   std::string embedding_table() { return table("embed_tokens.weight", m_.weights().embed_tokens); }
   std::string output_table() {
     const auto& w = m_.weights();
@@ -172,6 +205,10 @@ class DecoderWriter {
   GraphBuilder& g_;
   std::map<std::vector<float>, std::pair<std::string, std::string>> rope_cache_;
 };
+
+std::vector<Dim> per_layer_dims(const ModelConfig& c) {
+  return {std::string("batch"), std::string("sequence_length"), int64_t(c.num_layers), int64_t(c.per_layer_dim)};
+}
 
 std::vector<Dim> kv_dims(const LayerSpec& spec, Dim length) {
   return {std::string("batch"), int64_t(spec.num_kv_heads), std::move(length), int64_t(spec.head_dim)};
@@ -320,6 +357,12 @@ void build_embedding(const Model& model, GraphBuilder& g) {
   const std::string shape = g.op("Concat", {g.op("Shape", {names::kInputIds}), g.const_i64(H)}, {{"axis", int64_t(0)}});
   const std::string media = g.op("Reshape", {picked, shape});
   g.node_named("Where", {g.op("Unsqueeze", {is_media, g.const_i64(-1)}), media, text}, {names::kInputsEmbeds});
+  if (c.per_layer_dim > 0) {
+    // Media rows read pad's table row and project their own soft token, as Model::embed_prompt does.
+    g.output(names::kPerLayerInputs, kFloat, per_layer_dims(c));
+    const std::string table_ids = g.op("Where", {is_media, g.const_i64(c.pad_token_id), names::kInputIds});
+    g.node_named("Identity", {w.per_layer_inputs(table_ids, names::kInputsEmbeds)}, {names::kPerLayerInputs});
+  }
 }
 
 void build_decoder(const Model& model, GraphKind kind, const GraphSettings& settings, GraphBuilder& g) {
@@ -331,6 +374,7 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
   g.input(names::kInputsEmbeds, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(c.hidden_size)});
   g.input(names::kAttentionMask, kInt64, {std::string("batch"), std::string("total_sequence_length")});
   g.input(names::kPositionIds, kInt64, {std::string("batch"), std::string("sequence_length")});
+  if (c.per_layer_dim > 0) g.input(names::kPerLayerInputs, kFloat, per_layer_dims(c));
   const bool single = kind == GraphKind::Single;
   for (int l = 0; l < c.num_layers; ++l) {
     if (c.is_kv_shared(l)) continue;

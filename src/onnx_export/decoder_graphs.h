@@ -22,7 +22,7 @@ namespace splitdec::onnx_export {
 class WeightFile;
 
 enum class GraphKind {
-  Embedding,     // token ids + media rows -> inputs_embeds
+  Embedding,     // token ids + media rows -> inputs_embeds (+ per_layer_inputs)
   SplitPrefill,  // Attention with the policy's mask; K/V written in place by TensorScatter
   SplitDecode,   // com.microsoft.GroupQueryAttention on the same buffers
   Single,        // Attention + dense float bias every step, separate past/present
@@ -41,6 +41,9 @@ inline constexpr const char* kInputsEmbeds = "inputs_embeds";
 inline constexpr const char* kAttentionMask = "attention_mask";
 inline constexpr const char* kPositionIds = "position_ids";
 inline constexpr const char* kLogits = "logits";
+// Per-layer embeddings (Gemma-4 E2B / E4B): [batch, sequence, layers, P],
+// made by the embedding graph, read by every layer of the decoder graphs.
+inline constexpr const char* kPerLayerInputs = "per_layer_inputs";
 std::string past(int layer, bool key);     // past_key_values.N.key / .value
 std::string present(int layer, bool key);  // present.N.key / .value
 }  // namespace names

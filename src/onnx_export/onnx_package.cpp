@@ -41,12 +41,9 @@ void check_onnx_export_options(const OnnxExportOptions& o) {
 }
 
 void check_onnx_exportable(const ModelConfig& c) {
-  // Not written yet (docs/onnx-export.md): the per-layer embeddings would be a
-  // gather of the table plus matmuls beside each layer; experts need a
-  // routed GEMM that onnxruntime-node runs on CPU.
-  if (c.per_layer_dim > 0)
-    throw ConfigError("ONNX export: per-layer embeddings (hidden_size_per_layer_input " + std::to_string(c.per_layer_dim) +
-                      ", Gemma-4 E2B / E4B) are not exported yet; run the model with splitdec itself");
+  // Experts would need a routed GEMM (top-k rows of 128 expert matrices per
+  // token); no operator onnxruntime-node runs on CPU does that
+  // (docs/onnx-export.md).
   for (const LayerSpec& l : c.layers)
     if (l.num_experts > 0)
       throw ConfigError("ONNX export: the mixture of experts (enable_moe_block, " + std::to_string(l.num_experts) +
@@ -112,6 +109,7 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
     json in = json::array();
     if (takes_ids) in.push_back(names::kInputIds);
     for (const char* n : {names::kInputsEmbeds, names::kAttentionMask, names::kPositionIds}) in.push_back(n);
+    if (c.per_layer_dim > 0) in.push_back(names::kPerLayerInputs);
     json out = {names::kLogits};
     for (int l = 0; l < c.num_layers; ++l)
       if (!c.is_kv_shared(l))
@@ -119,8 +117,10 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
     return pipeline_stage(file, in, out, on_prompt, on_token);
   };
   json pipeline = json::array();
+  json embedding_out = {names::kInputsEmbeds};
+  if (c.per_layer_dim > 0) embedding_out.push_back(names::kPerLayerInputs);
   pipeline.push_back({{"embedding", pipeline_stage(kOnnxEmbeddingFile, {names::kInputIds, names::kMediaEmbeds},
-                                                   {names::kInputsEmbeds}, true, true)}});
+                                                   embedding_out, true, true)}});
   if (split) {
     pipeline.push_back({{"prefill", decoder_stage(kOnnxPrefillFile, true, true, false)}});
     pipeline.push_back({{"decode", decoder_stage(kOnnxDecodeFile, false, false, true)}});
@@ -162,7 +162,7 @@ json splitdec_config(const Model& model, const OnnxExportOptions& o, MaskPolicy 
                          {"head_dim", s.head_dim},
                          {"window", s.window}});
   }
-  return {{"plan", package_kind_name(o.plan)},
+  json out = {{"plan", package_kind_name(o.plan)},
           {"mask_policy", mask_policy_name(policy)},
           {"max_length", o.max_length},
           {"media_blocks",
@@ -173,6 +173,11 @@ json splitdec_config(const Model& model, const OnnxExportOptions& o, MaskPolicy 
            "(unscaled), [0, hidden] for text; rows past the last media token are not read"},
           {"media_token_ids", {{"image", c.image_token_id}, {"video", c.video_token_id}, {"audio", c.audio_token_id}}},
           {"layers", kv_layers}};
+  if (c.per_layer_dim > 0)
+    out["per_layer_inputs"] = "[batch, sequence, " + std::to_string(c.num_layers) + ", " + std::to_string(c.per_layer_dim) +
+                              "] float: made by the embedding graph from the ids (pad on media rows) and inputs_embeds, "
+                              "read by every decoder stage; passed between stages like inputs_embeds";
+  return out;
 }
 
 }  // namespace
