@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/gguf.h"
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/media_embeddings.h"

@@ -1,4 +1,4 @@
-// GGUF files (io/gguf.h, io/gguf_gemma3.h, io/gguf_tokenizer.h,
+// GGUF files (io/gguf.h, io/families/gemma3_gguf.h, io/gguf_tokenizer.h,
 // model/gguf_export.h): a tiny Gemma-3 folder written as a GGUF in each type
 // loads to the folder's logits (bit for bit where the weights are the same
 // bytes), its vocabulary tokenizes as the folder's tokenizer does, the
@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "io/ggml_block_formats.h"
 #include "io/gguf.h"
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/model_config.h"

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/families/family.h"
 #include "io/safetensors.h"
 #include "kv/kv_rows.h"
 #include "prompt/prompt_text.h"
@@ -24,7 +25,7 @@ std::shared_ptr<const Engine> Engine::load(const std::string& dir, const LoadOpt
   auto impl = std::make_unique<Impl>(Impl{Model::load(dir, options.progress, loading), Tokenizer::open_dir(dir), nullptr, nullptr});
   const ModelConfig& c = impl->model.config();
   impl->chat_template = std::make_unique<ChatTemplate>(
-      ChatTemplate::from_model_dir(dir, c.family == Family::Gemma4 ? "gemma4" : "gemma3"));
+      ChatTemplate::from_model_dir(dir, family_of(c).builtin_chat_template));
   impl->frontend = MediaFrontend::load(dir, c, TensorStore::open_dir(dir));
   return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
 }

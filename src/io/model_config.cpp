@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "io/families/family.h"
 #include "io/gguf.h"
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 
 namespace splitdec {
 

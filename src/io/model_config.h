@@ -81,7 +81,7 @@ struct ModelConfig {
 
 // `source` names the file in error messages.
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
-// A model folder's config.json, or a GGUF file's metadata (io/gguf_gemma3.h).
+// A model folder's config.json, or a GGUF file's metadata (io/families/gemma3_gguf.h).
 ModelConfig load_model_config(const std::string& model_dir);
 
 }  // namespace splitdec

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/gguf.h"
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 
 namespace splitdec {
 

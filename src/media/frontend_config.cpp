@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 #include "io/config_fields.h"
 #include "io/model_config.h"
 
@@ -196,27 +196,36 @@ FrontendConfig parse_frontend_config(const json& root, const ModelConfig& decode
   FrontendConfig f;
   f.default_image_tokens = is_gemma4_image_budget(decoder.mm_tokens_per_image) ? decoder.mm_tokens_per_image : 280;
   if (!root.is_object()) return f;
-  const std::string type = decoder.model_type;
+  // The family says which towers its model_type's sub-configs describe.
+  const MediaTowers towers = media_towers_of(decoder);
   const json* vision = sub_config(root, "vision_config", source);
   const json* audio = sub_config(root, "audio_config", source);
   if (vision) {
     const ConfigFields v(*vision, source + " (vision_config)");
-    if (type == "gemma3") parse_siglip(v, decoder, f);
-    else if (type == "gemma4") parse_gemma4_vision(v, decoder, f);
-    else if (type == "gemma4_unified") parse_unified_vision(v, decoder, f);
+    switch (towers.vision) {
+      case VisionTower::Siglip: parse_siglip(v, decoder, f); break;
+      case VisionTower::Gemma4Encoder: parse_gemma4_vision(v, decoder, f); break;
+      case VisionTower::UnifiedPatches: parse_unified_vision(v, decoder, f); break;
+      case VisionTower::None: break;
+    }
   }
   if (audio) {
     const ConfigFields a(*audio, source + " (audio_config)");
-    if (type == "gemma4_unified") {
-      f.audio_shape.frame = a.integer("audio_embed_dim", 640, 1);
-      if (f.audio_shape.frame > (1 << 16)) a.fail("audio_embed_dim", "is far past any real checkpoint");
-      f.audio_shape.rms_norm_eps = float(a.number("rms_norm_eps", 1e-6));
-      f.audio_shape.text_hidden = decoder.hidden_size;
-      f.audio = AudioFrontend::RawFrames;
-    } else if (type == "gemma4") {
-      const std::string audio_type = a.string("model_type", "gemma4_audio");
-      if (audio_type == "gemma4_audio") parse_conformer_audio(a, decoder, f);
-      else f.audio_unsupported = "an audio_config of model_type '" + audio_type + "' is not supported (gemma4_audio is)";
+    switch (towers.audio) {
+      case AudioTower::RawFrames:
+        f.audio_shape.frame = a.integer("audio_embed_dim", 640, 1);
+        if (f.audio_shape.frame > (1 << 16)) a.fail("audio_embed_dim", "is far past any real checkpoint");
+        f.audio_shape.rms_norm_eps = float(a.number("rms_norm_eps", 1e-6));
+        f.audio_shape.text_hidden = decoder.hidden_size;
+        f.audio = AudioFrontend::RawFrames;
+        break;
+      case AudioTower::Conformer: {
+        const std::string audio_type = a.string("model_type", "gemma4_audio");
+        if (audio_type == "gemma4_audio") parse_conformer_audio(a, decoder, f);
+        else f.audio_unsupported = "an audio_config of model_type '" + audio_type + "' is not supported (gemma4_audio is)";
+        break;
+      }
+      case AudioTower::None: break;
     }
   }
   return f;

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "io/families/family.h"
 #include "media/conformer_audio_tower.h"
 #include "media/gemma4_vision_tower.h"
 #include "media/siglip_tower.h"
@@ -23,8 +24,9 @@ namespace splitdec {
 
 struct ModelConfig;
 
-enum class VisionFrontend { None, Siglip, Gemma4Encoder, UnifiedPatches };
-enum class AudioFrontend { None, RawFrames, Conformer };
+// The kinds a family names (io/families/family.h).
+using VisionFrontend = VisionTower;
+using AudioFrontend = AudioTower;
 
 // Gemma-4's audio processor: clips are at most 30 s (the feature extractor's
 // max_length, 480000 samples at 16 kHz), i.e. 750 soft tokens.

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "io/ggml_block_formats.h"
 #include "io/gguf.h"
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/model_config.h"

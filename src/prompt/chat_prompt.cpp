@@ -7,6 +7,7 @@
 
 #include "core/base64.h"
 #include "core/error.h"
+#include "io/families/family.h"
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
 #include "io/tokenizer.h"
@@ -190,7 +191,8 @@ PromptBatch ChatPrompter::encode(const std::vector<ChatMessage>& messages, bool 
 }
 
 PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<ChatPart>& media_parts, bool add_bos) const {
-  const bool gemma3 = config_.family == Family::Gemma3;
+  const MediaMarkup markup = family_of(config_).media_markup;
+  const bool begin_of_image = markup.image == MediaMarkup::Image::BeginOfImage;
   // Media in the order the messages give it; the template writes one
   // placeholder per part in that order.
   struct Media {
@@ -212,11 +214,11 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
   for (const Media& m : media) (m.kind == ChatPart::Kind::Image ? want_images : want_audio)++;
   auto has = [&](int id) { return id >= 0 && id < tokenizer_.piece_count(); };
   std::string image_mark, audio_mark;
-  if (want_images > 0 || has(gemma3 ? config_.boi_token_id : config_.image_token_id))
-    image_mark = gemma3 ? piece_or_throw(tokenizer_, config_.boi_token_id, "begin-of-image")
-                        : piece_or_throw(tokenizer_, config_.image_token_id, "image soft");
-  if (want_audio > 0 && gemma3) throw InputError("this model (" + config_.model_type + ") takes no audio");
-  if (want_audio > 0 || (!gemma3 && has(config_.audio_token_id)))
+  if (want_images > 0 || has(begin_of_image ? config_.boi_token_id : config_.image_token_id))
+    image_mark = begin_of_image ? piece_or_throw(tokenizer_, config_.boi_token_id, "begin-of-image")
+                                : piece_or_throw(tokenizer_, config_.image_token_id, "image soft");
+  if (want_audio > 0 && !markup.audio) throw InputError("this model (" + config_.model_type + ") takes no audio");
+  if (want_audio > 0 || (markup.audio && has(config_.audio_token_id)))
     audio_mark = piece_or_throw(tokenizer_, config_.audio_token_id, "audio soft");
   if (!image_mark.empty() && count_of(text, image_mark) != want_images)
     throw InputError("the prompt holds " + std::to_string(count_of(text, image_mark)) + " image placeholders (" + image_mark +
@@ -243,14 +245,14 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
     expanded += text.substr(at, hit - at);
     const bool image = hit == i;
     Media& m = next_of(image ? ChatPart::Kind::Image : ChatPart::Kind::Audio, image ? next_image : next_audio);
-    // Gemma-3 pan-and-scan: the rows are the original's block, then each crop's.
+    // Pan-and-scan (Gemma-3): the rows are the original's block, then each crop's.
     const int64_t crops = m.rows.crops;
-    if (crops < 0 || (crops > 0 && !(image && gemma3)))
+    if (crops < 0 || (crops > 0 && !(image && markup.pan_and_scan)))
       throw InputError("pan-and-scan crops are a Gemma-3 image option, not for this " + config_.model_type + " " +
                        (image ? "image" : "audio"));
     const int64_t blocks = 1 + crops;
     const int64_t n = m.rows.rows / blocks;
-    if (image && gemma3 && m.rows.rows != blocks * config_.mm_tokens_per_image)
+    if (image && markup.fixed_image_tokens && m.rows.rows != blocks * config_.mm_tokens_per_image)
       throw InputError("an image for " + config_.model_type + " must have mm_tokens_per_image = " +
                        std::to_string(config_.mm_tokens_per_image) + " embedding rows" +
                        (crops > 0 ? " per image (1 + " + std::to_string(crops) + " crops)" : std::string()) + ", got " +
@@ -269,7 +271,7 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
     block.reserve(begin.size() + size_t(n) * soft.size() + end.size() + 4);
     for (int64_t k = 0; k < n; ++k) block += soft;
     block += end;
-    if (image && gemma3) block = "\n\n" + block + "\n\n";
+    if (image && markup.image_block_between_blank_lines) block = "\n\n" + block + "\n\n";
     if (crops == 0) {
       expanded += block;
     } else {

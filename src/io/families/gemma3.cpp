@@ -57,7 +57,13 @@ void parse_gemma3(const ConfigSource& s, ModelConfig& c) {
 }  // namespace
 
 const ModelFamily& gemma3_family() {
-  static const ModelFamily f{Family::Gemma3, {{"gemma3", true}, {"gemma3_text", false}}, parse_gemma3, gemma3_presets};
+  static const ModelFamily f{Family::Gemma3,
+                             {{"gemma3", true, {VisionTower::Siglip, AudioTower::None}}, {"gemma3_text", false, {}}},
+                             parse_gemma3,
+                             gemma3_presets,
+                             "gemma3",
+                             {MediaMarkup::Image::BeginOfImage, /*audio=*/false, /*fixed_image_tokens=*/true,
+                              /*image_block_between_blank_lines=*/true, /*pan_and_scan=*/true}};
   return f;
 }
 

@@ -110,8 +110,15 @@ void parse_gemma4(const ConfigSource& s, ModelConfig& c) {
 }  // namespace
 
 const ModelFamily& gemma4_family() {
-  static const ModelFamily f{
-      Family::Gemma4, {{"gemma4", true}, {"gemma4_unified", true}, {"gemma4_text", false}}, parse_gemma4, gemma4_presets};
+  static const ModelFamily f{Family::Gemma4,
+                             {{"gemma4", true, {VisionTower::Gemma4Encoder, AudioTower::Conformer}},
+                              {"gemma4_unified", true, {VisionTower::UnifiedPatches, AudioTower::RawFrames}},
+                              {"gemma4_text", false, {}}},
+                             parse_gemma4,
+                             gemma4_presets,
+                             "gemma4",
+                             {MediaMarkup::Image::SoftToken, /*audio=*/true, /*fixed_image_tokens=*/false,
+                              /*image_block_between_blank_lines=*/false, /*pan_and_scan=*/false}};
   return f;
 }
 

@@ -2,6 +2,8 @@
 // family: its files in this folder (parser, presets) and one line here.
 #include "io/families/family.h"
 
+#include <stdexcept>
+
 namespace splitdec {
 
 namespace {
@@ -19,6 +21,26 @@ const ModelFamily* find_model_family(const std::string& model_type, bool* multim
         return &family();
       }
   return nullptr;
+}
+
+namespace {
+const ModelFamily::Type& registered_type(const ModelConfig& config, const ModelFamily** family) {
+  for (auto f : kFamilies)
+    for (const ModelFamily::Type& t : f().model_types)
+      if (config.model_type == t.model_type) return *family = &f(), t;
+  throw std::logic_error("model_type '" + config.model_type + "' is not registered");
+}
+}  // namespace
+
+const ModelFamily& family_of(const ModelConfig& config) {
+  const ModelFamily* family = nullptr;
+  registered_type(config, &family);
+  return *family;
+}
+
+MediaTowers media_towers_of(const ModelConfig& config) {
+  const ModelFamily* family = nullptr;
+  return registered_type(config, &family).towers;
 }
 
 std::vector<const ModelFamily*> model_families() {

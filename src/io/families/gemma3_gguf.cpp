@@ -1,4 +1,4 @@
-#include "io/gguf_gemma3.h"
+#include "io/families/gemma3_gguf.h"
 
 #include <algorithm>
 #include <cmath>
