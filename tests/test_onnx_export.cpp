@@ -159,7 +159,11 @@ int argmax(const float* x, int n) { return int(std::max_element(x, x + n) - x); 
 // inputs, its logits and the tokens it fed at each step. turns[t][b] is
 // sequence b's prompt in turn t; a later turn starts with the token each
 // sequence chose last.
-json make_case(const Model& m, MaskPolicy policy, const std::vector<std::vector<Prompt>>& turns, int64_t max_length) {
+// media_id_step: at that decode step of every turn each sequence is fed the
+// image token id instead of its choice (a model that generates a media id;
+// splitdec embeds it as text).
+json make_case(const Model& m, MaskPolicy policy, const std::vector<std::vector<Prompt>>& turns, int64_t max_length,
+               int media_id_step = -1) {
   const int V = m.config().vocab_size, B = int(turns[0].size());
   SessionOptions o;
   o.plan = Plan::Split;
@@ -181,6 +185,7 @@ json make_case(const Model& m, MaskPolicy policy, const std::vector<std::vector<
     json fed = json::array();
     std::vector<float> step_logits;
     for (int k = 0; k < kDecodeSteps; ++k) {
+      if (k == media_id_step) std::fill(next.begin(), next.end(), m.config().image_token_id);
       fed.push_back(next);
       const std::vector<float> l = s.decode(next);
       step_logits.insert(step_logits.end(), l.begin(), l.end());
@@ -366,7 +371,8 @@ TEST_P(OnnxPackage, DecodeGraphIsGqaOnlyAndPrefillWritesInPlace) {
   // The weights are stored once: shared tensors point at the same bytes.
   std::map<std::string, std::string> where;
   int64_t referenced = 0;
-  for (const char* file : {"embedding.onnx", "decoder_prefill.onnx", "decoder_decode.onnx", "vision.onnx", "speech.onnx"}) {
+  for (const char* file :
+       {"embedding.onnx", "token_embedding.onnx", "decoder_prefill.onnx", "decoder_decode.onnx", "vision.onnx", "speech.onnx"}) {
     if (!fs::exists(pkg / file)) continue;  // the media graphs, when the model has frontends
     const onnx::ModelProto g = load_graph(pkg / file);
     for (const auto& t : g.graph().initializer()) {
@@ -507,7 +513,7 @@ TEST_P(OnnxPackage, PipelineStagesBindAsOnnxRuntimeGenaiBindsThem) {
     const fs::path pkg = export_package(preset, plan, mask_policy_name(c.default_policy), kMaxLength);
     const json cfg = json::parse(std::ifstream(pkg / "genai_config.json"));
     const json& pipeline = cfg["model"]["decoder"]["pipeline"];
-    ASSERT_EQ(pipeline.size(), plan == "split" ? 3u : 2u);
+    ASSERT_EQ(pipeline.size(), plan == "split" ? 4u : 3u);
     std::set<std::string> produced;
     std::vector<std::string> names;
     bool prompt_logits = false, token_logits = false;
@@ -535,20 +541,48 @@ TEST_P(OnnxPackage, PipelineStagesBindAsOnnxRuntimeGenaiBindsThem) {
         token_logits |= stage["run_on_token_gen"].get<bool>();
       }
       const bool builds_mask = name == "prefill" || (plan == "single" && name == "decoder");
-      if (name != "embedding") {
+      if (name != "embedding" && name != "token_embedding") {
         EXPECT_EQ(listed_in.count("input_ids"), builds_mask ? 1u : 0u) << name;
       }
     }
+    // Prompt runs place media rows; generation runs embed every id as text
+    // (a generated media id too) and bind no media rows.
     EXPECT_EQ(names[0], "embedding");
-    EXPECT_TRUE(pipeline[0]["embedding"]["run_on_prompt"].get<bool>() && pipeline[0]["embedding"]["run_on_token_gen"].get<bool>());
+    EXPECT_TRUE(pipeline[0]["embedding"]["run_on_prompt"].get<bool>());
+    EXPECT_FALSE(pipeline[0]["embedding"]["run_on_token_gen"].get<bool>());
+    EXPECT_EQ(names[1], "token_embedding");
+    EXPECT_FALSE(pipeline[1]["token_embedding"]["run_on_prompt"].get<bool>());
+    EXPECT_TRUE(pipeline[1]["token_embedding"]["run_on_token_gen"].get<bool>());
+    EXPECT_EQ(pipeline[1]["token_embedding"]["inputs"], json::array({"input_ids"}));
+    EXPECT_EQ(pipeline[1]["token_embedding"]["outputs"], pipeline[0]["embedding"]["outputs"]);
     EXPECT_TRUE(prompt_logits && token_logits) << "some stage gives logits on prompt runs and on generation runs";
     if (plan == "split") {
-      EXPECT_EQ(pipeline[1]["prefill"]["filename"], "decoder_prefill.onnx");
-      EXPECT_FALSE(pipeline[1]["prefill"]["run_on_token_gen"].get<bool>());
-      EXPECT_EQ(pipeline[2]["decode"]["filename"], "decoder_decode.onnx");
-      EXPECT_FALSE(pipeline[2]["decode"]["run_on_prompt"].get<bool>());
+      EXPECT_EQ(pipeline[2]["prefill"]["filename"], "decoder_prefill.onnx");
+      EXPECT_FALSE(pipeline[2]["prefill"]["run_on_token_gen"].get<bool>());
+      EXPECT_EQ(pipeline[3]["decode"]["filename"], "decoder_decode.onnx");
+      EXPECT_FALSE(pipeline[3]["decode"]["run_on_prompt"].get<bool>());
     }
   }
+}
+
+// A generated media id (issue 32's reproduction: a tiny random model emits
+// the image id) is a text row in every decode step, in splitdec and in the
+// package: the generation runs' embedding binds no media rows. Both plans,
+// a turn with media rows bound and one without.
+TEST_P(OnnxPackage, GeneratedMediaIdIsEmbeddedAsText) {
+  REQUIRE_RUNTIME();
+  const std::string preset = GetParam();
+  const Model& m = model(preset);
+  const std::string policy = mask_policy_name(m.config().default_policy);
+  const auto all = cases(m.config());
+  for (const std::string plan : {"split", "single"})
+    for (const int which : {0, 1}) {  // no image; one image (its rows bound)
+      const std::string what = preset + ", " + plan + ", " + all[size_t(which)].name + ", image id generated";
+      const json turns = make_case(m, m.config().default_policy, all[size_t(which)].turns, kMaxLength, /*media_id_step=*/2);
+      ASSERT_EQ(turns[0]["decode_tokens"][2][0], m.config().image_token_id);
+      expect_report_ok(run_package(export_package(preset, plan, policy, kMaxLength), turns, "media-id-" + plan + std::to_string(which)),
+                       plan == "split", what);
+    }
 }
 
 // Fewer media rows than media tokens is an error of the embedding graph

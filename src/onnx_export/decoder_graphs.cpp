@@ -330,16 +330,26 @@ class SingleAttention : public AttentionGraph {
   MaskGraph& masks_;
 };
 
-void build_embedding(const Model& model, GraphBuilder& g) {
+// with_media: the prompt stage (media rows replace the media tokens' rows);
+// else the generation stage, where every id is text as in splitdec's decode
+// steps (a generated image id included).
+void build_embedding(const Model& model, GraphBuilder& g, bool with_media) {
   const ModelConfig& c = model.config();
   const int H = c.hidden_size;
   g.input(names::kInputIds, kInt64, {std::string("batch"), std::string("sequence_length")});
-  g.input(names::kMediaEmbeds, kFloat, {std::string("num_media_tokens"), int64_t(H)});
+  if (with_media) g.input(names::kMediaEmbeds, kFloat, {std::string("num_media_tokens"), int64_t(H)});
   g.output(names::kInputsEmbeds, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(H)});
+  if (c.per_layer_dim > 0) g.output(names::kPerLayerInputs, kFloat, per_layer_dims(c));
   DecoderWriter w(model, g);
   // Text rows: E[token] * sqrt(H), the scale rounded to the checkpoint dtype (Model::embed).
   const float scale = round_to_dtype(std::sqrt(float(H)), model.weights().dtype);
   const std::string text = g.op("Mul", {g.op("Gather", {w.embedding_table(), names::kInputIds}), g.scalar_f32(scale)});
+  if (!with_media) {
+    g.node_named("Identity", {text}, {names::kInputsEmbeds});
+    if (c.per_layer_dim > 0)
+      g.node_named("Identity", {w.per_layer_inputs(names::kInputIds, names::kInputsEmbeds)}, {names::kPerLayerInputs});
+    return;
+  }
   // Media rows replace the placeholder tokens' rows unscaled, in order.
   std::string is_media = g.op("Equal", {names::kInputIds, g.const_i64(-1)});
   for (int id : {c.image_token_id, c.video_token_id, c.audio_token_id})
@@ -359,7 +369,6 @@ void build_embedding(const Model& model, GraphBuilder& g) {
   g.node_named("Where", {g.op("Unsqueeze", {is_media, g.const_i64(-1)}), media, text}, {names::kInputsEmbeds});
   if (c.per_layer_dim > 0) {
     // Media rows read pad's table row and project their own soft token, as Model::embed_prompt does.
-    g.output(names::kPerLayerInputs, kFloat, per_layer_dims(c));
     const std::string table_ids = g.op("Where", {is_media, g.const_i64(c.pad_token_id), names::kInputIds});
     g.node_named("Identity", {w.per_layer_inputs(table_ids, names::kInputsEmbeds)}, {names::kPerLayerInputs});
   }
@@ -401,7 +410,8 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
     case GraphKind::SplitPrefill: attention = std::make_unique<PrefillAttention>(c, g, s, *masks); break;
     case GraphKind::SplitDecode: attention = std::make_unique<DecodeAttention>(c, g, s); break;
     case GraphKind::Single: attention = std::make_unique<SingleAttention>(c, g, *masks); break;
-    case GraphKind::Embedding: break;
+    case GraphKind::Embedding:
+    case GraphKind::TokenEmbedding: break;
   }
   DecoderWriter w(model, g);
   std::string hidden = names::kInputsEmbeds;
@@ -413,10 +423,11 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
 
 void build_graph(const Model& model, GraphKind kind, const GraphSettings& settings, WeightFile& weights,
                  onnx::ModelProto& out) {
-  static const char* const graph_names[] = {"embedding", "decoder_prefill", "decoder_decode", "decoder"};
+  static const char* const graph_names[] = {"embedding", "token_embedding", "decoder_prefill", "decoder_decode", "decoder"};
   init_model(out, graph_names[int(kind)]);
   GraphBuilder g(*out.mutable_graph(), weights);
-  if (kind == GraphKind::Embedding) build_embedding(model, g);
+  if (kind == GraphKind::Embedding || kind == GraphKind::TokenEmbedding)
+    build_embedding(model, g, kind == GraphKind::Embedding);
   else build_decoder(model, kind, settings, g);
 }
 

@@ -22,7 +22,8 @@ namespace splitdec::onnx_export {
 class WeightFile;
 
 enum class GraphKind {
-  Embedding,     // token ids + media rows -> inputs_embeds (+ per_layer_inputs)
+  Embedding,       // token ids + media rows -> inputs_embeds (+ per_layer_inputs): prompt runs
+  TokenEmbedding,  // token ids -> inputs_embeds, every id as text (a generated media id too): generation runs
   SplitPrefill,  // Attention with the policy's mask; K/V written in place by TensorScatter
   SplitDecode,   // com.microsoft.GroupQueryAttention on the same buffers
   Single,        // Attention + dense float bias every step, separate past/present

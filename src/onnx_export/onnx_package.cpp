@@ -117,10 +117,15 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
     return pipeline_stage(file, in, out, on_prompt, on_token);
   };
   json pipeline = json::array();
+  // Two embedding stages: prompt runs place the media rows; generation runs
+  // embed every id as text, as splitdec does, so a generated media id (a
+  // random or fine-tuned model may emit one) is a text row, never a media row
+  // (or a Gather out of bounds on an empty media_embeds).
   json embedding_out = {names::kInputsEmbeds};
   if (c.per_layer_dim > 0) embedding_out.push_back(names::kPerLayerInputs);
   pipeline.push_back({{"embedding", pipeline_stage(kOnnxEmbeddingFile, {names::kInputIds, names::kMediaEmbeds},
-                                                   embedding_out, true, true)}});
+                                                   embedding_out, true, false)}});
+  pipeline.push_back({{"token_embedding", pipeline_stage(kOnnxTokenEmbeddingFile, {names::kInputIds}, embedding_out, false, true)}});
   if (split) {
     pipeline.push_back({{"prefill", decoder_stage(kOnnxPrefillFile, true, true, false)}});
     pipeline.push_back({{"decode", decoder_stage(kOnnxDecodeFile, false, false, true)}});
@@ -192,7 +197,8 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
   if (ec) throw InputError("cannot create " + out_dir + ": " + ec.message());
   // A folder reused for another plan must not keep the other plan's graphs.
   for (const char* name :
-       {kOnnxEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile, kOnnxSingleFile, kOnnxVisionFile, kOnnxSpeechFile}) {
+       {kOnnxEmbeddingFile, kOnnxTokenEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile, kOnnxSingleFile, kOnnxVisionFile,
+        kOnnxSpeechFile}) {
     fs::remove(fs::path(out_dir) / name, ec);
     if (ec) throw InputError("cannot replace " + (fs::path(out_dir) / name).string() + ": " + ec.message());
   }
@@ -207,6 +213,7 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
     pkg.files.push_back(file);
   };
   write(GraphKind::Embedding, kOnnxEmbeddingFile);
+  write(GraphKind::TokenEmbedding, kOnnxTokenEmbeddingFile);
   if (o.plan == OnnxPackageKind::Split) {
     write(GraphKind::SplitPrefill, kOnnxPrefillFile);
     write(GraphKind::SplitDecode, kOnnxDecodeFile);

@@ -45,7 +45,8 @@ struct OnnxPackage {
 
 // The package file names.
 inline constexpr const char* kOnnxWeightsFile = "model.onnx.data";
-inline constexpr const char* kOnnxEmbeddingFile = "embedding.onnx";
+inline constexpr const char* kOnnxEmbeddingFile = "embedding.onnx";             // prompt runs: text and media rows
+inline constexpr const char* kOnnxTokenEmbeddingFile = "token_embedding.onnx";  // generation runs: every id is text
 inline constexpr const char* kOnnxPrefillFile = "decoder_prefill.onnx";
 inline constexpr const char* kOnnxDecodeFile = "decoder_decode.onnx";
 inline constexpr const char* kOnnxSingleFile = "decoder.onnx";
@@ -56,7 +57,7 @@ inline constexpr const char* kSplitdecConfigFile = "splitdec.json";    // plan, 
 // cannot be expressed with the operators the package uses.
 void check_onnx_export_options(const OnnxExportOptions& options);
 // ConfigError naming the feature a model has that the export cannot write
-// (per-layer embeddings, experts).
+// (experts).
 void check_onnx_exportable(const ModelConfig& config);
 
 // `frontends` (when given and holding weights) adds the vision / speech

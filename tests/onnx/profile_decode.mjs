@@ -45,7 +45,7 @@ async function profile(pkgDir, context, args) {
   const { cfg, ours: sd, stages } = readPackage(pkgDir);
   const split = sd.plan === 'split';
   // The decoder stage a generated token runs (the embedding stage is not measured).
-  const stage = stages.find((s) => s.run_on_token_gen && s.name !== 'embedding');
+  const stage = stages.find((s) => s.run_on_token_gen && !s.name.endsWith('embedding'));
   const file = stage.filename;
   if (split && context + args.warmup + args.steps > sd.max_length)
     throw new Error(`${pkgDir}: max_length ${sd.max_length} < context ${context} + steps`);

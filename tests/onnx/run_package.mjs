@@ -111,7 +111,8 @@ async function main() {
     return out.logits.data;
   }
   const promptStages = split ? ['embedding', 'prefill'] : ['embedding', 'decoder'];
-  const tokenStages = split ? ['embedding', 'decode'] : ['embedding', 'decoder'];
+  // Generation runs embed every id as text (a generated media id too): their own embedding stage.
+  const tokenStages = split ? ['token_embedding', 'decode'] : ['token_embedding', 'decoder'];
 
   for (const [t, turn] of spec.turns.entries()) {
     const S = turn.input_ids[0].length;
