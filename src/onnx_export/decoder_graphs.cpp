@@ -1,6 +1,7 @@
 #include "onnx_export/decoder_graphs.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -416,7 +417,19 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
   DecoderWriter w(model, g);
   std::string hidden = names::kInputsEmbeds;
   for (int l = 0; l < c.num_layers; ++l) hidden = w.layer(l, hidden, *attention);
-  g.node_named("Identity", {w.logits(hidden)}, {names::kLogits});
+  if (kind == GraphKind::SplitDecode) {
+    g.node_named("Identity", {w.logits(hidden)}, {names::kLogits});
+    return;
+  }
+  // A prompt run needs only its last row's logits: ONNX Runtime GenAI reads
+  // row (length - 1) of each sequence (Logits::Get) from the [B, S, V]
+  // buffer it binds. The LM head runs on that row alone and the rows before
+  // it are zeros (Pad), not S x V products of a 262144-token vocabulary.
+  // One-token runs of the single graph pad nothing.
+  const std::string last = g.op("Slice", {hidden, g.const_i64(-1), g.const_i64(std::numeric_limits<int64_t>::max()), g.const_i64(1)});
+  const std::string before = g.op("Sub", {s.seq, g.const_i64(1)});
+  const std::string pads = g.op("Concat", {g.const_i64(0), before, g.const_i64({0, 0, 0, 0}, {4})}, {{"axis", int64_t(0)}});
+  g.node_named("Pad", {w.logits(last), pads}, {names::kLogits});
 }
 
 }  // namespace

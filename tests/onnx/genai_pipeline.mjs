@@ -14,6 +14,9 @@
 //   with search.past_present_share_buffer the past buffer itself
 //   [batch, kv_heads, max_length, head_dim]; otherwise a new present that
 //   becomes the next past;
+// - the logits output is bound to a buffer of [batch, run length, vocab]
+//   that the runtime allocates (src/models/logits.cpp, Logits::Update); it
+//   reads each sequence's last row (Logits::Get);
 // - extra inputs are bound once (Generator::AppendTokens calls
 //   SetExtraInputs on the first run only): binding a name twice throws.
 //   A caller that needs new media rows per turn writes them into the tensor
@@ -55,6 +58,7 @@ export class GenaiPipeline {
     this.maxLength = this.cfg.search.max_length;
     this.length = 0;
     this.extra = new Map();
+    this.logitsPool = new Map();
     this.stagesRun = [];
     const prefix = 'past_key_values.';
     const layers = new Set();
@@ -68,6 +72,17 @@ export class GenaiPipeline {
       const make = () => new ort.Tensor('float32', new Float32Array(dims.reduce((a, b) => a * b, 1)), dims);
       this.kv.set(layer, { key: make(), value: make(), layer: l });
     }
+  }
+
+  // The logits buffer GenAI binds, new for each run length. GenAI takes it
+  // from ONNX Runtime's arena, which keeps freed memory, so a caller timing
+  // runs may share `logitsPool` across pipelines (a fresh gigabyte costs
+  // page faults that GenAI's arena does not pay again).
+  logitsBuffer(dims) {
+    const key = dims.join('x');
+    if (!this.logitsPool.has(key))
+      this.logitsPool.set(key, new ort.Tensor('float32', new Float32Array(dims[0] * dims[1] * dims[2]), dims));
+    return this.logitsPool.get(key);
   }
 
   // Fills every shared KV buffer with `value` (tests check what was written).
@@ -111,6 +126,9 @@ export class GenaiPipeline {
         const m = /^present\.(\d+)\.(key|value)$/.exec(n);
         fetches[n] = m && this.shared ? this.kv.get(Number(m[1]))[m[2]] : null;
       }
+      // GenAI binds its own logits buffer [batch, run length, vocab]
+      // (Logits::Update), so a stage's logits must have that shape.
+      if (stage.outputs.includes('logits')) fetches.logits = this.logitsBuffer([B, S, this.cfg.model.vocab_size]);
       const out = await this.sessions[k].run(feeds, fetches);
       for (const n of stage.outputs) store.set(n, out[n]), (all[n] = out[n]);
       this.stagesRun.push(stage.name);
