@@ -3,7 +3,8 @@
 // turns, so a turn costs only its new tokens. A line "/image FILE" or
 // "/audio FILE" stages media for the next turn; "/clear", "/save FILE" and
 // "/help" do what /help says; Ctrl-C stops a reply (the turn is dropped)
-// and the chat goes on. It behaves the same on a
+// and the chat goes on. When the context (--max-length) is full, the oldest
+// exchanges are dropped until half of it is free, and the chat says so. It behaves the same on a
 // terminal and on a pipe (the prompt marker goes to stderr, and only on a
 // terminal).
 #include <signal.h>
@@ -109,8 +110,9 @@ int run(const ChatFlags& f) {
         if (!std::filesystem::is_regular_file(path)) {
           error(path + ": no such file");
         } else {
+          // Staged here and handed to the chat with the turn (a turn that
+          // must make room for itself hands them again).
           const std::string kind = command[1] == 'i' ? "image" : "audio";
-          kind == "image" ? chat.append_image(path) : chat.append_audio(path);
           staged.push_back({{"type", kind}, {"path", std::filesystem::absolute(path).string()}});
           if (interactive) std::fprintf(stderr, "(%s staged for the next turn)\n", path.c_str());
         }
@@ -122,13 +124,41 @@ int run(const ChatFlags& f) {
       continue;
     }
     std::string reply;
-    try {
+    auto turn = [&] {
+      for (const auto& part : staged)
+        part["type"] == "image" ? chat.append_image(part["path"]) : chat.append_audio(part["path"]);
       chat.append_user_turn(line);
-      reply = chat.generate(go, [](const std::string& t) {
+      return chat.generate(go, [](const std::string& t) {
         if (interrupted) throw ReplyStopped{};
         std::fwrite(t.data(), 1, t.size(), stdout);
         std::fflush(stdout);
       });
+    };
+    try {
+      try {
+        reply = turn();
+      } catch (const CapacityError&) {
+        // The context is full: the oldest exchanges go (whole, so never inside
+        // a media block) until half of it is free, then the turn again; once
+        // more with only the system turn kept.
+        std::fflush(stdout);
+        int dropped = chat.forget_oldest_turns(co.max_length / 2);
+        if (dropped == 0) throw;
+        auto forget = [&](int n) {
+          const auto from = transcript.begin() + (f.system.empty() ? 0 : 1);
+          transcript.erase(from, from + std::min<std::ptrdiff_t>(2 * n, transcript.end() - from));
+          std::fprintf(stderr, "(the context is full: %d oldest exchange%s dropped, the rest prefilled again)\n", n,
+                       n == 1 ? "" : "s");
+        };
+        forget(dropped);
+        try {
+          reply = turn();
+        } catch (const CapacityError&) {
+          if ((dropped = chat.forget_oldest_turns(0)) == 0) throw;
+          forget(dropped);
+          reply = turn();
+        }
+      }
     } catch (const ReplyStopped&) {
       // generate() rolled the turn back, as after any failed turn (its staged media too).
       interrupted = 0;

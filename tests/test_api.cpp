@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "core/npy.h"
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
@@ -413,6 +415,52 @@ TEST(Api, ConversationChatTurnsGoThroughTheTemplate) {
     c.generate(greedy(3));
     EXPECT_GT(c.last_reply().prompt_tokens, 4) << preset;
     EXPECT_EQ(c.length(), before + c.last_reply().prompt_tokens + int64_t(c.last_reply().tokens.size()) - 1) << preset;
+  }
+}
+
+// A full chat goes on (issue 29): the oldest exchanges go whole, the system
+// turn stays, and what is kept is the chat as the template renders those
+// messages afresh: the next turn's reply equals a fresh run of
+// [system, kept exchanges, new turn]. An image in a dropped turn goes with it.
+TEST(Api, ForgettingTheOldestTurnsKeepsTheRestAsAFreshChat) {
+  for (const char* preset : {"tiny-gemma3", "tiny-gemma4"}) {
+    SCOPED_TRACE(preset);
+    const auto engine = engine_for(preset);
+    const std::string dir = test::temp_dir("api-forget");
+    const int rows = std::string(preset) == "tiny-gemma3" ? 16 : 5;
+    const std::vector<float> data = image_rows(*engine, rows, 1.f);
+    write_npy(dir + "/img.npy", {rows, engine->hidden_size()}, data.data());
+    Conversation c(engine);
+    c.set_system("Be brief.");
+    c.append_image(dir + "/img.npy");
+    c.append_user_turn("What is it?");
+    c.generate(greedy(5));
+    const int64_t first_turn = c.length();
+    c.append_user_turn("second");
+    const std::string second = c.generate(greedy(5));
+    const int64_t before = c.length();
+    // Room for half of what is there: the first exchange (with the image) goes.
+    EXPECT_EQ(c.forget_oldest_turns(before - first_turn + 40), 1);
+    EXPECT_LT(c.length(), before);
+    c.append_user_turn("third");
+    c.generate(greedy(4));
+    const nlohmann::json messages = {{{"role", "system"}, {"content", "Be brief."}},
+                                     {{"role", "user"}, {"content", "second"}},
+                                     {{"role", "assistant"}, {"content", second}},
+                                     {{"role", "user"}, {"content", "third"}}};
+    Batch b(engine, 1);
+    b.run_turn(engine->encode_messages(messages.dump()), greedy(4));
+    EXPECT_EQ(c.last_reply().tokens, b.result().tokens[0]);
+    // Nothing older than the system turn to drop, then: everything but it goes.
+    EXPECT_EQ(c.forget_oldest_turns(0), 2);
+    EXPECT_EQ(c.length(), 0);
+    EXPECT_EQ(c.forget_oldest_turns(0), 0);
+    c.append_user_turn("again");
+    c.generate(greedy(3));
+    Batch fresh(engine, 1);
+    fresh.run_turn(engine->encode_chat(ChatTurn{.system = "Be brief.", .images = {}, .audio = {}, .text = "again", .media = {}}),
+                   greedy(3));
+    EXPECT_EQ(c.last_reply().tokens, fresh.result().tokens[0]) << "the system turn stayed";
   }
 }
 

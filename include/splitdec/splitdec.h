@@ -222,6 +222,14 @@ class Conversation {
 
   // Positions in the KV cache so far (appended text is counted once generate runs).
   int64_t length() const;
+  // When the KV cache is full: drops the oldest exchanges (a user turn and
+  // the replies to it) after the system turn, whole (so never inside a media
+  // block), until the rest holds at most `max_length` positions, then
+  // prefills what is kept again, rendered as the template renders those
+  // messages. Returns the exchanges dropped (0 when there is none to drop:
+  // nothing staged as chat turns, or only the system turn). Anything staged
+  // is dropped.
+  int forget_oldest_turns(int64_t max_length);
   // Truncates the conversation to `length` positions; drops anything staged.
   // Refused (InputError) inside a media block, whose positions attended to each other.
   void rewind(int64_t length);

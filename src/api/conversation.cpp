@@ -235,6 +235,63 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   return c.reply.text;
 }
 
+int Conversation::forget_oldest_turns(int64_t max_length) {
+  Impl& c = *impl_;
+  c.staged = PromptBatch{};
+  std::erase_if(c.staged_messages, [](const ChatMessage& m) { return m.role != "system"; });
+  c.staged_media.clear();
+  // Exchanges: each from a user message to the next one. The system turn stays.
+  size_t first = 0;
+  while (first < c.messages.size() && c.messages[first].role == "system") ++first;
+  std::vector<size_t> starts;
+  for (size_t i = first; i < c.messages.size(); ++i)
+    if (c.messages[i].role == "user") starts.push_back(i);
+  if (starts.empty() || c.messages.back().role != "assistant") return 0;
+  // What is left after each drop, from where the messages end in the KV (the
+  // kept messages rendered alone take about what they take now) plus the
+  // system text (it shares its end with the first user turn there).
+  int64_t system = 0;
+  for (size_t i = 0; i < first; ++i)
+    for (const ChatPart& part : c.messages[i].parts) system += int64_t(c.tokenizer().encode(part.text).size());
+  const int64_t length = c.session.length(c.seq);
+  size_t dropped = 0;
+  while (dropped < starts.size()) {
+    ++dropped;
+    const int64_t cut = dropped < starts.size() ? c.message_ends[starts[dropped] - 1] : length;
+    if (system + length - cut <= max_length) break;
+  }
+  std::vector<ChatMessage> kept(c.messages.begin(), c.messages.begin() + std::ptrdiff_t(first));
+  if (dropped < starts.size()) kept.insert(kept.end(), c.messages.begin() + std::ptrdiff_t(starts[dropped]), c.messages.end());
+  rewind(0);
+  if (kept.size() == first) {  // only the system turn is left: staged, as set_system leaves it
+    c.staged_messages = std::move(kept);
+    return int(dropped);
+  }
+  // The kept chat as a fresh one: its text up to the end of the last reply
+  // (the end of turn after it is what the next user turn writes first, as
+  // after a reply whose end-of-turn token is pending).
+  const ChatPrompter prompter = api::prompter(*c.engine, "the kept chat", c.media);
+  std::vector<ChatMessage> marked = kept;
+  if (marked.back().role == "assistant") marked.back().parts = {{ChatPart::Kind::Text, marked.back().parts[0].text + kReplyMark, ""}};
+  std::string text = prompter.render(marked, false);
+  const size_t at = text.find(kReplyMark);
+  if (at != std::string::npos) text.resize(at);
+  std::vector<ChatPart> media;
+  for (const ChatMessage& m : kept)
+    for (const ChatPart& part : m.parts)
+      if (part.kind != ChatPart::Kind::Text) media.push_back(part);
+  const PromptBatch prompt = prompter.expand(text, media, true);
+  RequestOptions ro;
+  ro.max_new_tokens = 0;  // prefill only
+  c.steps.release(c.steps.start({c.seq}, prompt, {ro})[0]);
+  c.started = true;
+  // Where each kept message ends is not measured: all at the end, so a later
+  // rewind keeps them whole or not at all.
+  c.messages = std::move(kept);
+  c.message_ends.assign(c.messages.size(), c.session.length(c.seq));
+  return int(dropped);
+}
+
 const Reply& Conversation::last_reply() const { return impl_->reply; }
 
 int64_t Conversation::length() const { return impl_->session.length(impl_->seq); }
