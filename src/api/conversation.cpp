@@ -283,7 +283,14 @@ int Conversation::forget_oldest_turns(int64_t max_length) {
   const PromptBatch prompt = prompter.expand(text, media, true);
   RequestOptions ro;
   ro.max_new_tokens = 0;  // prefill only
-  c.steps.release(c.steps.start({c.seq}, prompt, {ro})[0]);
+  try {
+    c.steps.release(c.steps.start({c.seq}, prompt, {ro})[0]);
+  } catch (...) {
+    // What is kept does not fit either: an empty chat, the system turn staged.
+    rewind(0);
+    c.staged_messages.assign(kept.begin(), kept.begin() + std::ptrdiff_t(first));
+    throw;
+  }
   c.started = true;
   // Where each kept message ends is not measured: all at the end, so a later
   // rewind keeps them whole or not at all.
