@@ -4,9 +4,9 @@
 // "/audio FILE" stages media for the next turn; "/clear", "/save FILE" and
 // "/help" do what /help says; Ctrl-C stops a reply (the turn is dropped)
 // and the chat goes on. When the context (--max-length) is full, the oldest
-// exchanges are dropped until half of it is free, and the chat says so. It behaves the same on a
-// terminal and on a pipe (the prompt marker goes to stderr, and only on a
-// terminal).
+// exchanges are dropped until half of it is free, and the chat says so. It
+// behaves the same on a terminal and on a pipe (the prompt marker goes to
+// stderr, and only on a terminal).
 #include <signal.h>
 #include <unistd.h>
 

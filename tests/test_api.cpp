@@ -32,6 +32,15 @@ std::vector<float> image_rows(const Engine& e, int rows, float scale) {
   return v;
 }
 
+// One image's rows as an embeddings file in `dir` (Gemma-3's
+// mm_tokens_per_image rows; 5 for Gemma-4's variable count); returns its path.
+std::string image_file(const Engine& e, const std::string& preset, const std::string& dir) {
+  const int rows = preset == "tiny-gemma3" ? 16 : 5;
+  const std::vector<float> data = image_rows(e, rows, 1.f);
+  write_npy(dir + "/img.npy", {rows, e.hidden_size()}, data.data());
+  return dir + "/img.npy";
+}
+
 GenerateOptions greedy(int n) {
   GenerateOptions o;
   o.max_new_tokens = n;
@@ -392,17 +401,14 @@ TEST(Api, EnginesAreSafeToShareAcrossThreads) {
 TEST(Api, ConversationChatTurnsGoThroughTheTemplate) {
   for (const char* preset : {"tiny-gemma3", "tiny-gemma4"}) {
     const auto engine = engine_for(preset);
-    const std::string dir = test::temp_dir("api-chat");
-    const int rows = std::string(preset) == "tiny-gemma3" ? 16 : 5;  // Gemma-3: mm_tokens_per_image
-    const std::vector<float> data = image_rows(*engine, rows, 1.f);
-    write_npy(dir + "/img.npy", {rows, engine->hidden_size()}, data.data());
+    const std::string image = image_file(*engine, preset, test::temp_dir("api-chat"));
 
     Conversation c(engine);
     c.set_system("Be brief.");
-    c.append_image(dir + "/img.npy");
+    c.append_image(image);
     c.append_user_turn("What is it?");
     c.generate(greedy(6));
-    const TokenInputs in = engine->encode_chat(ChatTurn{.system = "Be brief.", .images = {dir + "/img.npy"}, .audio = {}, .text = "What is it?", .media = {}});
+    const TokenInputs in = engine->encode_chat(ChatTurn{.system = "Be brief.", .images = {image}, .audio = {}, .text = "What is it?", .media = {}});
     Batch b(engine, 1);
     b.run_turn(in, greedy(6));
     EXPECT_EQ(c.last_reply().tokens, b.result().tokens[0]) << preset;
@@ -426,13 +432,9 @@ TEST(Api, ForgettingTheOldestTurnsKeepsTheRestAsAFreshChat) {
   for (const char* preset : {"tiny-gemma3", "tiny-gemma4"}) {
     SCOPED_TRACE(preset);
     const auto engine = engine_for(preset);
-    const std::string dir = test::temp_dir("api-forget");
-    const int rows = std::string(preset) == "tiny-gemma3" ? 16 : 5;
-    const std::vector<float> data = image_rows(*engine, rows, 1.f);
-    write_npy(dir + "/img.npy", {rows, engine->hidden_size()}, data.data());
     Conversation c(engine);
     c.set_system("Be brief.");
-    c.append_image(dir + "/img.npy");
+    c.append_image(image_file(*engine, preset, test::temp_dir("api-forget")));
     c.append_user_turn("What is it?");
     c.generate(greedy(5));
     const int64_t first_turn = c.length();
