@@ -262,14 +262,15 @@ int Conversation::forget_oldest_turns(int64_t max_length) {
   }
   std::vector<ChatMessage> kept(c.messages.begin(), c.messages.begin() + std::ptrdiff_t(first));
   if (dropped < starts.size()) kept.insert(kept.end(), c.messages.begin() + std::ptrdiff_t(starts[dropped]), c.messages.end());
-  rewind(0);
   if (kept.size() == first) {  // only the system turn is left: staged, as set_system leaves it
+    rewind(0);
     c.staged_messages = std::move(kept);
     return int(dropped);
   }
   // The kept chat as a fresh one: its text up to the end of the last reply
   // (the end of turn after it is what the next user turn writes first, as
-  // after a reply whose end-of-turn token is pending).
+  // after a reply whose end-of-turn token is pending). Made before anything
+  // is dropped, so that a template or media error leaves the chat as it was.
   const ChatPrompter prompter = api::prompter(*c.engine, "the kept chat", c.media);
   std::vector<ChatMessage> marked = kept;
   if (marked.back().role == "assistant") marked.back().parts = {{ChatPart::Kind::Text, marked.back().parts[0].text + kReplyMark, ""}};
@@ -281,6 +282,7 @@ int Conversation::forget_oldest_turns(int64_t max_length) {
     for (const ChatPart& part : m.parts)
       if (part.kind != ChatPart::Kind::Text) media.push_back(part);
   const PromptBatch prompt = prompter.expand(text, media, true);
+  rewind(0);
   RequestOptions ro;
   ro.max_new_tokens = 0;  // prefill only
   try {
