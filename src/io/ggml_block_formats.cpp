@@ -9,6 +9,17 @@
 
 namespace splitdec {
 
+// Q4_K / Q5_K: eight 6-bit scales and eight 6-bit mins in 12 bytes.
+void k_quant_scale_min(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 namespace {
 
 constexpr int QK = 32, QK_K = 256;
@@ -24,17 +35,6 @@ void put_half(uint8_t* p, float x) {
 }
 int nearest(float x) { return int(std::lround(x)); }
 
-// Q4_K / Q5_K: eight 6-bit scales and eight 6-bit mins in 12 bytes
-// (llama.cpp's get_scale_min_k4).
-void scale_min_k4(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 void pack_scale_min_k4(const int* sc, const int* mn, uint8_t* q) {
   std::memset(q, 0, 12);
   for (int j = 0; j < 8; ++j) {
@@ -122,9 +122,9 @@ void dequantize_block(GgmlBlocks f, const uint8_t* b, float* y) {
       uint8_t u1 = 1, u2 = 2;
       for (int j = 0; j < QK_K; j += 64) {
         int sc, m;
-        scale_min_k4(is, scales, &sc, &m);
+        k_quant_scale_min(is, scales, &sc, &m);
         const float d1 = d * float(sc), m1 = dmin * float(m);
-        scale_min_k4(is + 1, scales, &sc, &m);
+        k_quant_scale_min(is + 1, scales, &sc, &m);
         const float d2 = d * float(sc), m2 = dmin * float(m);
         for (int l = 0; l < 32; ++l) *y++ = d1 * float((q[l] & 0xF) + (five && (qh[l] & u1) ? 16 : 0)) - m1;
         for (int l = 0; l < 32; ++l) *y++ = d2 * float((q[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - m2;

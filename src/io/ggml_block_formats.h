@@ -25,6 +25,10 @@ const GgmlBlockLayout& ggml_block_layout(GgmlBlocks format);
 // false when `ggml_type` is none of these.
 bool ggml_blocks_of_type(uint32_t ggml_type, GgmlBlocks* format);
 
+// Sub-block j's (0-7) 6-bit scale and min of a Q4_K / Q5_K block, from its
+// 12 packed bytes (llama.cpp's get_scale_min_k4).
+void k_quant_scale_min(int j, const uint8_t* packed, int* scale, int* min);
+
 // `n` values (whole blocks) from their blocks.
 void dequantize_ggml_blocks(GgmlBlocks format, const uint8_t* blocks, float* out, int64_t n);
 // `n` values (whole blocks) into blocks.

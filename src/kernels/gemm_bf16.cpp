@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/aligned_vector.h"
@@ -39,7 +40,9 @@ ExactGemmOnThisThread::~ExactGemmOnThisThread() { --exact_scopes; }
 
 bool bf16_gemm_enabled() { return !exact_gemm() && exact_scopes == 0 && bf16_gemm_supported(); }
 
-bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32; }
+// Q4_K has no panel expansion of its own: its prefill takes the row groups
+// (or the f32 GEMM on rows expanded by row_f32).
+bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32 && f != WeightFormat::Q4_K; }
 
 namespace {
 simd::PanelWeights panel_weights(WeightFormat f) {
@@ -48,9 +51,10 @@ simd::PanelWeights panel_weights(WeightFormat f) {
     case WeightFormat::F16: return simd::PanelWeights::F16;
     case WeightFormat::Q8_0: return simd::PanelWeights::Q8_0;
     case WeightFormat::Q4_0: return simd::PanelWeights::Q4_0;
-    case WeightFormat::F32: break;
+    case WeightFormat::F32:
+    case WeightFormat::Q4_K: break;
   }
-  throw Error("gemm_bf16: f32 weights take the exact GEMM");
+  throw Error(std::string("gemm_bf16: ") + weight_format_name(f) + " weights take the f32 GEMM");
 }
 
 // x rounded to bf16 pairs, (in + 1) / 2 words a row, once per call (not

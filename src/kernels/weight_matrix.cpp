@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/ggml_block_formats.h"
 
 #include "kernels/linear.h"
 #include "kernels/simd/row_groups.h"
@@ -21,6 +22,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::F16: return "f16";
     case WeightFormat::Q8_0: return "q8_0";
     case WeightFormat::Q4_0: return "q4_0";
+    case WeightFormat::Q4_K: return "q4_k";
   }
   return "?";
 }
@@ -36,12 +38,25 @@ WeightFormat weight_format_of(DType t) {
   throw Error(std::string("weight_format_of: ") + dtype_name(t) + " holds no weight format by itself");
 }
 
-bool weight_format_is_blocked(WeightFormat f) { return f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0; }
+bool weight_format_is_blocked(WeightFormat f) { return weight_block_values(f) > 1; }
+
+int weight_block_values(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0: return 32;
+    case WeightFormat::Q4_K: return 256;
+    case WeightFormat::F32:
+    case WeightFormat::BF16:
+    case WeightFormat::F16: break;
+  }
+  return 1;
+}
 
 size_t weight_row_bytes(WeightFormat f, int in) {
   switch (f) {
     case WeightFormat::Q8_0: return size_t(in / 32) * 34;
     case WeightFormat::Q4_0: return size_t(in / 32) * 18;
+    case WeightFormat::Q4_K: return size_t(in / 256) * 144;
     case WeightFormat::F32: return size_t(in) * 4;
     case WeightFormat::BF16:
     case WeightFormat::F16: return size_t(in) * 2;
@@ -49,7 +64,7 @@ size_t weight_row_bytes(WeightFormat f, int in) {
   return 0;
 }
 
-bool weight_format_fits(WeightFormat f, int in) { return !weight_format_is_blocked(f) || in % 32 == 0; }
+bool weight_format_fits(WeightFormat f, int in) { return in % weight_block_values(f) == 0; }
 
 namespace {
 
@@ -104,7 +119,7 @@ WeightMatrix WeightMatrix::from_bytes(WeightFormat format, int out, int in, cons
 WeightMatrix WeightMatrix::zeros(WeightFormat format, int out, int in) {
   if (!weight_format_fits(format, in))
     throw InputError("a row of " + std::to_string(in) + " values cannot be stored as " + weight_format_name(format) +
-                     " (its blocks hold 32)");
+                     " (its blocks hold " + std::to_string(weight_block_values(format)) + ")");
   WeightMatrix m;
   m.out = out, m.in = in, m.format = format;
   m.data.resize(size_t(out) * m.row_bytes());
@@ -119,6 +134,7 @@ void WeightMatrix::set_rows_f32(int r0, int rows, const float* values) {
     switch (format) {
       case WeightFormat::Q8_0: quantize_row_q8_0(x, in, dst); break;
       case WeightFormat::Q4_0: quantize_row_q4_0(x, in, dst); break;
+      case WeightFormat::Q4_K: quantize_ggml_blocks(GgmlBlocks::Q4_K, x, dst, in); break;
       case WeightFormat::F32: std::memcpy(dst, x, size_t(in) * 4); break;
       case WeightFormat::BF16:
       case WeightFormat::F16:
@@ -146,6 +162,19 @@ struct GroupedBlocks {
   size_t scale_at(int b, int i) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(2 * i); }
   size_t chunk_at(int b, int i, int c) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(32 + 64 * c + 4 * i); }
 };
+
+// Where the bytes of row i's super-block b (144, as llama.cpp stores it)
+// lie in a Q4_K group (simd/row_groups.h): move(at in the group, at in the
+// block, bytes) for d, dmin, each of the 12 packed scale bytes and each of
+// the 32 chunks of 4 value bytes.
+template <class Move>
+void q4_k_block_pieces(int b, int i, Move move) {
+  const size_t g = size_t(b) * simd::kQ4KGroupBlockBytes;
+  move(g + size_t(2 * i), 0, 2);
+  move(g + size_t(32 + 2 * i), 2, 2);
+  for (int k = 0; k < 12; ++k) move(g + size_t(64 + 16 * k + i), size_t(4 + k), 1);
+  for (int c = 0; c < 32; ++c) move(g + size_t(256 + 64 * c + 4 * i), size_t(16 + 4 * c), 4);
+}
 }  // namespace
 
 void WeightMatrix::copy_row(int o, uint8_t* dst) const {
@@ -153,9 +182,14 @@ void WeightMatrix::copy_row(int o, uint8_t* dst) const {
     std::memcpy(dst, row(o), row_bytes());
     return;
   }
-  const GroupedBlocks at{weight_row_bytes(format, 32)};
   const uint8_t* g = group(o / simd::kGroupRows);
   const int i = o % simd::kGroupRows;
+  if (format == WeightFormat::Q4_K) {
+    for (int b = 0; b < in / 256; ++b)
+      q4_k_block_pieces(b, i, [&](size_t at, size_t from, size_t n) { std::memcpy(dst + size_t(b) * 144 + from, g + at, n); });
+    return;
+  }
+  const GroupedBlocks at{weight_row_bytes(format, 32)};
   for (int b = 0; b < in / 32; ++b, dst += at.block_bytes) {
     std::memcpy(dst, g + at.scale_at(b, i), 2);
     for (int c = 0; c < at.chunks(); ++c) std::memcpy(dst + 2 + 4 * c, g + at.chunk_at(b, i, c), 4);
@@ -173,6 +207,11 @@ void WeightMatrix::group_rows() {
     std::memcpy(rows.data(), dst, bytes);
     for (int i = 0; i < simd::kGroupRows; ++i) {
       const uint8_t* src = rows.data() + size_t(i) * row_bytes();
+      if (format == WeightFormat::Q4_K) {
+        for (int b = 0; b < in / 256; ++b)
+          q4_k_block_pieces(b, i, [&](size_t at, size_t from, size_t n) { std::memcpy(dst + at, src + size_t(b) * 144 + from, n); });
+        continue;
+      }
       for (int b = 0; b < in / 32; ++b, src += at.block_bytes) {
         std::memcpy(dst + at.scale_at(b, i), src, 2);
         for (int c = 0; c < at.chunks(); ++c) std::memcpy(dst + at.chunk_at(b, i, c), src + 2 + 4 * c, 4);

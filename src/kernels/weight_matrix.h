@@ -21,18 +21,27 @@ namespace splitdec {
 // Q4_0: each row is in / 32 blocks of 18 bytes, {f16 scale d, uint8
 // qs[16]}; value j of a block is the low nibble of qs[j] and value j + 16
 // the high one, w = d * (nibble - 8): byte for byte llama.cpp's block_q4_0.
-// Both block formats take only rows whose length is a multiple of 32.
-enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0, Q4_0 };
+// Both take only rows whose length is a multiple of 32.
+// Q4_K: each row is in / 256 super-blocks of 144 bytes, {f16 d, f16 dmin,
+// 12 bytes packing eight 6-bit scales sc and mins m, uint8 qs[128]}; value
+// 32 j + t of a super-block is d sc_j q - dmin m_j with q the low nibble of
+// qs[32 (j / 2) + t] for even j, the high one for odd j: byte for byte
+// llama.cpp's block_q4_K (a GGUF's Q4_K_M tensors run as they are). Rows
+// whose length is a multiple of 256.
+enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0, Q4_0, Q4_K };
 
 const char* weight_format_name(WeightFormat f);
 // The format that holds a float checkpoint dtype as it is (Error for I8 /
 // U8, which hold block values apart from their scales).
 WeightFormat weight_format_of(DType t);
-// Whether `f` stores blocks of 32 weights with a scale (Q8_0, Q4_0).
+// Whether `f` stores blocks of integers with scales (Q8_0, Q4_0, Q4_K),
+// which take int8 activations and row groups.
 bool weight_format_is_blocked(WeightFormat f);
+// Values per block of `f` (32, 256 for Q4_K; 1 for the float formats).
+int weight_block_values(WeightFormat f);
 // Bytes of one row of `in` elements (Q8_0: in / 32 blocks of 34 bytes).
 size_t weight_row_bytes(WeightFormat f, int in);
-// Whether rows of `in` elements can be stored as `f` (blocks: in % 32 == 0).
+// Whether rows of `in` elements can be stored as `f` (whole blocks).
 bool weight_format_fits(WeightFormat f, int in);
 
 // [out, in] in the nn.Linear layout, rows stored one after another.
@@ -61,7 +70,8 @@ struct WeightMatrix {
   // llama.cpp's quantize_row_q8_0: d = max |x| / 127 of the block, q =
   // round(x / d), d stored as f16; Q4_0 as quantize_row_q4_0_ref: d = the
   // block's value of largest magnitude / -8, nibble = min(15, trunc(x / d +
-  // 8.5))). InputError if the rows do not fit.
+  // 8.5)); Q4_K with plain min/max scales, io/ggml_block_formats.h). InputError
+  // if the rows do not fit.
   static WeightMatrix from_f32(WeightFormat format, int out, int in, const float* values);
 
   // `out` zero rows, to be filled with set_rows_f32 (a loader that converts
@@ -81,8 +91,8 @@ struct WeightMatrix {
   void row_f32(int o, float* dst) const;
   // Group g of the grouped rows (rows 16 g .. 16 g + 15).
   const uint8_t* group(int g) const { return data.data() + size_t(g) * 16 * row_bytes(); }
-  // Q4_0 / Q8_0 rows rearranged into groups of 16 (all whole groups); a
-  // no-op on other formats or without int8 activations.
+  // Q4_0 / Q8_0 / Q4_K rows rearranged into groups of 16 (all whole
+  // groups); a no-op on other formats or without int8 activations.
   void group_rows();
 };
 

@@ -43,6 +43,16 @@ void check_q8_0_values(const uint8_t* blocks, size_t block_count, const std::str
                         ", outside Q8_0's -127 .. 127");
 }
 
+void check_q4_k_factors(const uint8_t* blocks, size_t block_count, const std::string& what) {
+  for (size_t b = 0; b < block_count; ++b)
+    for (int k = 0; k < 2; ++k) {
+      uint16_t h;
+      std::memcpy(&h, blocks + b * 144 + size_t(2 * k), 2);
+      if ((h & 0x7c00) == 0x7c00)  // exponent all ones: Inf or NaN
+        throw FormatError(what + ": super-block " + std::to_string(b) + " has its " + (k ? "dmin" : "d") + " Inf or NaN");
+    }
+}
+
 WeightMatrix load_quantized_matrix(const TensorStore& store, const TensorView& values, int out, int in) {
   const WeightFormat format = quantized_format_of(values.dtype);
   const std::string what = values.file + ": tensor '" + values.name + "' (" + dtype_name(values.dtype) + ", " +

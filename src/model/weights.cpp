@@ -196,8 +196,9 @@ void convert_rows(const TensorStore& store, const TensorView& v, int r0, int row
 
 namespace {
 
-// llama.cpp blocks splitdec has no kernels for (Q4_K, Q6_K, ...): their
-// format, or false for every other tensor.
+// llama.cpp blocks splitdec has no kernels for (Q6_K, ...; Q4_K when
+// --weights asks for another format): their format, or false for every
+// other tensor.
 bool converted_blocks(BlockType b, GgmlBlocks* f) {
   switch (b) {
     case BlockType::Q4_1: return *f = GgmlBlocks::Q4_1, true;
@@ -268,6 +269,10 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
       return std::nullopt;
     return f;
   };
+  // Q4_K blocks run as they are unless --weights asks for another format.
+  auto runs_as_stored = [&](const TensorView& v, bool embedding) {
+    return v.blocks == BlockType::Q4_K && !(embedding && loading.embedding_format ? loading.embedding_format : loading.format);
+  };
   // Each tensor is copied out piece by piece, dropping the file's pages as
   // it goes (TensorStore::copy_out): peak memory is the weights, not the
   // weights plus the largest tensor (the 262144-row embedding) twice.
@@ -282,6 +287,17 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   // stack [E, out, in] as E * out rows).
   auto matrix_read = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
     const TensorView& stored = store.get(name);
+    if (runs_as_stored(stored, embedding)) {  // a GGUF's Q4_K blocks
+      const TensorView& v = view(name, shape);
+      if (!weight_format_fits(WeightFormat::Q4_K, in) || size_t(out) * weight_row_bytes(WeightFormat::Q4_K, in) != v.nbytes)
+        throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not Q4_K rows of " +
+                          std::to_string(in));
+      WeightMatrix m = WeightMatrix::zeros(WeightFormat::Q4_K, out, in);
+      store.copy_out(v, m.data.data());
+      check_q4_k_factors(m.data.data(), size_t(out) * size_t(in / 256), v.file + ": tensor '" + v.name + "' (Q4_K)");
+      m.int8_activations = !loading.f32_activations;
+      return m;
+    }
     if (GgmlBlocks g; converted_blocks(stored.blocks, &g)) {  // blocks without kernels here: converted
       const TensorView& v = view(name, shape);
       const GgmlBlockLayout& l = ggml_block_layout(g);
@@ -328,7 +344,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step) convert_rows(store, v, r0, std::min(step, out - r0), m, r0);
     return m;
   };
-  // Q4_0 / Q8_0 rows in groups of 16 for the decode kernels (WeightMatrix::grouped_rows);
+  // Q4_0 / Q8_0 / Q4_K rows in groups of 16 for the decode kernels (WeightMatrix::grouped_rows);
   // SPLITDEC_ROW_GROUPS=0 keeps them as stored (to measure one against the other).
   static const bool group_blocks = env_switch_on("SPLITDEC_ROW_GROUPS");
   auto grouped = [&](WeightMatrix m) {
@@ -381,8 +397,9 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     TensorView flat = v;  // an expert stack [E, out, in] converts as E * out rows
     if (v.shape.size() == 3) flat.shape = {v.shape[0] * v.shape[1], v.shape[2]};
     const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(flat, it->second);
-    if (GgmlBlocks g; flat.shape.size() == 2 && converted_blocks(v.blocks, &g)) {
-      const WeightFormat as = converted_format(loading, it != converted.end() && it->second, int(flat.shape[1]));
+    const bool embedding = it != converted.end() && it->second;
+    if (GgmlBlocks g; flat.shape.size() == 2 && converted_blocks(v.blocks, &g) && !runs_as_stored(v, embedding)) {
+      const WeightFormat as = converted_format(loading, embedding, int(flat.shape[1]));
       total += size_t(flat.shape[0]) * weight_row_bytes(as, int(flat.shape[1]));
     } else {
       total += to ? size_t(flat.shape[0]) * weight_row_bytes(*to, int(flat.shape[1])) : v.nbytes;

@@ -1,4 +1,5 @@
-// Gemma-3's presets: tiny-gemma3 (every feature, SigLIP tower), and the
+// Gemma-3's presets: tiny-gemma3 (every feature, SigLIP tower),
+// tiny-gemma3-256 (text, rows of whole K-quant super-blocks), and the
 // shapes of gemma-3-1b and gemma-3-12b (the 4B/12B/27B SigLIP-So400m tower).
 #include "io/families/presets.h"
 
@@ -36,6 +37,19 @@ void tiny(int vocab, const PresetTokenIds& s, PresetDraft& d) {
              {"image_size", 112}, {"patch_size", 14}, {"layer_norm_eps", 1e-6}});
 }
 
+// tiny-gemma3 text-only with rows of 256 and 512: whole K-quant
+// super-blocks, so a Q4_K GGUF of it keeps its K-blocks (tiny-gemma3's rows
+// of 64 take llama.cpp's 32-value fallbacks).
+void tiny_256(int vocab, const PresetTokenIds&, PresetDraft& d) {
+  d.top["model_type"] = "gemma3_text";
+  d.layers = 6;
+  d.pattern = 6;  // Gemma-3's: llama.cpp makes every sixth layer full whatever the file says
+  d.top.update({{"vocab_size", vocab}, {"hidden_size", 256}, {"intermediate_size", 512}, {"num_attention_heads", 4},
+                {"num_key_value_heads", 2}, {"head_dim", 64}, {"query_pre_attn_scalar", 64}, {"sliding_window", 8},
+                {"sliding_window_pattern", 6}, {"rope_theta", 1000000.0}, {"rope_local_base_freq", 10000.0},
+                {"rms_norm_eps", 1e-6}});
+}
+
 void gemma3_1b(int, const PresetTokenIds&, PresetDraft& d) {
   d.top["model_type"] = "gemma3_text";
   d.layers = 26;
@@ -62,6 +76,7 @@ void gemma3_12b(int, const PresetTokenIds& s, PresetDraft& d) {
 
 std::vector<ModelPreset> gemma3_presets() {
   return {{"tiny-gemma3", Family::Gemma3, true, false, tiny},
+          {"tiny-gemma3-256", Family::Gemma3, true, false, tiny_256},
           {"gemma3-1b", Family::Gemma3, false, true, gemma3_1b},
           {"gemma3-12b", Family::Gemma3, false, true, gemma3_12b}};
 }

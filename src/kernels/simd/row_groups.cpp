@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/env_switch.h"
+#include "io/ggml_block_formats.h"
 
 namespace splitdec::simd {
 
@@ -52,12 +53,43 @@ void q8_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n,
       });
 }
 
+void q4_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < kGroupRows; ++i) {
+      float acc = 0;
+      for (int sb = 0; sb < n / 256; ++sb) {
+        const uint8_t* block = group + int64_t(sb) * kQ4KGroupBlockBytes;
+        uint16_t d16, dmin16;
+        std::memcpy(&d16, block + 2 * i, 2);
+        std::memcpy(&dmin16, block + 32 + 2 * i, 2);
+        uint8_t packed[12];
+        for (int k = 0; k < 12; ++k) packed[k] = block[64 + 16 * k + i];
+        for (int j = 0; j < 8; ++j) {
+          int sc, m;
+          k_quant_scale_min(j, packed, &sc, &m);
+          const int b = sb * 8 + j;
+          const int8_t* xq = x[r].q + int64_t(b) * 32;
+          int32_t sum = 0;
+          for (int c = 0; c < 8; ++c)
+            for (int t = 0; t < 4; ++t) {
+              const uint8_t byte = block[256 + 64 * (8 * (j / 2) + c) + 4 * i + t];
+              sum += int32_t(j % 2 ? byte >> 4 : byte & 15) * xq[4 * c + t];
+            }
+          const float minimum = f16_to_f32(dmin16) * float(m) * float(x[r].sum[b]);
+          const float inner = std::fma(f16_to_f32(d16) * float(sc), float(sum), -minimum);
+          acc = std::fma(x[r].scale[b], inner, acc);
+        }
+      }
+      out[r * kGroupRows + i] = acc;
+    }
+}
+
 namespace {
-const RowGroupKernels kGeneric{"generic", q4_group_dot_generic, q8_group_dot_generic};
-const RowGroupKernels kAvx2{"avx2", q4_group_dot_avx2, q8_group_dot_avx2};
-const RowGroupKernels kAvxVnni{"avx-vnni", q4_group_dot_avx_vnni, q8_group_dot_avx_vnni};
-const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512};
-const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni};
+const RowGroupKernels kGeneric{"generic", q4_group_dot_generic, q8_group_dot_generic, q4_k_group_dot_generic};
+const RowGroupKernels kAvx2{"avx2", q4_group_dot_avx2, q8_group_dot_avx2, q4_k_group_dot_avx2};
+const RowGroupKernels kAvxVnni{"avx-vnni", q4_group_dot_avx_vnni, q8_group_dot_avx_vnni, q4_k_group_dot_avx_vnni};
+const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512, q4_k_group_dot_avx512};
+const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni, q4_k_group_dot_avx512_vnni};
 
 bool vnni_allowed() {
   static const bool allowed = env_switch_on("SPLITDEC_VNNI");
