@@ -88,6 +88,19 @@ std::function<void(int64_t, int64_t)> prefill_progress() {
 }
 }  // namespace
 
+MediaOptions media_options(int image_tokens, bool pan_and_scan) {
+  MediaOptions m{.image_tokens = image_tokens, .pan_and_scan = pan_and_scan};
+  if (::isatty(2))
+    m.progress = [](const std::string& file, int done, int total) {
+      if (done < total) std::fprintf(stderr, "\rencoding %s: layer %d/%d", file.c_str(), done + 1, total);
+      else std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
+    };
+  return m;
+}
+
+MediaOptions PromptFlags::media() const { return media_options(image_tokens, pan_and_scan); }
+
 ConversationOptions SessionFlags::options(int64_t default_capacity) const {
   ConversationOptions o;
   o.plan = plan;

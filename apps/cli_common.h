@@ -59,6 +59,10 @@ struct SamplingFlags {
               *repetition_flag_ = nullptr;
 };
 
+// Media options with a progress line per image / audio file on stderr when
+// it is a terminal.
+MediaOptions media_options(int image_tokens, bool pan_and_scan);
+
 // What the model is fed, as generate and tokenize take it: --prompt TEXT
 // (with --chat: one user turn of the chat template, with --system, --image,
 // --audio), or --messages FILE.json (a whole chat in the HF/OpenAI form).
@@ -69,7 +73,8 @@ struct PromptFlags {
   int image_tokens = 0;  // Gemma-4 soft tokens per image (0: the model's default)
   bool pan_and_scan = false;  // Gemma-3: HF's do_pan_and_scan
   void add_to(CLI::App& app);
-  MediaOptions media() const { return MediaOptions{image_tokens, pan_and_scan}; }
+  // With a progress line per image / audio file when stderr is a terminal.
+  MediaOptions media() const;
   bool given() const { return !prompt.empty() || !messages.empty(); }
   bool is_chat() const { return chat || !messages.empty(); }
   // Throws an InputError naming the flags that do not go together.

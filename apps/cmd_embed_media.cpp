@@ -25,7 +25,7 @@ int run(const EmbedFlags& f) {
   if (!f.audio.empty() && f.pan_and_scan) throw InputError("--pan-and-scan applies to --image");
   const auto engine = load_engine(f.model);
   const MediaRows rows = engine->embed_media(path, f.image.empty() ? Modality::Audio : Modality::Image,
-                                             MediaOptions{f.image_tokens, f.pan_and_scan});
+                                             media_options(f.image_tokens, f.pan_and_scan));
   write_npy(f.out, {rows.rows, rows.hidden}, rows.data.data());
   std::fprintf(stderr, "%s: %lld rows of %d (%s)\n", f.out.c_str(), static_cast<long long>(rows.rows), rows.hidden,
                engine->describe_media().c_str());

@@ -1,5 +1,6 @@
 // splitdec generate: one prompt (or exact inputs, possibly several turns
 // and sequences) through a Batch under one plan, or through the reference.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -47,6 +48,7 @@ int run(const GenerateFlags& f) {
   f.session.apply_threads();
   const auto engine = load_engine(f.model, f.session.weights);
   std::vector<TokenInputs> turns;
+  const auto encode_start = std::chrono::steady_clock::now();  // the prompt's text and media to inputs
   if (!f.input.empty()) {
     if (f.prompt.chat || !f.prompt.images.empty() || !f.prompt.audio.empty())
       throw InputError("--chat, --image and --audio apply to --prompt, not to exact --input tokens");
@@ -63,6 +65,8 @@ int run(const GenerateFlags& f) {
     else
       turns.push_back(engine->encode_prompt(f.prompt.plain_text(), false, f.prompt.media()));
   }
+  const double encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - encode_start).count();
+  if (f.session.verbose) std::fprintf(stderr, "prompt encoded (text and media) in %.1f ms\n", encode_ms);
   const int batch = turns[0].batch;
   int64_t needed = 0;
   for (const TokenInputs& t : turns) needed += t.seq + (t.max_new_tokens >= 0 ? t.max_new_tokens : f.max_new_tokens);
@@ -107,6 +111,7 @@ int run(const GenerateFlags& f) {
                           {"text", r.texts[size_t(b)]},
                           {"stop_reason", r.stop_reasons[size_t(b)]},
                           {"prompt_tokens", r.prompt_tokens[size_t(b)]},
+                          {"encode_ms", encode_ms},
                           {"prefill_ms", r.prefill_ms},
                           {"decode_ms", r.decode_ms},
                           {"decode_tokens", r.decode_steps},

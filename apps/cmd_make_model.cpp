@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "cli_common.h"
@@ -13,7 +15,7 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
   auto dtype = std::make_shared<std::string>();
   auto layers = std::make_shared<int>(0);
   cmd->add_option("--preset", o->preset,
-                  "tiny-gemma3 | tiny-gemma4 | tiny-gemma4-unified | tiny-gemma4-ple | tiny-gemma4-moe | gemma3-1b | "
+                  "tiny-gemma3 | tiny-gemma3-256 | tiny-gemma4 | tiny-gemma4-unified | tiny-gemma4-ple | tiny-gemma4-moe | gemma3-1b | "
                   "gemma3-12b | gemma4-12b | gemma4-12b-attention | gemma4-31b | gemma4-e2b | gemma4-e4b | gemma4-26b-a4b")
       ->required();
   cmd->add_option("--out", o->out_dir, "output directory")->required();
@@ -29,6 +31,12 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
       if (cmd->count("--layers")) o->layers = *layers;
       // The family's built-in template, kept where real checkpoints keep theirs.
       o->chat_template = ChatTemplate::builtin_source(o->preset.find("gemma4") != std::string::npos ? "gemma4" : "gemma3");
+      if (::isatty(2))
+        o->progress = [](size_t done, size_t total) {
+          if (done < total) std::fprintf(stderr, "\rwriting weights %zu/%zu", done + 1, total);
+          else std::fprintf(stderr, "\r\033[K");
+          std::fflush(stderr);
+        };
       make_model(*o);
       std::printf("wrote %s (preset %s, seed %llu)\n", o->out_dir.c_str(), o->preset.c_str(),
                   static_cast<unsigned long long>(o->seed));

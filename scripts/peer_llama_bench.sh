@@ -9,8 +9,12 @@
 #   ninja -C llama.cpp/build llama-bench llama-batched-bench
 #   scripts/peer_llama_bench.sh LLAMA_BIN_DIR [BUILD_DIR] [LAYERS] [ROUNDS] [TYPES...]
 # defaults: build 26 2 "bf16 f16 q8 q4". The model is the gemma3-1b preset
-# (random weights) cut to LAYERS layers, written by splitdec as a GGUF of
-# each type. SPLITDEC_SIMD=avx2 picks splitdec's AVX2 table; the llama.cpp
+# (PRESET=gemma3-12b for rows of whole K-quant super-blocks: 1b's 1152 are
+# not) with random weights, cut to LAYERS layers, written by splitdec as a
+# GGUF of each type; q4_k_m and q4_k_pure are written by llama.cpp's own
+# llama-quantize from splitdec's bf16 GGUF (Q4_K_M as downloaded: Q6_K
+# embedding and some Q6_K matrices; pure: every matrix Q4_K, the embedding
+# Q8_0), so that tool must be in LLAMA_BIN_DIR for them. SPLITDEC_SIMD=avx2 picks splitdec's AVX2 table; the llama.cpp
 # side is whatever LLAMA_BIN_DIR was built for (say which in the results).
 # Rows: prefill 512 (one sequence, one chunk of 512 on both sides), decode 64
 # tokens at depth 512 and 4096, and 64 tokens for 4, 8 and 16 sequences of
@@ -30,7 +34,7 @@ for tool in llama-bench llama-batched-bench; do
 done
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-"$bin" make-model --preset gemma3-1b --layers "$layers" --dtype bf16 --out "$work/model" >/dev/null
+"$bin" make-model --preset "${PRESET:-gemma3-1b}" --layers "$layers" --dtype bf16 --out "$work/model" >/dev/null
 # The same prompt ids as llama's tools feed: <bos>, then ids spread over the vocabulary.
 ids() {  # ids LENGTH SEQUENCES > file
   node -e 'const [n, b] = process.argv.slice(1).map(Number), seqs = [];
@@ -68,7 +72,14 @@ echo "| weights | round | row | splitdec tok/s | llama.cpp tok/s | ratio |"
 echo "|---|---|---|---|---|---|"
 for ty in "${types[@]}"; do
   g="$work/$ty.gguf"
-  "$bin" quantize --model "$work/model" --out "$g" --weights "$ty" >/dev/null
+  case "$ty" in
+    q4_k_m | q4_k_pure)
+      "$bin" quantize --model "$work/model" --out "$work/bf16-source.gguf" --weights bf16 >/dev/null
+      if [ "$ty" = q4_k_m ]; then pure=(); else pure=(--pure --token-embedding-type q8_0 --output-tensor-type q8_0); fi
+      "$llama/llama-quantize" "${pure[@]}" "$work/bf16-source.gguf" "$g" Q4_K_M "$threads" >/dev/null 2>&1
+      rm -f "$work/bf16-source.gguf" ;;
+    *) "$bin" quantize --model "$work/model" --out "$g" --weights "$ty" >/dev/null ;;
+  esac
   for r in $(seq "$rounds"); do
     row "$ty" "$r" "prefill 512" "$(sd "$g" "$work/ids_512_1.json" prefill --chunk 512)" "$(lb "$g" -p 512 -n 0)"
     row "$ty" "$r" "decode @512" "$(sd "$g" "$work/ids_512_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 512)"

@@ -165,6 +165,29 @@ TEST(MediaPipeline, Gemma4EncoderAndUnifiedImagesMatchAnIndependentRebuildOfHf) 
   }
 }
 
+// MediaOptions::progress hears each tower layer of each file (for the
+// CLI's progress line), and listening changes no row.
+TEST(MediaPipeline, TowersReportProgressPerLayer) {
+  for (const char* preset : {"tiny-gemma3", "tiny-gemma4"}) {
+    const auto engine = Engine::load(test::tiny_model_dir(preset));
+    const std::string src = sources().front();
+    std::vector<std::pair<int, int>> calls;
+    MediaOptions heard{.image_tokens = std::string(preset) == "tiny-gemma4" ? 70 : 0, .pan_and_scan = false, .progress = {}};
+    const MediaOptions quiet = heard;
+    heard.progress = [&](const std::string& file, int done, int total) {
+      EXPECT_EQ(file, src);
+      calls.emplace_back(done, total);
+    };
+    const MediaRows with = engine->embed_media(src, Modality::Image, heard);
+    const MediaRows without = engine->embed_media(src, Modality::Image, quiet);
+    EXPECT_EQ(with.data, without.data) << preset;
+    ASSERT_GE(calls.size(), 2u) << preset;
+    const int layers = calls.front().second;
+    ASSERT_EQ(calls.size(), size_t(layers) + 1) << preset;
+    for (int k = 0; k <= layers; ++k) EXPECT_EQ(calls[size_t(k)], std::make_pair(k, layers)) << preset;
+  }
+}
+
 TEST(MediaPipeline, UnifiedAudioFromAWavFile) {
   const Frontend f = load_frontend("tiny-gemma4-unified");
   ASSERT_EQ(f.config.audio, AudioFrontend::RawFrames);

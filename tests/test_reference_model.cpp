@@ -76,7 +76,11 @@ TEST(ReferenceModel, MakeModelIsDeterministicAndLoadsBackExactly) {
   for (const char* dtype : {"f32", "bf16"}) {
     const std::string a = test::tiny_model_dir("tiny-gemma4", 5, dtype);
     MakeModelOptions o{"tiny-gemma4", test::temp_dir("again"), 5, std::string(dtype) == "bf16" ? DType::BF16 : DType::F32, {}};
+    std::vector<std::pair<size_t, size_t>> heard;  // progress: each tensor, then done; changes no byte
+    o.progress = [&](size_t done, size_t total) { heard.emplace_back(done, total); };
     make_model(o);
+    ASSERT_GE(heard.size(), 2u);
+    for (size_t k = 0; k < heard.size(); ++k) EXPECT_EQ(heard[k], std::make_pair(k, heard.size() - 1));
     for (const char* f : {"config.json", "model.safetensors", "tokenizer.model", "demo_image.npy"})
       EXPECT_EQ(test::read_file(a + "/" + f), test::read_file(o.out_dir + "/" + f)) << f << " differs for the same seed";
     // Every tensor converts to f32 and back to the same bytes.

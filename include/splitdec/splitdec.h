@@ -43,6 +43,11 @@ struct MediaOptions {
   // Gemma-3 only: HF's do_pan_and_scan (off by default, as in HF). A wide or
   // tall image also gives 2-4 crops, each 256 more soft tokens.
   bool pan_and_scan = false;
+  // Told how each image / audio file's tower goes: (the file, layers done,
+  // layers in all), before the first layer and after each; with pan-and-scan
+  // once per crop. For showing progress: one 896 px Gemma-3 image takes
+  // minutes on two cores. Called on the encoding thread.
+  std::function<void(const std::string& file, int layers_done, int layers)> progress{};
 };
 
 // A media file's post-projector rows, as the decoder receives them.

@@ -99,7 +99,8 @@ ChatPrompter prompter(const Engine& e, const char* what, const MediaOptions& med
 }
 
 MediaLoader media_loader(const Engine& e, const MediaOptions& media) {
-  return MediaLoader(e.impl().model.config(), e.impl().frontend, ImageOptions{media.image_tokens, media.pan_and_scan});
+  return MediaLoader(e.impl().model.config(), e.impl().frontend, ImageOptions{media.image_tokens, media.pan_and_scan})
+      .with_progress(media.progress);
 }
 
 std::vector<ChatMessage> turn_messages(const ChatTurn& turn) {

@@ -266,7 +266,8 @@ int64_t conformer_audio_tokens(const ConformerAudioShape& s, int64_t samples) {
   return (frames + 3) / 4;  // two stride-2 convs: ceil(ceil(frames / 2) / 2)
 }
 
-MediaEmbeddings conformer_audio_encode(const ConformerAudioShape& s, const ConformerAudioWeights& w, const AudioClip& clip) {
+MediaEmbeddings conformer_audio_encode(const ConformerAudioShape& s, const ConformerAudioWeights& w, const AudioClip& clip,
+                                       const LayerProgress& progress) {
   if (clip.sample_rate != s.features.sample_rate)
     throw InputError(kTower + "the clip is sampled at " + std::to_string(clip.sample_rate) + " Hz, the model takes " +
                      std::to_string(s.features.sample_rate) + " Hz");
@@ -277,11 +278,12 @@ MediaEmbeddings conformer_audio_encode(const ConformerAudioShape& s, const Confo
   for (size_t i = 0; i < clip.samples.size(); ++i)
     if (!std::isfinite(clip.samples[i]))
       throw InputError(kTower + "the clip holds a non-finite sample (NaN or Inf) at sample " + std::to_string(i));
-  return conformer_audio_encode_features(s, w, log_mel_features(clip.samples, s.features), frames);
+  return conformer_audio_encode_features(s, w, log_mel_features(clip.samples, s.features), frames, progress);
 }
 
 MediaEmbeddings conformer_audio_encode_features(const ConformerAudioShape& s, const ConformerAudioWeights& w,
-                                                const std::vector<float>& features, int64_t frames) {
+                                                const std::vector<float>& features, int64_t frames,
+                                                const LayerProgress& progress) {
   check_conformer_weights(s, w);
   const int F = s.features.bins;
   if (frames <= 0) throw InputError(kTower + "no mel frames to encode");
@@ -305,13 +307,16 @@ MediaEmbeddings conformer_audio_encode_features(const ConformerAudioShape& s, co
   b.q.resize(n * H), b.k.resize(n * H), b.v.resize(n * H), b.attn.resize(n * H);
   const std::vector<float> positions = relative_positions(s);
   const float limit = float(s.gradient_clipping);
-  for (const ConformerLayerWeights& l : w.layers) {
+  for (size_t li = 0; li < w.layers.size(); ++li) {
+    const ConformerLayerWeights& l = w.layers[li];
+    if (progress) progress(int(li), int(w.layers.size()));
     feed_forward(s, l.ffn1, x.data(), N, b);
     attention_block(s, l, positions, x.data(), N, b);
     light_conv(s, l, x.data(), N, b);
     feed_forward(s, l.ffn2, x.data(), N, b);
     clamp_norm_rows(x.data(), l.norm_out, N, H, limit, kBlockNormEps, x.data());
   }
+  if (progress) progress(int(w.layers.size()), int(w.layers.size()));
 
   // output_proj (+ bias) -> embed_audio: weightless RMSNorm -> projection.
   const int P = s.output_proj_dims;

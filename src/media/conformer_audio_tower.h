@@ -29,6 +29,7 @@
 
 #include "io/media_embeddings.h"
 #include "kernels/weight_matrix.h"
+#include "media/layer_progress.h"
 #include "media/audio_file.h"
 #include "media/audio_log_mel.h"
 #include "media/gemma4_vision_tower.h"
@@ -93,11 +94,12 @@ int64_t conformer_audio_tokens(const ConformerAudioShape& shape, int64_t samples
 // The clip's rows [conformer_audio_tokens, text_hidden]. A clip too short
 // for one mel frame, or not at 16 kHz, is an InputError.
 MediaEmbeddings conformer_audio_encode(const ConformerAudioShape& shape, const ConformerAudioWeights& weights,
-                                       const AudioClip& clip);
+                                       const AudioClip& clip, const LayerProgress& progress = {});
 
 // The same from log-mel features [frames, bins] (tests, benches).
 MediaEmbeddings conformer_audio_encode_features(const ConformerAudioShape& shape, const ConformerAudioWeights& weights,
-                                                const std::vector<float>& features, int64_t frames);
+                                                const std::vector<float>& features, int64_t frames,
+                                                const LayerProgress& progress = {});
 
 // Shape / weight consistency (ConfigError naming the tensor), shared with the reference.
 void check_conformer_weights(const ConformerAudioShape& shape, const ConformerAudioWeights& weights);

@@ -123,7 +123,8 @@ void norm_heads(float* x, int tokens, int cols, int heads, int hd, const float* 
 
 }  // namespace
 
-MediaEmbeddings gemma4_vision_encode(const Gemma4VisionShape& s, const Gemma4VisionWeights& w, const ImagePatches& p) {
+MediaEmbeddings gemma4_vision_encode(const Gemma4VisionShape& s, const Gemma4VisionWeights& w, const ImagePatches& p,
+                                     const LayerProgress& progress) {
   check_inputs(s, w, p);
   const int rows = p.rows, cols = p.cols, N = rows * cols, H = s.hidden, I = s.intermediate;
   const int heads = s.heads, kvh = s.kv_heads, hd = s.head_dim, qw = heads * hd, kw = kvh * hd;
@@ -153,7 +154,9 @@ MediaEmbeddings gemma4_vision_encode(const Gemma4VisionShape& s, const Gemma4Vis
     }
   });
 
-  for (const Gemma4VisionLayerWeights& l : w.layers) {
+  for (size_t li = 0; li < w.layers.size(); ++li) {
+    const Gemma4VisionLayerWeights& l = w.layers[li];
+    if (progress) progress(int(li), int(w.layers.size()));
     // x += post_attention_norm(o_proj(attn(input_norm(x))))
     rms_norm_rows(h.data(), l.input_norm.data(), N, H, eps, false, a.data());
     clipped_linear(l.q_proj, a.data(), N, scratch.data(), q.data());
@@ -178,6 +181,7 @@ MediaEmbeddings gemma4_vision_encode(const Gemma4VisionShape& s, const Gemma4Vis
     rms_norm_rows(o.data(), l.post_feedforward_norm.data(), N, H, eps, false, o.data());
     add_residual_rows(h.data(), o.data(), nullptr, N, H);
   }
+  if (progress) progress(int(w.layers.size()), int(w.layers.size()));
 
   // Pool by position, x sqrt(hidden), standardize, weightless RMSNorm, projection.
   const int T = (rows / s.pool) * (cols / s.pool);

@@ -14,6 +14,7 @@
 
 #include "io/media_embeddings.h"
 #include "kernels/weight_matrix.h"
+#include "media/layer_progress.h"
 #include "media/clipped_linear.h"
 #include "media/image_patches.h"
 
@@ -50,6 +51,6 @@ struct Gemma4VisionWeights {
 // patches: rows x cols patches of patch_dim() values, each side a multiple
 // of shape.pool. Returns (rows / pool) * (cols / pool) rows of text_hidden.
 MediaEmbeddings gemma4_vision_encode(const Gemma4VisionShape& shape, const Gemma4VisionWeights& weights,
-                                     const ImagePatches& patches);
+                                     const ImagePatches& patches, const LayerProgress& progress = {});
 
 }  // namespace splitdec

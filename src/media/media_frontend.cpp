@@ -83,7 +83,7 @@ void check_pan_and_scan(const FrontendConfig& c, const ImageOptions& o) {
 
 }  // namespace
 
-MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOptions& options) const {
+MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOptions& options, const LayerProgress& progress) const {
   if (!vision_ready_) throw InputError(why_no_vision() + ": pass images as embeddings files (.npy / .safetensors)");
   check_pan_and_scan(config_, options);
   switch (config_.vision) {
@@ -91,7 +91,7 @@ MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOp
       check_siglip_tokens(config_, options);
       auto encode = [&](const RgbImage& img) {
         return siglip_encode(config_.siglip, weights_.siglip,
-                             siglip_patches(img, config_.siglip.image_size, config_.siglip.patch));
+                             siglip_patches(img, config_.siglip.image_size, config_.siglip.patch), progress);
       };
       MediaEmbeddings out = encode(image);
       if (!options.pan_and_scan) return out;
@@ -107,7 +107,7 @@ MediaEmbeddings MediaFrontend::encode_image(const RgbImage& image, const ImageOp
     case VisionFrontend::Gemma4Encoder:
       return gemma4_vision_encode(
           config_.gemma4, weights_.gemma4,
-          gemma4_patches(image, image_budget(config_, options), config_.gemma4_patch, config_.gemma4_pool, false));
+          gemma4_patches(image, image_budget(config_, options), config_.gemma4_patch, config_.gemma4_pool, false), progress);
     case VisionFrontend::UnifiedPatches:
       return unified_image_encode(
           config_.unified, weights_.unified,
@@ -184,12 +184,12 @@ int64_t MediaFrontend::count_audio_tokens(const AudioClip& clip) const {
   return (int64_t(clip.samples.size()) + frame - 1) / frame;
 }
 
-MediaEmbeddings MediaFrontend::encode_audio(const AudioClip& clip) const {
+MediaEmbeddings MediaFrontend::encode_audio(const AudioClip& clip, const LayerProgress& progress) const {
   if (!audio_ready_) throw InputError(why_no_audio() + ": pass audio as an embeddings file (.npy / .safetensors)");
   if (config_.audio == AudioFrontend::Conformer) {
     if (clip.samples.empty()) throw InputError("the audio clip is empty");
     conformer_tokens_checked(config_, clip);
-    return conformer_audio_encode(config_.conformer, weights_.conformer, clip);
+    return conformer_audio_encode(config_.conformer, weights_.conformer, clip, progress);
   }
   return unified_audio_encode(config_.audio_shape, weights_.audio_projection, clip);
 }

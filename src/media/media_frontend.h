@@ -12,6 +12,7 @@
 #include "media/audio_file.h"
 #include "media/frontend_config.h"
 #include "media/frontend_weights.h"
+#include "media/layer_progress.h"
 #include "media/rgb_image.h"
 
 namespace splitdec {
@@ -43,9 +44,10 @@ class MediaFrontend {
 
   // The image's rows: shape [tokens, text_hidden]; with pan_and_scan the
   // original's rows, then each crop's (`crops` says how many). Errors name
-  // the limit (budget, position table).
-  MediaEmbeddings encode_image(const RgbImage& image, const ImageOptions& options = {}) const;
-  MediaEmbeddings encode_audio(const AudioClip& clip) const;
+  // the limit (budget, position table). `progress` hears each tower pass
+  // (with pan-and-scan one per crop).
+  MediaEmbeddings encode_image(const RgbImage& image, const ImageOptions& options = {}, const LayerProgress& progress = {}) const;
+  MediaEmbeddings encode_audio(const AudioClip& clip, const LayerProgress& progress = {}) const;
 
   // How many soft tokens an image / a clip becomes, from the config alone
   // (no weights needed): what `tokenize` shows without loading the towers.

@@ -66,15 +66,20 @@ MediaLoader MediaLoader::counting(const ModelConfig& config, std::shared_ptr<con
   return m;
 }
 
-MediaEmbeddings MediaLoader::encode_image(const RgbImage& image) const {
-  if (!count_only_) return frontend_->encode_image(image, image_);
+LayerProgress MediaLoader::progress_for(const std::string& name) const {
+  if (!progress_) return {};
+  return [progress = progress_, name](int done, int total) { progress(name, done, total); };
+}
+
+MediaEmbeddings MediaLoader::encode_image(const RgbImage& image, const std::string& name) const {
+  if (!count_only_) return frontend_->encode_image(image, image_, progress_for(name));
   const int64_t rows = frontend_->count_image_tokens(image, image_);
   return MediaEmbeddings{rows, std::vector<float>(size_t(rows) * size_t(config_->hidden_size)),
                          frontend_->count_image_crops(image, image_)};
 }
 
-MediaEmbeddings MediaLoader::encode_audio(const AudioClip& clip) const {
-  if (!count_only_) return frontend_->encode_audio(clip);
+MediaEmbeddings MediaLoader::encode_audio(const AudioClip& clip, const std::string& name) const {
+  if (!count_only_) return frontend_->encode_audio(clip, progress_for(name));
   const int64_t rows = frontend_->count_audio_tokens(clip);
   return MediaEmbeddings{rows, std::vector<float>(size_t(rows) * size_t(config_->hidden_size))};
 }
@@ -106,22 +111,22 @@ MediaEmbeddings MediaLoader::load_file(const std::string& path, Modality kind) c
       if (in.read(bytes.data(), std::streamsize(size)) && in.gcount() == std::streamsize(size)) return load_bytes(bytes, path, kind);
     }
   }
-  return load_file_uncached(path, kind);
+  return load_file_uncached(path, kind, path);
 }
 
-MediaEmbeddings MediaLoader::load_file_uncached(const std::string& path, Modality kind) const {
+MediaEmbeddings MediaLoader::load_file_uncached(const std::string& path, Modality kind, const std::string& name) const {
   if (is_embeddings_name(path)) return load_media_embeddings(path, *config_);
   const std::string head = read_head(path, 16);
   const auto* bytes = reinterpret_cast<const uint8_t*>(head.data());
   if (looks_like_image(bytes, head.size())) {
     if (kind == Modality::Audio) throw InputError(path + ": an image file given as audio");
     require(false, path);
-    return encode_image(read_image_file(path, image_.max_pixels));
+    return encode_image(read_image_file(path, image_.max_pixels), name);
   }
   if (looks_like_audio(reinterpret_cast<const unsigned char*>(head.data()), head.size())) {
     if (kind != Modality::Audio) throw InputError(path + ": an audio file given as an " + std::string(kind_name(kind)));
     require(true, path);
-    return encode_audio(read_audio_file(path));
+    return encode_audio(read_audio_file(path), name);
   }
   if (head.rfind("\x93NUMPY", 0) == 0) return load_media_embeddings(path, *config_);
   throw InputError(path + ": not a media file splitdec reads (" + std::string(kind_name(kind)) +
@@ -153,7 +158,7 @@ MediaEmbeddings MediaLoader::load_bytes_uncached(const std::string& bytes, const
   if (looks_like_image(data, bytes.size())) {
     if (kind == Modality::Audio) throw InputError(name + ": an image given as audio");
     require(false, name);
-    return encode_image(decode_image(data, bytes.size(), name, image_.max_pixels));
+    return encode_image(decode_image(data, bytes.size(), name, image_.max_pixels), name);
   }
   // Audio and embeddings are read from files: through a private temporary
   // file, removed before returning.
@@ -177,7 +182,7 @@ MediaEmbeddings MediaLoader::load_bytes_uncached(const std::string& bytes, const
   ::close(fd);
   if (written != bytes.size()) throw std::runtime_error("cannot write inline media to a temporary file");
   try {
-    return load_file_uncached(path, kind);
+    return load_file_uncached(path, kind, name);
   } catch (const Error& e) {
     // The messages name the temporary file; the caller knows the source by `name`.
     std::string what = e.what();

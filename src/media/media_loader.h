@@ -5,6 +5,7 @@
 // except that .npy / .safetensors names always mean embeddings.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,6 +45,13 @@ class MediaLoader {
   const ModelConfig& config() const { return *config_; }
   const MediaFrontend* frontend() const { return frontend_.get(); }
   const ImageOptions& image_options() const { return image_; }
+  // The same loader, telling `progress` (file or data name, layers done,
+  // layers in all) how each image or audio tower pass goes.
+  MediaLoader with_progress(std::function<void(const std::string& name, int done, int total)> progress) const {
+    MediaLoader copy = *this;
+    copy.progress_ = std::move(progress);
+    return copy;
+  }
   // The same loader with other image options (a server request's image_tokens).
   MediaLoader with_image_options(const ImageOptions& image) const {
     MediaLoader copy = *this;
@@ -54,19 +62,23 @@ class MediaLoader {
  private:
   // Throws, naming `name` and the reason, unless the frontend for it is loaded.
   void require(bool audio, const std::string& name) const;
-  MediaEmbeddings encode_image(const RgbImage& image) const;
-  MediaEmbeddings encode_audio(const AudioClip& clip) const;
+  // `name`: the file or data the media came from, for progress.
+  MediaEmbeddings encode_image(const RgbImage& image, const std::string& name) const;
+  MediaEmbeddings encode_audio(const AudioClip& clip, const std::string& name) const;
+  LayerProgress progress_for(const std::string& name) const;
   MediaEmbeddings load_bytes_uncached(const std::string& bytes, const std::string& name, Modality kind) const;
   // load_file past the cache: what load_bytes_uncached's temporary file goes
   // through (through load_file it would come back to the cache, miss, and
   // write another temporary file, without end).
-  MediaEmbeddings load_file_uncached(const std::string& path, Modality kind) const;
+  // `name`: what messages and progress call it (the temporary file's source).
+  MediaEmbeddings load_file_uncached(const std::string& path, Modality kind, const std::string& name) const;
   std::string cache_key(const std::string& bytes, Modality kind) const;
   const ModelConfig* config_;
   std::shared_ptr<const MediaFrontend> frontend_;
   ImageOptions image_;
   bool count_only_ = false;
   std::shared_ptr<EncodedMediaCache> cache_;  // null: none
+  std::function<void(const std::string&, int, int)> progress_;  // empty: none
 };
 
 }  // namespace splitdec

@@ -65,7 +65,7 @@ void check_inputs(const SiglipShape& s, const SiglipWeights& w, const ImagePatch
 
 }  // namespace
 
-MediaEmbeddings siglip_encode(const SiglipShape& s, const SiglipWeights& w, const ImagePatches& p) {
+MediaEmbeddings siglip_encode(const SiglipShape& s, const SiglipWeights& w, const ImagePatches& p, const LayerProgress& progress) {
   check_inputs(s, w, p);
   const int G = s.grid(), N = G * G, H = s.hidden, I = s.intermediate, heads = s.heads, hd = s.head_dim;
   const float eps = s.layer_norm_eps;
@@ -83,7 +83,9 @@ MediaEmbeddings siglip_encode(const SiglipShape& s, const SiglipWeights& w, cons
       for (int i = 0; i < H; ++i) h[size_t(r) * H + i] += w.patch_bias[size_t(i)] + w.position_embedding[size_t(r) * H + i];
   });
 
-  for (const SiglipLayerWeights& l : w.layers) {
+  for (size_t li = 0; li < w.layers.size(); ++li) {
+    const SiglipLayerWeights& l = w.layers[li];
+    if (progress) progress(int(li), int(w.layers.size()));
     // x += out_proj(MHA(LN1(x)))
     layer_norm_rows(h.data(), l.ln1_weight.data(), l.ln1_bias.data(), N, H, eps, a.data());
     linear(a.data(), N, l.q_proj, q.data());
@@ -103,6 +105,7 @@ MediaEmbeddings siglip_encode(const SiglipShape& s, const SiglipWeights& w, cons
     linear(f.data(), N, l.fc2, a.data());
     add_residual_rows(h.data(), a.data(), l.fc2_bias.data(), N, H);
   }
+  if (progress) progress(int(w.layers.size()), int(w.layers.size()));
   layer_norm_rows(h.data(), w.post_ln_weight.data(), w.post_ln_bias.data(), N, H, eps, a.data());
 
   // Projector: pool x pool average over the grid, RMSNorm (1 + w), x @ W.

@@ -10,6 +10,7 @@
 
 #include "io/media_embeddings.h"
 #include "kernels/weight_matrix.h"
+#include "media/layer_progress.h"
 #include "media/image_patches.h"
 
 namespace splitdec {
@@ -48,6 +49,7 @@ struct SiglipWeights {
 
 // patches: shape.grid() x shape.grid() patches of shape.patch_dim() values.
 // Returns shape.tokens() rows of text_hidden.
-MediaEmbeddings siglip_encode(const SiglipShape& shape, const SiglipWeights& weights, const ImagePatches& patches);
+MediaEmbeddings siglip_encode(const SiglipShape& shape, const SiglipWeights& weights, const ImagePatches& patches,
+                              const LayerProgress& progress = {});
 
 }  // namespace splitdec

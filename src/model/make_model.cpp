@@ -101,7 +101,7 @@ std::vector<RandomTensor> frontend_random_tensors(const FrontendConfig& frontend
 // streamed to the file a few MiB at a time: the full-size presets (24 GB
 // for gemma4-12b in bf16) are written on a machine with less memory.
 void write_random_weights(const ModelConfig& config, const FrontendConfig& frontend, const std::string& path, DType dtype,
-                          uint64_t seed, const std::string& weights) {
+                          uint64_t seed, const std::string& weights, const std::function<void(size_t, size_t)>& progress) {
   const bool text_only = config.model_type == "gemma3_text";
   const std::string prefix = text_only ? "model." : "model.language_model.";
   const float H = float(config.hidden_size);
@@ -163,7 +163,9 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
   SafetensorsWriter out(path, std::move(entries), {{"format", "pt"}});
   constexpr size_t kPiece = size_t(1) << 22;  // elements generated per write
   std::vector<uint8_t> bytes(kPiece * dtype_size(dtype));
-  for (const RandomTensor& t : tensors) {
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const RandomTensor& t = tensors[k];
+    if (progress) progress(k, tensors.size());
     size_t n = 1;
     for (int64_t d : t.shape) n *= size_t(d);
     const Uniform u{splitmix64(seed ^ hash_name(t.name))};
@@ -201,6 +203,7 @@ void write_random_weights(const ModelConfig& config, const FrontendConfig& front
     }
   }
   out.finish();
+  if (progress) progress(tensors.size(), tensors.size());
 }
 
 }  // namespace
@@ -245,7 +248,7 @@ void make_model(const MakeModelOptions& o) {
   const ModelConfig config = parse_model_config(nlohmann::json::parse(cfg_json.dump()), o.preset);
 
   const FrontendConfig frontend = parse_frontend_config(nlohmann::json::parse(cfg_json.dump()), config, o.preset);
-  write_random_weights(config, frontend, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed, o.weights);
+  write_random_weights(config, frontend, (fs::path(o.out_dir) / "model.safetensors").string(), dtype, o.seed, o.weights, o.progress);
   if (!o.weights.empty()) cfg_json["splitdec_quantization"] = quantization_note(o.weights, {});
   {
     std::ofstream out(fs::path(o.out_dir) / "config.json");

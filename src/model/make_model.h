@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ struct MakeModelOptions {
   // checkpoints keep it (Gemma-3: tokenizer_config.json, Gemma-4:
   // chat_template.jinja). Empty: none.
   std::string chat_template{};
+  // progress(done, total) as weight tensors are written (a full-size preset
+  // takes minutes).
+  std::function<void(size_t, size_t)> progress{};
 };
 
 void make_model(const MakeModelOptions& options);
