@@ -368,7 +368,7 @@ TEST(Cli, JsonOutputAndSamplingFlags) {
   const auto r = test::run_splitdec("generate --model " + dir +
                                     " --prompt 'hello' --chat --json --max-new-tokens 4 --temperature 0.9 --top-k 20 --seed 5");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* key : {"\"tokens\"", "\"text\"", "\"prompt_tokens\"", "\"prefill_ms\"", "\"decode_ms\"", "\"decode_tokens\"",
+  for (const char* key : {"\"tokens\"", "\"text\"", "\"prompt_tokens\"", "\"encode_ms\"", "\"prefill_ms\"", "\"decode_ms\"", "\"decode_tokens\"",
                           "\"plan\"", "\"trace\"", "\"path\":\"gqa\""})
     EXPECT_NE(r.output.find(key), std::string::npos) << key << " in " << r.output;
   const auto same = test::run_splitdec("generate --model " + dir +
