@@ -56,6 +56,41 @@ BatchResult run(const std::shared_ptr<const Engine>& e, const std::string& promp
   return b.result();
 }
 
+// Relative RMS of `got`'s prompt logits against `want`'s.
+double prompt_relative_rms(const BatchResult& got, const BatchResult& want) {
+  EXPECT_EQ(got.prompt_logits.size(), want.prompt_logits.size());
+  double num = 0, den = 0;
+  for (size_t k = 0; k < got.prompt_logits.size() && k < want.prompt_logits.size(); ++k) {
+    const double d = got.prompt_logits[k] - want.prompt_logits[k];
+    num += d * d, den += double(want.prompt_logits[k]) * want.prompt_logits[k];
+  }
+  return std::sqrt(num / den);
+}
+
+// The FormatError that loading `path` gives once `bytes` are written at
+// `offset` into tensor `name` (which must be of `type`); empty if it loads.
+std::string load_error_after_writing(const std::string& path, const char* name, uint32_t type, uint64_t offset,
+                                     const std::string& bytes) {
+  uint64_t at = 0;
+  {
+    const auto file = GgufFile::open(path);
+    const GgufTensor* t = file->find_tensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    if (!t) return "";
+    EXPECT_EQ(t->type, type) << name;
+    at = file->data_offset() + t->offset + offset;
+  }
+  std::string all = test::read_file(path);
+  all.replace(size_t(at), bytes.size(), bytes);
+  test::write_file(path, all);
+  try {
+    Engine::load(path);
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // The largest |a - b| over the prompt and step logits, after checking shapes and tokens.
 float max_difference(const BatchResult& a, const BatchResult& b) {
   EXPECT_EQ(a.tokens, b.tokens);
@@ -314,14 +349,7 @@ TEST(Gguf, KQuantFilesLoadConverted) {
     const GgufTensor* q = file->find_tensor("blk.0.attn_q.weight");
     ASSERT_NE(q, nullptr);
     EXPECT_EQ(q->type, fallback) << weights;
-    const BatchResult got = run(Engine::load(path), kPrompt);
-    ASSERT_EQ(got.prompt_logits.size(), want.prompt_logits.size());
-    double num = 0, den = 0;
-    for (size_t k = 0; k < got.prompt_logits.size(); ++k) {
-      const double d = got.prompt_logits[k] - want.prompt_logits[k];
-      num += d * d, den += double(want.prompt_logits[k]) * want.prompt_logits[k];
-    }
-    EXPECT_LT(std::sqrt(num / den), bound) << weights;
+    EXPECT_LT(prompt_relative_rms(run(Engine::load(path), kPrompt), want), bound) << weights;
   }
 }
 
@@ -347,16 +375,7 @@ TEST(Gguf, Q4KBlocksRunAsStored) {
   LoadOptions q8;
   q8.weights = "q8";
   const BatchResult converted = run(Engine::load(path, q8), kPrompt);
-  auto relative_rms = [](const BatchResult& got, const BatchResult& want) {
-    EXPECT_EQ(got.prompt_logits.size(), want.prompt_logits.size());
-    double num = 0, den = 0;
-    for (size_t k = 0; k < got.prompt_logits.size() && k < want.prompt_logits.size(); ++k) {
-      const double d = got.prompt_logits[k] - want.prompt_logits[k];
-      num += d * d, den += double(want.prompt_logits[k]) * want.prompt_logits[k];
-    }
-    return std::sqrt(num / den);
-  };
-  const double to_folder = relative_rms(native, folder), to_q8 = relative_rms(native, converted);
+  const double to_folder = prompt_relative_rms(native, folder), to_q8 = prompt_relative_rms(native, converted);
   std::printf("Q4_K relative RMS: %.4f against the folder, %.4f against its values as Q8_0\n", to_folder, to_q8);
   EXPECT_LT(to_folder, 0.25);
   EXPECT_LT(to_q8, 0.05);
@@ -366,48 +385,18 @@ TEST(Gguf, Q4KBlocksRunAsStored) {
 // would all be garbage).
 TEST(Gguf, Q4KNonFiniteFactorIsRefused) {
   const std::string path = exported(test::tiny_model_dir("tiny-gemma3-256"), "q4_k");
-  uint64_t at = 0;
-  {
-    const auto file = GgufFile::open(path);
-    const GgufTensor* up = file->find_tensor("blk.0.ffn_up.weight");
-    ASSERT_NE(up, nullptr);
-    ASSERT_EQ(up->type, ggml_type::Q4_K);
-    at = file->data_offset() + up->offset + 3 * 144 + 2;  // super-block 3's dmin
-  }
-  std::string bytes = test::read_file(path);
-  bytes[size_t(at)] = 0x00, bytes[size_t(at) + 1] = char(0x7c);  // f16 +Inf
-  test::write_file(path, bytes);
-  try {
-    Engine::load(path);
-    ADD_FAILURE() << "loaded a Q4_K block with an Inf dmin";
-  } catch (const FormatError& e) {
-    for (const char* part : {"blk.0.ffn_up.weight", "Q4_K", "super-block 3", "dmin"})
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
+  // super-block 3's dmin: f16 +Inf
+  const std::string error = load_error_after_writing(path, "blk.0.ffn_up.weight", ggml_type::Q4_K, 3 * 144 + 2, std::string("\x00\x7c", 2));
+  for (const char* part : {"blk.0.ffn_up.weight", "Q4_K", "super-block 3", "dmin"}) EXPECT_NE(error.find(part), std::string::npos) << error;
 }
 
 // A Q8_0 value of -128 (which llama.cpp's quantizer never writes, and which
 // the integer kernels cannot negate) is refused by name, as in safetensors.
 TEST(Gguf, Q8_0ValueOfMinus128IsRefused) {
   const std::string path = exported(test::tiny_model_dir("tiny-gemma3"), "q8");
-  uint64_t at = 0;
-  {
-    const auto file = GgufFile::open(path);
-    const GgufTensor* up = file->find_tensor("blk.0.ffn_up.weight");
-    ASSERT_NE(up, nullptr);
-    ASSERT_EQ(up->type, ggml_type::Q8_0);
-    at = file->data_offset() + up->offset + 34 + 2 + 5;  // block 1, value 5: element 37
-  }
-  std::string bytes = test::read_file(path);
-  bytes[size_t(at)] = char(0x80);
-  test::write_file(path, bytes);
-  try {
-    Engine::load(path);
-    ADD_FAILURE() << "loaded a Q8_0 value of -128";
-  } catch (const FormatError& e) {
-    for (const char* part : {"blk.0.ffn_up.weight", "-128", "element 37"})
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
+  // block 1, value 5: element 37
+  const std::string error = load_error_after_writing(path, "blk.0.ffn_up.weight", ggml_type::Q8_0, 34 + 2 + 5, "\x80");
+  for (const char* part : {"blk.0.ffn_up.weight", "-128", "element 37"}) EXPECT_NE(error.find(part), std::string::npos) << error;
 }
 
 TEST(Gguf, UnsupportedTensorTypesAreNamed) {

@@ -1,7 +1,6 @@
 #include "kernels/q4_k_rows.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/dtype.h"
 #include "io/ggml_block_formats.h"
@@ -10,12 +9,6 @@ namespace splitdec {
 
 namespace {
 constexpr int kSuperBlock = 256, kSuperBlockBytes = 144;
-
-float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
 }  // namespace
 
 void q4_k_expand(const uint8_t* row, int n, float* dst) { dequantize_ggml_blocks(GgmlBlocks::Q4_K, row, dst, n); }
@@ -33,7 +26,7 @@ float q4_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, i
   float acc = 0;
   for (int sb = 0; sb < n / kSuperBlock; ++sb) {
     const uint8_t* block = row + int64_t(sb) * kSuperBlockBytes;
-    const float d = half_at(block), dmin = half_at(block + 2);
+    const float d = load_as_f32(DType::F16, block), dmin = load_as_f32(DType::F16, block + 2);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       k_quant_scale_min(j, block + 4, &sc, &m);
