@@ -76,14 +76,17 @@ void SessionFlags::add_to(CLI::App& app) {
   app.add_option("--weights", weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
 }
 
+void progress_line(const std::string& text) {
+  std::fprintf(stderr, "\r%s", text.empty() ? "\033[K" : text.c_str());
+  std::fflush(stderr);
+}
+
 namespace {
 // A progress callback for long prefills (empty when stderr is not a terminal).
 std::function<void(int64_t, int64_t)> prefill_progress() {
   if (!::isatty(2)) return {};
   return [](int64_t done, int64_t total) {
-    if (done < total) std::fprintf(stderr, "\rprefill %lld/%lld tokens", static_cast<long long>(done), static_cast<long long>(total));
-    else std::fprintf(stderr, "\r\033[K");
-    std::fflush(stderr);
+    progress_line(done < total ? "prefill " + std::to_string(done) + "/" + std::to_string(total) + " tokens" : "");
   };
 }
 }  // namespace
@@ -92,9 +95,7 @@ MediaOptions media_options(int image_tokens, bool pan_and_scan) {
   MediaOptions m{.image_tokens = image_tokens, .pan_and_scan = pan_and_scan};
   if (::isatty(2))
     m.progress = [](const std::string& file, int done, int total) {
-      if (done < total) std::fprintf(stderr, "\rencoding %s: layer %d/%d", file.c_str(), done + 1, total);
-      else std::fprintf(stderr, "\r\033[K");
-      std::fflush(stderr);
+      progress_line(done < total ? "encoding " + file + ": layer " + std::to_string(done + 1) + "/" + std::to_string(total) : "");
     };
   return m;
 }

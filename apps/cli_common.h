@@ -59,6 +59,10 @@ struct SamplingFlags {
               *repetition_flag_ = nullptr;
 };
 
+// The progress line on stderr: `text` over the previous one, or the line
+// cleared when `text` is empty.
+void progress_line(const std::string& text);
+
 // Media options with a progress line per image / audio file on stderr when
 // it is a terminal.
 MediaOptions media_options(int image_tokens, bool pan_and_scan);

@@ -33,9 +33,7 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
       o->chat_template = ChatTemplate::builtin_source(o->preset.find("gemma4") != std::string::npos ? "gemma4" : "gemma3");
       if (::isatty(2))
         o->progress = [](size_t done, size_t total) {
-          if (done < total) std::fprintf(stderr, "\rwriting weights %zu/%zu", done + 1, total);
-          else std::fprintf(stderr, "\r\033[K");
-          std::fflush(stderr);
+          progress_line(done < total ? "writing weights " + std::to_string(done + 1) + "/" + std::to_string(total) : "");
         };
       make_model(*o);
       std::printf("wrote %s (preset %s, seed %llu)\n", o->out_dir.c_str(), o->preset.c_str(),

@@ -1,7 +1,5 @@
 #include "kernels/q4_k_rows.h"
 
-#include <cmath>
-
 #include "core/dtype.h"
 #include "io/ggml_block_formats.h"
 
@@ -38,8 +36,7 @@ float q4_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, i
         sum += int32_t(j % 2 ? qs[t] >> 4 : qs[t] & 15) * xq[t];
         x_sum += xq[t];
       }
-      const float minimum = dmin * float(m) * float(x_sum);
-      acc = std::fma(x_scale[b], std::fma(d * float(sc), float(sum), -minimum), acc);
+      acc = q4_k_step(acc, x_scale[b], d, dmin, sc, m, sum, x_sum);
     }
   }
   return acc;

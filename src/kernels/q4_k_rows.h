@@ -4,9 +4,19 @@
 // SIMD table: grouped rows take the vector kernels (simd/row_groups.h).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace splitdec {
+
+// The f32 step of one 32-value sub-block (simd/row_groups.h has the
+// contract): `acc` plus x_scale x (d sc S - dmin m X), with S the exact sum
+// of nibble x activation and X of the activations. The scalar kernels take
+// it here; the vector kernels take the same operations lane by lane.
+inline float q4_k_step(float acc, float x_scale, float d, float dmin, int sc, int m, int32_t sum, int32_t x_sum) {
+  const float minimum = dmin * float(m) * float(x_sum);
+  return std::fma(x_scale, std::fma(d * float(sc), float(sum), -minimum), acc);
+}
 
 // x . row against f32 activations: each weight expanded as llama.cpp's
 // dequantize_row_q4_K does, products summed in order.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -269,9 +270,18 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
       return std::nullopt;
     return f;
   };
-  // Q4_K blocks run as they are unless --weights asks for another format.
-  auto runs_as_stored = [&](const TensorView& v, bool embedding) {
-    return v.blocks == BlockType::Q4_K && !(embedding && loading.embedding_format ? loading.embedding_format : loading.format);
+  // The format a GGUF's blocks run in as they are: Q8_0 and Q4_0 always
+  // (splitdec's own), Q4_K unless --weights asks for another format; none
+  // for the other blocks (converted) and for float tensors.
+  auto runs_as_stored = [&](const TensorView& v, bool embedding) -> std::optional<WeightFormat> {
+    switch (v.blocks) {
+      case BlockType::Q8_0: return WeightFormat::Q8_0;
+      case BlockType::Q4_0: return WeightFormat::Q4_0;
+      case BlockType::Q4_K:
+        if (embedding && loading.embedding_format ? loading.embedding_format : loading.format) return std::nullopt;
+        return WeightFormat::Q4_K;
+      default: return std::nullopt;
+    }
   };
   // Each tensor is copied out piece by piece, dropping the file's pages as
   // it goes (TensorStore::copy_out): peak memory is the weights, not the
@@ -287,14 +297,18 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   // stack [E, out, in] as E * out rows).
   auto matrix_read = [&](const std::string& name, const std::vector<int64_t>& shape, int out, int in, bool embedding) {
     const TensorView& stored = store.get(name);
-    if (runs_as_stored(stored, embedding)) {  // a GGUF's Q4_K blocks
+    if (const std::optional<WeightFormat> f = runs_as_stored(stored, embedding)) {  // a GGUF's blocks, copied as they are
       const TensorView& v = view(name, shape);
-      if (!weight_format_fits(WeightFormat::Q4_K, in) || size_t(out) * weight_row_bytes(WeightFormat::Q4_K, in) != v.nbytes)
-        throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not Q4_K rows of " +
-                          std::to_string(in));
-      WeightMatrix m = WeightMatrix::zeros(WeightFormat::Q4_K, out, in);
+      if (!weight_format_fits(*f, in) || size_t(out) * weight_row_bytes(*f, in) != v.nbytes)
+        throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not " +
+                          weight_format_name(*f) + " rows of " + std::to_string(in));
+      WeightMatrix m = WeightMatrix::zeros(*f, out, in);
       store.copy_out(v, m.data.data());
-      check_q4_k_factors(m.data.data(), size_t(out) * size_t(in / 256), v.file + ": tensor '" + v.name + "' (Q4_K)");
+      std::string type = weight_format_name(*f);  // as llama.cpp names it: Q8_0, Q4_K
+      std::transform(type.begin(), type.end(), type.begin(), [](unsigned char ch) { return char(std::toupper(ch)); });
+      const std::string what = v.file + ": tensor '" + v.name + "' (" + type + ")";
+      if (*f == WeightFormat::Q8_0) check_q8_0_values(m.data.data(), size_t(out) * size_t(in / 32), what);
+      if (*f == WeightFormat::Q4_K) check_q4_k_factors(m.data.data(), size_t(out) * size_t(in / 256), what);
       m.int8_activations = !loading.f32_activations;
       return m;
     }
@@ -308,19 +322,6 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
       m.int8_activations = !loading.f32_activations;
       for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step)
         convert_block_rows(store, v, g, in, r0, std::min(step, out - r0), m);
-      return m;
-    }
-    if (stored.blocks != BlockType::None) {  // a GGUF's Q8_0 / Q4_0 blocks: splitdec's own, copied as they are
-      const TensorView& v = view(name, shape);
-      const WeightFormat f = v.blocks == BlockType::Q8_0 ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
-      if (!weight_format_fits(f, in) || size_t(out) * weight_row_bytes(f, in) != v.nbytes)
-        throw FormatError(v.file + ": tensor '" + v.name + "' holds " + std::to_string(v.nbytes) + " bytes, not " +
-                          weight_format_name(f) + " rows of " + std::to_string(in));
-      WeightMatrix m = WeightMatrix::zeros(f, out, in);
-      store.copy_out(v, m.data.data());
-      if (f == WeightFormat::Q8_0)
-        check_q8_0_values(m.data.data(), size_t(out) * size_t(in / 32), v.file + ": tensor '" + v.name + "' (Q8_0)");
-      m.int8_activations = !loading.f32_activations;
       return m;
     }
     if (!dtype_is_float(stored.dtype)) {  // quantized in the file: its own shape rules

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/env_switch.h"
 #include "io/ggml_block_formats.h"
+#include "kernels/q4_k_rows.h"
 
 namespace splitdec::simd {
 
@@ -75,9 +76,7 @@ void q4_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
               const uint8_t byte = block[256 + 64 * (8 * (j / 2) + c) + 4 * i + t];
               sum += int32_t(j % 2 ? byte >> 4 : byte & 15) * xq[4 * c + t];
             }
-          const float minimum = f16_to_f32(dmin16) * float(m) * float(x[r].sum[b]);
-          const float inner = std::fma(f16_to_f32(d16) * float(sc), float(sum), -minimum);
-          acc = std::fma(x[r].scale[b], inner, acc);
+          acc = q4_k_step(acc, x[r].scale[b], f16_to_f32(d16), f16_to_f32(dmin16), sc, m, sum, x[r].sum[b]);
         }
       }
       out[r * kGroupRows + i] = acc;
