@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # splitdec against llama.cpp on the same GGUF, the same prompt and thread
 # count, alternated: prefill of a ~512-token prompt and greedy decode, per
-# weight type. llama.cpp comes from npm's node-llama-cpp (prebuilt CPU
-# binaries, ~730 MB; not installed by setup.sh):
-#   (cd tests/llama && npm i -E node-llama-cpp@3.21.1)
+# weight type. llama.cpp comes from npm's node-llama-cpp (its prebuilt Linux
+# x64 CPU binaries, which scripts/setup.sh installs into tests/llama):
 #   scripts/peer_llama_cpp.sh [BUILD_DIR] [LAYERS] [ROUNDS] [TYPES...]
 # defaults: build 26 3 "bf16 q8 q4". The model is the gemma3-1b preset
 # (random weights) cut to LAYERS layers, written by splitdec as a GGUF.

@@ -53,3 +53,15 @@ if [ ! -f "$serve_dir/node_modules/openai/package.json" ] ||
   echo "setup: installing the openai npm client, ajv, kubernetes-models and yaml into tests/serve"
   (cd "$serve_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+
+# llama.cpp itself as the independent judge of splitdec's GGUF files
+# (Gguf.LlamaCppAgrees): node-llama-cpp's prebuilt Linux x64 CPU binaries
+# only. --omit=optional leaves out the other platforms' and the GPU builds
+# (730 MB in all, 83 MB without them); --ignore-scripts skips its postinstall,
+# which would try to download or build another binary.
+llama_dir="$(dirname "$0")/../tests/llama"
+if [ ! -f "$llama_dir/node_modules/node-llama-cpp/package.json" ] ||
+   [ ! -f "$llama_dir/node_modules/@node-llama-cpp/linux-x64/package.json" ]; then
+  echo "setup: installing node-llama-cpp 3.21.1 (llama.cpp's Linux x64 CPU build) into tests/llama"
+  (cd "$llama_dir" && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+fi

@@ -564,11 +564,11 @@ TEST(Gguf, RealGemma3VocabularyTokenizesAsItsTokenizerJson) {
 // model: f32 2.1e-3, q8 5.8e-2, q4 4.5e-2; f32 fits ggml's f16 GELU table
 // and f16 KV cache; why the block types are 25x further is not pinned down:
 // splitdec's f32-activation path is as far, so it is not the activations'
-// Q8_0 rounding). Skipped where tests/llama has no node_modules
-// (scripts/setup.sh does not install it: 730 MB).
+// Q8_0 rounding). scripts/setup.sh installs node-llama-cpp's Linux x64 CPU
+// build into tests/llama; skipped where that is missing.
 TEST(Gguf, LlamaCppAgrees) {
   const std::string judge = std::string(LLAMA_JUDGE_DIR);
-  if (!fs::exists(judge + "/node_modules/node-llama-cpp")) GTEST_SKIP() << "npm i in " << judge << " to run llama.cpp";
+  if (!fs::exists(judge + "/node_modules/node-llama-cpp")) GTEST_SKIP() << "node-llama-cpp is not installed in " << judge << " (scripts/setup.sh)";
   // Two layers: llama.cpp's Gemma-3 makes every 6th layer full, so both are
   // sliding there as in the preset.
   // tiny-gemma3-256 for Q4_K: its rows are whole super-blocks, so the file
