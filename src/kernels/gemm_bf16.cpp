@@ -40,9 +40,9 @@ ExactGemmOnThisThread::~ExactGemmOnThisThread() { --exact_scopes; }
 
 bool bf16_gemm_enabled() { return !exact_gemm() && exact_scopes == 0 && bf16_gemm_supported(); }
 
-// Q4_K has no panel expansion of its own: its prefill takes the row groups
-// (or the f32 GEMM on rows expanded by row_f32).
-bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32 && f != WeightFormat::Q4_K; }
+// The K-quants have no panel expansion of their own: their prefill takes
+// the row groups (or the f32 GEMM on rows expanded by row_f32).
+bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32 && f != WeightFormat::Q4_K && f != WeightFormat::Q6_K; }
 
 namespace {
 simd::PanelWeights panel_weights(WeightFormat f) {
@@ -52,7 +52,8 @@ simd::PanelWeights panel_weights(WeightFormat f) {
     case WeightFormat::Q8_0: return simd::PanelWeights::Q8_0;
     case WeightFormat::Q4_0: return simd::PanelWeights::Q4_0;
     case WeightFormat::F32:
-    case WeightFormat::Q4_K: break;
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q6_K: break;
   }
   throw Error(std::string("gemm_bf16: ") + weight_format_name(f) + " weights take the f32 GEMM");
 }

@@ -11,7 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/matvec_grain.h"
-#include "kernels/q4_k_rows.h"
+#include "kernels/k_quant_rows.h"
 #include "kernels/simd/row_groups.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -33,6 +33,21 @@ RowKernels block_row_kernels() {
           [](const KernelTable& t, const float* s, const int8_t* q, const uint8_t* w, int n) { return (t.*DotQ8)(s, q, w, n); },
           [](const KernelTable& t, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
             (t.*Dot4Q8)(s, q, w, n, out);
+          },
+          nullptr, nullptr};
+}
+// A K-quant's kernels: plain C whatever the table, four rows one by one.
+template <auto Dot, auto Expand, auto DotQ8>
+RowKernels k_quant_row_kernels() {
+  using simd::KernelTable;
+  return {[](const KernelTable&, const float* x, const uint8_t* w, int n) { return Dot(x, w, n); },
+          [](const KernelTable&, const float* const x[4], const uint8_t* w, int n, float out[4]) {
+            for (int r = 0; r < 4; ++r) out[r] = Dot(x[r], w, n);
+          },
+          [](const KernelTable&, const uint8_t* w, int n, float* dst) { Expand(w, n, dst); }, false,
+          [](const KernelTable&, const float* s, const int8_t* q, const uint8_t* w, int n) { return DotQ8(s, q, w, n); },
+          [](const KernelTable&, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
+            for (int r = 0; r < 4; ++r) out[r] = DotQ8(s[r], q[r], w, n);
           },
           nullptr, nullptr};
 }
@@ -74,23 +89,15 @@ const RowKernels& row_kernels(WeightFormat format) {
                                                     &KernelTable::dot_q8_q8, &KernelTable::dot4_q8_q8>();
   static const RowKernels q4_0 = block_row_kernels<&KernelTable::dot_q4, &KernelTable::dot4_q4, &KernelTable::expand_q4,
                                                     &KernelTable::dot_q4_q8, &KernelTable::dot4_q4_q8>();
-  // Q4_K's rows one at a time are plain C (q4_k_rows.h): its vector
-  // kernels are the row groups'.
-  static const RowKernels q4_k{
-      [](const KernelTable&, const float* x, const uint8_t* w, int n) { return q4_k_dot(x, w, n); },
-      [](const KernelTable&, const float* const x[4], const uint8_t* w, int n, float out[4]) {
-        for (int r = 0; r < 4; ++r) out[r] = q4_k_dot(x[r], w, n);
-      },
-      [](const KernelTable&, const uint8_t* w, int n, float* dst) { q4_k_expand(w, n, dst); }, false,
-      [](const KernelTable&, const float* s, const int8_t* q, const uint8_t* w, int n) { return q4_k_dot_q8(s, q, w, n); },
-      [](const KernelTable&, const float* const s[4], const int8_t* const q[4], const uint8_t* w, int n, float out[4]) {
-        for (int r = 0; r < 4; ++r) out[r] = q4_k_dot_q8(s[r], q[r], w, n);
-      },
-      nullptr, nullptr};
+  // The K-quants' rows one at a time are plain C (k_quant_rows.h): their
+  // vector kernels are the row groups'.
+  static const RowKernels q4_k = k_quant_row_kernels<q4_k_dot, q4_k_expand, q4_k_dot_q8>();
+  static const RowKernels q6_k = k_quant_row_kernels<q6_k_dot, q6_k_expand, q6_k_dot_q8>();
   switch (format) {
     case WeightFormat::Q8_0: return q8_0;
     case WeightFormat::Q4_0: return q4_0;
     case WeightFormat::Q4_K: return q4_k;
+    case WeightFormat::Q6_K: return q6_k;
     case WeightFormat::F32: return f32;
     case WeightFormat::BF16: return bf16;
     case WeightFormat::F16: return f16;
@@ -188,13 +195,15 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 // a decode step allocates nothing.
 // For row groups (simd/row_groups.h) also what their kernel takes, and only
 // then: q + 128 [rows][in] for Q8_0's, 8 x each block's sum of q
-// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's (empty otherwise).
+// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's, its halves' sums
+// for Q6_K's (empty otherwise).
 struct QuantizedRows {
   std::vector<float> scale;
   std::vector<int8_t> q;
   std::vector<uint8_t> q_offset;
   std::vector<int32_t> eight_sum;
   std::vector<int32_t> sum;
+  std::vector<int32_t> half_sums;
 };
 
 void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedRows& out, int64_t r) {
@@ -205,11 +214,12 @@ void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedR
     uint8_t* q_offset = &out.q_offset[size_t(r) * size_t(in)];
     for (int j = 0; j < in; ++j) q_offset[j] = uint8_t(q[j] ^ 0x80);  // q + 128
   }
-  for (size_t b = 0; b < nb && (!out.eight_sum.empty() || !out.sum.empty()); ++b) {
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q[b * 32 + size_t(j)];
-    if (!out.eight_sum.empty()) out.eight_sum[size_t(r) * nb + b] = 8 * sum;
-    if (!out.sum.empty()) out.sum[size_t(r) * nb + b] = sum;
+  for (size_t b = 0; b < nb && (!out.eight_sum.empty() || !out.sum.empty() || !out.half_sums.empty()); ++b) {
+    int32_t first = 0, second = 0;
+    for (int j = 0; j < 16; ++j) first += q[b * 32 + size_t(j)], second += q[b * 32 + 16 + size_t(j)];
+    if (!out.eight_sum.empty()) out.eight_sum[size_t(r) * nb + b] = 8 * (first + second);
+    if (!out.sum.empty()) out.sum[size_t(r) * nb + b] = first + second;
+    if (!out.half_sums.empty()) out.half_sums[size_t(r) * nb + b] = simd::pack_half_sums(first, second);
   }
 }
 
@@ -221,6 +231,7 @@ void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
   out.q_offset.resize(grouped && w.format == WeightFormat::Q8_0 ? size_t(rows) * size_t(w.in) : 0);
   out.eight_sum.resize(grouped && w.format == WeightFormat::Q4_0 ? size_t(rows) * nb : 0);
   out.sum.resize(grouped && w.format == WeightFormat::Q4_K ? size_t(rows) * nb : 0);
+  out.half_sums.resize(grouped && w.format == WeightFormat::Q6_K ? size_t(rows) * nb : 0);
 }
 
 const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w) {
@@ -273,7 +284,10 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
   const int64_t groups = w.grouped_rows / simd::kGroupRows;
   if (u0 < groups) {
     const simd::RowGroupKernels& kernels = simd::row_group_kernels(t);
-    const simd::GroupDot dot = w.format == WeightFormat::Q4_0 ? kernels.q4 : w.format == WeightFormat::Q4_K ? kernels.q4_k : kernels.q8;
+    const simd::GroupDot dot = w.format == WeightFormat::Q4_0   ? kernels.q4
+                               : w.format == WeightFormat::Q4_K ? kernels.q4_k
+                               : w.format == WeightFormat::Q6_K ? kernels.q6_k
+                                                                : kernels.q8;
     const size_t nb = size_t(w.in / 32);
     simd::Q8Row xr[4];
     float out[4 * simd::kGroupRows];
@@ -284,7 +298,8 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
           xr[j] = {x.scale.data() + size_t(r + j) * nb, x.q.data() + size_t(r + j) * size_t(w.in),
                    x.q_offset.empty() ? nullptr : x.q_offset.data() + size_t(r + j) * size_t(w.in),
                    x.eight_sum.empty() ? nullptr : x.eight_sum.data() + size_t(r + j) * nb,
-                   x.sum.empty() ? nullptr : x.sum.data() + size_t(r + j) * nb};
+                   x.sum.empty() ? nullptr : x.sum.data() + size_t(r + j) * nb,
+                   x.half_sums.empty() ? nullptr : x.half_sums.data() + size_t(r + j) * nb};
         dot(xr, n, w.group(int(g)), w.in, out);
         for (int j = 0; j < n; ++j)
           std::memcpy(y + int64_t(r + j) * w.out + g * simd::kGroupRows, out + j * simd::kGroupRows,

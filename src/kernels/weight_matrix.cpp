@@ -23,6 +23,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::Q8_0: return "q8_0";
     case WeightFormat::Q4_0: return "q4_0";
     case WeightFormat::Q4_K: return "q4_k";
+    case WeightFormat::Q6_K: return "q6_k";
   }
   return "?";
 }
@@ -44,7 +45,8 @@ int weight_block_values(WeightFormat f) {
   switch (f) {
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0: return 32;
-    case WeightFormat::Q4_K: return 256;
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q6_K: return 256;
     case WeightFormat::F32:
     case WeightFormat::BF16:
     case WeightFormat::F16: break;
@@ -57,6 +59,7 @@ size_t weight_row_bytes(WeightFormat f, int in) {
     case WeightFormat::Q8_0: return size_t(in / 32) * 34;
     case WeightFormat::Q4_0: return size_t(in / 32) * 18;
     case WeightFormat::Q4_K: return size_t(in / 256) * 144;
+    case WeightFormat::Q6_K: return size_t(in / 256) * 210;
     case WeightFormat::F32: return size_t(in) * 4;
     case WeightFormat::BF16:
     case WeightFormat::F16: return size_t(in) * 2;
@@ -135,6 +138,7 @@ void WeightMatrix::set_rows_f32(int r0, int rows, const float* values) {
       case WeightFormat::Q8_0: quantize_row_q8_0(x, in, dst); break;
       case WeightFormat::Q4_0: quantize_row_q4_0(x, in, dst); break;
       case WeightFormat::Q4_K: quantize_ggml_blocks(GgmlBlocks::Q4_K, x, dst, in); break;
+      case WeightFormat::Q6_K: quantize_ggml_blocks(GgmlBlocks::Q6_K, x, dst, in); break;
       case WeightFormat::F32: std::memcpy(dst, x, size_t(in) * 4); break;
       case WeightFormat::BF16:
       case WeightFormat::F16:
@@ -163,18 +167,28 @@ struct GroupedBlocks {
   size_t chunk_at(int b, int i, int c) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(32 + 64 * c + 4 * i); }
 };
 
-// Where the bytes of row i's super-block b (144, as llama.cpp stores it)
-// lie in a Q4_K group (simd/row_groups.h): move(at in the group, at in the
-// block, bytes) for d, dmin, each of the 12 packed scale bytes and each of
-// the 32 chunks of 4 value bytes.
+// Where the bytes of row i's super-block b (as llama.cpp stores it) lie in
+// a K-quant group (simd/row_groups.h): move(at in the group, at in the
+// block, bytes) for each piece. Q4_K: d, dmin, each of the 12 packed scale
+// bytes, each of the 32 chunks of 4 qs bytes. Q6_K: d, each block's two
+// scales, the 32 ql and 16 qh chunks.
 template <class Move>
-void q4_k_block_pieces(int b, int i, Move move) {
-  const size_t g = size_t(b) * simd::kQ4KGroupBlockBytes;
-  move(g + size_t(2 * i), 0, 2);
-  move(g + size_t(32 + 2 * i), 2, 2);
-  for (int k = 0; k < 12; ++k) move(g + size_t(64 + 16 * k + i), size_t(4 + k), 1);
-  for (int c = 0; c < 32; ++c) move(g + size_t(256 + 64 * c + 4 * i), size_t(16 + 4 * c), 4);
+void k_quant_block_pieces(WeightFormat format, int b, int i, Move move) {
+  if (format == WeightFormat::Q4_K) {
+    const size_t g = size_t(b) * simd::kQ4KGroupBlockBytes;
+    move(g + size_t(2 * i), 0, 2);
+    move(g + size_t(32 + 2 * i), 2, 2);
+    for (int k = 0; k < 12; ++k) move(g + size_t(64 + 16 * k + i), size_t(4 + k), 1);
+    for (int c = 0; c < 32; ++c) move(g + size_t(256 + 64 * c + 4 * i), size_t(16 + 4 * c), 4);
+    return;
+  }
+  const size_t g = size_t(b) * simd::kQ6KGroupBlockBytes;
+  move(g + size_t(2 * i), 208, 2);
+  for (int m = 0; m < 8; ++m) move(g + size_t(32 + 32 * m + 2 * i), size_t(192 + 2 * m), 2);
+  for (int c = 0; c < 32; ++c) move(g + size_t(288 + 64 * c + 4 * i), size_t(4 * c), 4);
+  for (int c = 0; c < 16; ++c) move(g + size_t(2336 + 64 * c + 4 * i), size_t(128 + 4 * c), 4);
 }
+bool is_k_quant(WeightFormat f) { return f == WeightFormat::Q4_K || f == WeightFormat::Q6_K; }
 }  // namespace
 
 void WeightMatrix::copy_row(int o, uint8_t* dst) const {
@@ -184,9 +198,10 @@ void WeightMatrix::copy_row(int o, uint8_t* dst) const {
   }
   const uint8_t* g = group(o / simd::kGroupRows);
   const int i = o % simd::kGroupRows;
-  if (format == WeightFormat::Q4_K) {
+  if (is_k_quant(format)) {
+    const size_t block_bytes = weight_row_bytes(format, 256);
     for (int b = 0; b < in / 256; ++b)
-      q4_k_block_pieces(b, i, [&](size_t at, size_t from, size_t n) { std::memcpy(dst + size_t(b) * 144 + from, g + at, n); });
+      k_quant_block_pieces(format, b, i, [&](size_t at, size_t from, size_t n) { std::memcpy(dst + size_t(b) * block_bytes + from, g + at, n); });
     return;
   }
   const GroupedBlocks at{weight_row_bytes(format, 32)};
@@ -207,9 +222,10 @@ void WeightMatrix::group_rows() {
     std::memcpy(rows.data(), dst, bytes);
     for (int i = 0; i < simd::kGroupRows; ++i) {
       const uint8_t* src = rows.data() + size_t(i) * row_bytes();
-      if (format == WeightFormat::Q4_K) {
+      if (is_k_quant(format)) {
+        const size_t block_bytes = weight_row_bytes(format, 256);
         for (int b = 0; b < in / 256; ++b)
-          q4_k_block_pieces(b, i, [&](size_t at, size_t from, size_t n) { std::memcpy(dst + at, src + size_t(b) * 144 + from, n); });
+          k_quant_block_pieces(format, b, i, [&](size_t at, size_t from, size_t n) { std::memcpy(dst + at, src + size_t(b) * block_bytes + from, n); });
         continue;
       }
       for (int b = 0; b < in / 32; ++b, src += at.block_bytes) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -43,13 +44,20 @@ void check_q8_0_values(const uint8_t* blocks, size_t block_count, const std::str
                         ", outside Q8_0's -127 .. 127");
 }
 
-void check_q4_k_factors(const uint8_t* blocks, size_t block_count, const std::string& what) {
+void check_k_quant_factors(WeightFormat format, const uint8_t* blocks, size_t block_count, const std::string& what) {
+  struct Factor {
+    size_t at;
+    const char* name;
+  };
+  const bool q4_k = format == WeightFormat::Q4_K;
+  const size_t block_bytes = weight_row_bytes(format, 256);
+  const std::vector<Factor> factors = q4_k ? std::vector<Factor>{{0, "d"}, {2, "dmin"}} : std::vector<Factor>{{208, "d"}};
   for (size_t b = 0; b < block_count; ++b)
-    for (int k = 0; k < 2; ++k) {
+    for (const Factor& f : factors) {
       uint16_t h;
-      std::memcpy(&h, blocks + b * 144 + size_t(2 * k), 2);
+      std::memcpy(&h, blocks + b * block_bytes + f.at, 2);
       if ((h & 0x7c00) == 0x7c00)  // exponent all ones: Inf or NaN
-        throw FormatError(what + ": super-block " + std::to_string(b) + " has its " + (k ? "dmin" : "d") + " Inf or NaN");
+        throw FormatError(what + ": super-block " + std::to_string(b) + " has its " + f.name + " Inf or NaN");
     }
 }
 

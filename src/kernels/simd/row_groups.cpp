@@ -8,7 +8,7 @@
 #include "core/dtype.h"
 #include "core/env_switch.h"
 #include "io/ggml_block_formats.h"
-#include "kernels/q4_k_rows.h"
+#include "kernels/k_quant_rows.h"
 
 namespace splitdec::simd {
 
@@ -83,12 +83,45 @@ void q4_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
     }
 }
 
+void q6_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < kGroupRows; ++i) {
+      float acc = 0;
+      for (int sb = 0; sb < n / 256; ++sb) {
+        const uint8_t* block = group + int64_t(sb) * kQ6KGroupBlockBytes;
+        uint16_t d16;
+        std::memcpy(&d16, block + 2 * i, 2);
+        for (int m = 0; m < 8; ++m) {
+          const int h = m / 4, k = m % 4, b = sb * 8 + m;
+          const int8_t* xq = x[r].q + int64_t(b) * 32;
+          int32_t t = 0;
+          for (int half = 0; half < 2; ++half) {
+            int32_t sum = 0, x_sum = 0;
+            for (int c = 4 * half; c < 4 * half + 4; ++c)
+              for (int u = 0; u < 4; ++u) {
+                const uint8_t ql = block[288 + 64 * (16 * h + 8 * (k % 2) + c) + 4 * i + u];
+                const uint8_t qh = block[2336 + 64 * (8 * h + c) + 4 * i + u];
+                const int q = ((k < 2 ? ql : ql >> 4) & 15) | (((qh >> (2 * k)) & 3) << 4);
+                sum += q * xq[4 * c + u];
+                x_sum += xq[4 * c + u];
+              }
+            t += int32_t(int8_t(block[32 + 32 * m + 2 * i + half])) * (sum - 32 * x_sum);
+          }
+          acc = q6_k_step(acc, x[r].scale[b], f16_to_f32(d16), t);
+        }
+      }
+      out[r * kGroupRows + i] = acc;
+    }
+}
+
 namespace {
-const RowGroupKernels kGeneric{"generic", q4_group_dot_generic, q8_group_dot_generic, q4_k_group_dot_generic};
-const RowGroupKernels kAvx2{"avx2", q4_group_dot_avx2, q8_group_dot_avx2, q4_k_group_dot_avx2};
-const RowGroupKernels kAvxVnni{"avx-vnni", q4_group_dot_avx_vnni, q8_group_dot_avx_vnni, q4_k_group_dot_avx_vnni};
-const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512, q4_k_group_dot_avx512};
-const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni, q4_k_group_dot_avx512_vnni};
+const RowGroupKernels kGeneric{"generic", q4_group_dot_generic, q8_group_dot_generic, q4_k_group_dot_generic, q6_k_group_dot_generic};
+const RowGroupKernels kAvx2{"avx2", q4_group_dot_avx2, q8_group_dot_avx2, q4_k_group_dot_avx2, q6_k_group_dot_avx2};
+const RowGroupKernels kAvxVnni{"avx-vnni", q4_group_dot_avx_vnni, q8_group_dot_avx_vnni, q4_k_group_dot_avx_vnni,
+                               q6_k_group_dot_avx_vnni};
+const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512, q4_k_group_dot_avx512, q6_k_group_dot_avx512};
+const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni, q4_k_group_dot_avx512_vnni,
+                                  q6_k_group_dot_avx512_vnni};
 
 bool vnni_allowed() {
   static const bool allowed = env_switch_on("SPLITDEC_VNNI");

@@ -1,4 +1,4 @@
-// Q4_0, Q8_0 and Q4_K weights in row groups (WeightMatrix::group_rows) against
+// Q4_0, Q8_0, Q4_K and Q6_K weights in row groups (WeightMatrix::group_rows) against
 // activation rows in Q8_0 form: the decode kernels of block-quantized
 // weights.
 //
@@ -17,7 +17,13 @@
 // activation block b: with S the exact sum of nibble x activation and X
 // the exact sum of the activations,
 //   inner = fma(d sc_j, S, -(dmin m_j X)),  acc = fma(x_scale[b], inner, acc)
-// (d sc_j and dmin m_j are exact in f32: 11 x 6 bits). So an output does
+// (d sc_j and dmin m_j are exact in f32: 11 x 6 bits). Q6_K, per
+// activation block b (32 values, two 16-value sub-blocks with signed
+// scales sc_0, sc_1) the exact integer
+//   T = sc_0 (S_0 - 32 X_0) + sc_1 (S_1 - 32 X_1),  acc = fma(d x_scale[b], T, acc)
+// (S: sum of q x with q the unsigned 6-bit value, X: sum of the
+// activations, per sub-block; |T| <= 2 x 128 x 16 x 32 x 127 < 2^24, exact
+// in f32). So an output does
 // not depend on the instruction set, the other rows of the call, or the
 // group's other rows.
 #pragma once
@@ -44,19 +50,35 @@ constexpr int kQ8GroupBlockBytes = kGroupRows * 34;
 // nibbles are the super-block's values 64 (c / 8) + 4 (c % 8) + 0..3, its
 // high nibbles the same plus 32.
 constexpr int kQ4KGroupBlockBytes = kGroupRows * 144;
+// Q6_K, per super-block b (at b x 16 x 210 bytes): the 16 rows' f16 d (row
+// i at 2 i); then per activation block m (0-7) the rows' two int8
+// sub-block scales sc_2m, sc_2m+1 (at 32 + 32 m + 2 i); then ql chunk c
+// (0-31) at 288 + 64 c and qh chunk c (0-15) at 2336 + 64 c, each holding
+// bytes 4c .. 4c + 3 of each row's ql / qh (row i at 4 i). Block m = 4 h +
+// k (weight_matrix.h's half and quarter) takes ql chunks 16 h + 8 (k % 2)
+// + 0..7 (low nibbles for k < 2, high ones else) and qh chunks 8 h + 0..7
+// (bits 2k, 2k + 1).
+constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 
 // One activation row in Q8_0 form: scale[n / 32], q[n] (-127 .. 127);
 // q_offset[n] = q + 128 (the unsigned operand for Q8_0's signed weights);
 // eight_sum[b] = 8 x the sum of block b's q (Q4_0's nibble offset);
-// sum[b] = the sum of block b's q (Q4_K's mins). Each needs to be there
-// only for the format whose kernels read it (else null).
+// sum[b] = the sum of block b's q (Q4_K's mins); half_sums[b] = the sums
+// of its two 16-value halves as int16 in one int32 (first half in the low
+// 16 bits; Q6_K's offset of 32). Each needs to be there only for the
+// format whose kernels read it (else null).
 struct Q8Row {
   const float* scale;
   const int8_t* q;
   const uint8_t* q_offset;
   const int32_t* eight_sum;
   const int32_t* sum = nullptr;
+  const int32_t* half_sums = nullptr;
 };
+// half_sums[b] from the sums of block b's two halves.
+inline int32_t pack_half_sums(int32_t first, int32_t second) {
+  return int32_t(uint32_t(uint16_t(int16_t(first))) | (uint32_t(uint16_t(int16_t(second))) << 16));
+}
 
 // out[r * 16 + i] = x[r] . row i of the group, for `rows` (1-4) activation
 // rows; n weights per row (a multiple of 32).
@@ -67,6 +89,7 @@ struct RowGroupKernels {
   GroupDot q4;
   GroupDot q8;
   GroupDot q4_k;  // n a multiple of 256
+  GroupDot q6_k;  // n a multiple of 256
 };
 
 // The kernels that go with a SIMD table on this CPU (VNNI where present;
@@ -79,7 +102,8 @@ std::vector<const RowGroupKernels*> row_group_kernels_available();
 #define SPLITDEC_ROW_GROUP_KERNELS(suffix)                                                   \
   void q4_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q8_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
-  void q4_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
+  void q4_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
+  void q6_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
 SPLITDEC_ROW_GROUP_KERNELS(generic)
 SPLITDEC_ROW_GROUP_KERNELS(avx2)
 SPLITDEC_ROW_GROUP_KERNELS(avx_vnni)
