@@ -353,41 +353,50 @@ TEST(Gguf, KQuantFilesLoadConverted) {
   }
 }
 
-// Q4_K blocks run as they are (their own kernels, the file's bytes in
-// memory): about the folder's logits, and close to the same file's blocks
-// dequantized and stored as Q8_0 (`--weights q8`), which shares the values
-// but not the kernels. Measured (relative RMS of the prompt logits): 0.18
-// against the folder (4-bit random weights), 0.023 against Q8_0; a nibble or
-// scale read in the wrong place gives about 1.
-TEST(Gguf, Q4KBlocksRunAsStored) {
+// K-quant blocks (Q4_K, Q6_K) run as they are (their own kernels, the
+// file's bytes in memory; the q4_k file's embedding is Q6_K, the q6_k
+// file's every matrix): about the folder's logits, and close to the same
+// file's blocks dequantized and stored as Q8_0 (`--weights q8`), which
+// shares the values but not the kernels. Measured (relative RMS of the
+// prompt logits): q4_k 0.20 against the folder (4-bit random weights),
+// 0.030 against Q8_0; q6_k 0.067 and 0.030; a value or scale read in the
+// wrong place gives about 1.
+TEST(Gguf, KQuantBlocksRunAsStored) {
   const std::string dir = test::tiny_model_dir("tiny-gemma3-256");
-  const std::string path = exported(dir, "q4_k");
-  {
-    const auto file = GgufFile::open(path);
-    for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_output.weight", "blk.1.ffn_down.weight"}) {
-      const GgufTensor* t = file->find_tensor(name);
-      ASSERT_NE(t, nullptr) << name;
-      EXPECT_EQ(t->type, ggml_type::Q4_K) << name;
-    }
-  }
   const BatchResult folder = run(Engine::load(dir), kPrompt);
-  const BatchResult native = run(Engine::load(path), kPrompt);
-  LoadOptions q8;
-  q8.weights = "q8";
-  const BatchResult converted = run(Engine::load(path, q8), kPrompt);
-  const double to_folder = prompt_relative_rms(native, folder), to_q8 = prompt_relative_rms(native, converted);
-  std::printf("Q4_K relative RMS: %.4f against the folder, %.4f against its values as Q8_0\n", to_folder, to_q8);
-  EXPECT_LT(to_folder, 0.25);
-  EXPECT_LT(to_q8, 0.05);
+  for (const auto& [weights, type, to_folder_bound, to_q8_bound] : std::vector<std::tuple<std::string, uint32_t, double, double>>{
+           {"q4_k", ggml_type::Q4_K, 0.25, 0.05}, {"q6_k", ggml_type::Q6_K, 0.1, 0.05}}) {
+    const std::string path = exported(dir, weights);
+    {
+      const auto file = GgufFile::open(path);
+      for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_output.weight", "blk.1.ffn_down.weight"}) {
+        const GgufTensor* t = file->find_tensor(name);
+        ASSERT_NE(t, nullptr) << name;
+        EXPECT_EQ(t->type, type) << weights << " " << name;
+      }
+      EXPECT_EQ(file->find_tensor("token_embd.weight")->type, ggml_type::Q6_K) << weights;
+    }
+    const BatchResult native = run(Engine::load(path), kPrompt);
+    LoadOptions q8;
+    q8.weights = "q8";
+    const BatchResult converted = run(Engine::load(path, q8), kPrompt);
+    const double to_folder = prompt_relative_rms(native, folder), to_q8 = prompt_relative_rms(native, converted);
+    std::printf("%s relative RMS: %.4f against the folder, %.4f against its values as Q8_0\n", weights.c_str(), to_folder, to_q8);
+    EXPECT_LT(to_folder, to_folder_bound) << weights;
+    EXPECT_LT(to_q8, to_q8_bound) << weights;
+  }
 }
 
-// A Q4_K super-block whose dmin is Inf is refused by name (its 256 values
-// would all be garbage).
-TEST(Gguf, Q4KNonFiniteFactorIsRefused) {
-  const std::string path = exported(test::tiny_model_dir("tiny-gemma3-256"), "q4_k");
-  // super-block 3's dmin: f16 +Inf
-  const std::string error = load_error_after_writing(path, "blk.0.ffn_up.weight", ggml_type::Q4_K, 3 * 144 + 2, std::string("\x00\x7c", 2));
-  for (const char* part : {"blk.0.ffn_up.weight", "Q4_K", "super-block 3", "dmin"}) EXPECT_NE(error.find(part), std::string::npos) << error;
+// A K-quant super-block whose factor is Inf is refused by name (its 256
+// values would all be garbage): Q4_K's dmin, Q6_K's d.
+TEST(Gguf, KQuantNonFiniteFactorIsRefused) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3-256");
+  const std::string inf("\x00\x7c", 2);  // f16 +Inf
+  // super-block 3's dmin (Q4_K) and d (Q6_K)
+  const std::string q4_k = load_error_after_writing(exported(dir, "q4_k"), "blk.0.ffn_up.weight", ggml_type::Q4_K, 3 * 144 + 2, inf);
+  for (const char* part : {"blk.0.ffn_up.weight", "Q4_K", "super-block 3", "dmin"}) EXPECT_NE(q4_k.find(part), std::string::npos) << q4_k;
+  const std::string q6_k = load_error_after_writing(exported(dir, "q6_k"), "blk.0.ffn_up.weight", ggml_type::Q6_K, 3 * 210 + 208, inf);
+  for (const char* part : {"blk.0.ffn_up.weight", "Q6_K", "super-block 3", "its d "}) EXPECT_NE(q6_k.find(part), std::string::npos) << q6_k;
 }
 
 // A Q8_0 value of -128 (which llama.cpp's quantizer never writes, and which
@@ -571,10 +580,11 @@ TEST(Gguf, LlamaCppAgrees) {
   if (!fs::exists(judge + "/node_modules/node-llama-cpp")) GTEST_SKIP() << "node-llama-cpp is not installed in " << judge << " (scripts/setup.sh)";
   // Two layers: llama.cpp's Gemma-3 makes every 6th layer full, so both are
   // sliding there as in the preset.
-  // tiny-gemma3-256 for Q4_K: its rows are whole super-blocks, so the file
-  // keeps its K-blocks and splitdec runs them as they are. Measured: Q4_K
-  // 0.099 (llama.cpp quantizes the activations per 256 values for it, splitdec
-  // per 32), the same preset in f32 within f32's bound.
+  // tiny-gemma3-256 for the K-quants: its rows are whole super-blocks, so
+  // the file keeps its K-blocks and splitdec runs them as they are.
+  // Measured: Q4_K (embedding Q6_K) 0.11, Q6_K 0.11 (llama.cpp quantizes
+  // the activations per 256 values for them, splitdec per 32), the same
+  // preset in f32 within f32's bound.
   auto two_layers = [](const std::string& preset) {
     MakeModelOptions o;
     o.preset = preset;
@@ -586,7 +596,8 @@ TEST(Gguf, LlamaCppAgrees) {
   const std::string tiny = two_layers("tiny-gemma3"), tiny_256 = two_layers("tiny-gemma3-256");
   const std::string text = "<start_of_turn>user\nthe cat sat on the mat, 123 times<end_of_turn>\n<start_of_turn>model\n";
   for (const auto& [dir, weights, tolerance] : std::vector<std::tuple<std::string, std::string, double>>{
-           {tiny, "f32", 5e-3}, {tiny, "q8", 1e-1}, {tiny, "q4", 1e-1}, {tiny_256, "f32", 5e-3}, {tiny_256, "q4_k", 2e-1}}) {
+           {tiny, "f32", 5e-3}, {tiny, "q8", 1e-1}, {tiny, "q4", 1e-1}, {tiny_256, "f32", 5e-3}, {tiny_256, "q4_k", 2e-1},
+           {tiny_256, "q6_k", 2e-1}}) {
     const std::string path = exported(dir, weights);
     const std::string cmd = "cd '" + judge + "' && node judge.mjs '" + path + "' '" + text + "' 4 2>/dev/null";
     std::string output;
