@@ -353,9 +353,9 @@ TEST(Gguf, KQuantFilesLoadConverted) {
   }
 }
 
-// K-quant blocks (Q4_K, Q6_K) run as they are (their own kernels, the
-// file's bytes in memory; the q4_k file's embedding is Q6_K, the q6_k
-// file's every matrix): about the folder's logits, and close to the same
+// K-quant blocks (Q4_K, Q5_K, Q6_K) run as they are (their own kernels,
+// the file's bytes in memory; the q4_k and q5_k files' embedding is Q6_K,
+// the q6_k file's every matrix): about the folder's logits, and close to the same
 // file's blocks dequantized and stored as Q8_0 (`--weights q8`), which
 // shares the values but not the kernels. Measured (relative RMS of the
 // prompt logits): q4_k 0.20 against the folder (4-bit random weights),
@@ -365,7 +365,7 @@ TEST(Gguf, KQuantBlocksRunAsStored) {
   const std::string dir = test::tiny_model_dir("tiny-gemma3-256");
   const BatchResult folder = run(Engine::load(dir), kPrompt);
   for (const auto& [weights, type, to_folder_bound, to_q8_bound] : std::vector<std::tuple<std::string, uint32_t, double, double>>{
-           {"q4_k", ggml_type::Q4_K, 0.25, 0.05}, {"q6_k", ggml_type::Q6_K, 0.1, 0.05}}) {
+           {"q4_k", ggml_type::Q4_K, 0.25, 0.05}, {"q5_k", ggml_type::Q5_K, 0.2, 0.05}, {"q6_k", ggml_type::Q6_K, 0.1, 0.05}}) {
     const std::string path = exported(dir, weights);
     {
       const auto file = GgufFile::open(path);
@@ -388,13 +388,15 @@ TEST(Gguf, KQuantBlocksRunAsStored) {
 }
 
 // A K-quant super-block whose factor is Inf is refused by name (its 256
-// values would all be garbage): Q4_K's dmin, Q6_K's d.
+// values would all be garbage): Q4_K's dmin, Q5_K's and Q6_K's d.
 TEST(Gguf, KQuantNonFiniteFactorIsRefused) {
   const std::string dir = test::tiny_model_dir("tiny-gemma3-256");
   const std::string inf("\x00\x7c", 2);  // f16 +Inf
-  // super-block 3's dmin (Q4_K) and d (Q6_K)
+  // super-block 3's dmin (Q4_K) and d (Q5_K, Q6_K)
   const std::string q4_k = load_error_after_writing(exported(dir, "q4_k"), "blk.0.ffn_up.weight", ggml_type::Q4_K, 3 * 144 + 2, inf);
   for (const char* part : {"blk.0.ffn_up.weight", "Q4_K", "super-block 3", "dmin"}) EXPECT_NE(q4_k.find(part), std::string::npos) << q4_k;
+  const std::string q5_k = load_error_after_writing(exported(dir, "q5_k"), "blk.0.ffn_up.weight", ggml_type::Q5_K, 3 * 176, inf);
+  for (const char* part : {"blk.0.ffn_up.weight", "Q5_K", "super-block 3", "its d "}) EXPECT_NE(q5_k.find(part), std::string::npos) << q5_k;
   const std::string q6_k = load_error_after_writing(exported(dir, "q6_k"), "blk.0.ffn_up.weight", ggml_type::Q6_K, 3 * 210 + 208, inf);
   for (const char* part : {"blk.0.ffn_up.weight", "Q6_K", "super-block 3", "its d "}) EXPECT_NE(q6_k.find(part), std::string::npos) << q6_k;
 }
@@ -597,7 +599,7 @@ TEST(Gguf, LlamaCppAgrees) {
   const std::string text = "<start_of_turn>user\nthe cat sat on the mat, 123 times<end_of_turn>\n<start_of_turn>model\n";
   for (const auto& [dir, weights, tolerance] : std::vector<std::tuple<std::string, std::string, double>>{
            {tiny, "f32", 5e-3}, {tiny, "q8", 1e-1}, {tiny, "q4", 1e-1}, {tiny_256, "f32", 5e-3}, {tiny_256, "q4_k", 2e-1},
-           {tiny_256, "q6_k", 2e-1}}) {
+           {tiny_256, "q5_k", 2e-1}, {tiny_256, "q6_k", 2e-1}}) {
     const std::string path = exported(dir, weights);
     const std::string cmd = "cd '" + judge + "' && node judge.mjs '" + path + "' '" + text + "' 4 2>/dev/null";
     std::string output;

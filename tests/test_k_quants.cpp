@@ -1,4 +1,4 @@
-// The K-quants as they run (Q4_K and Q6_K: weight_matrix.h,
+// The K-quants as they run (Q4_K, Q5_K and Q6_K: weight_matrix.h,
 // simd/row_groups.h, kernels/k_quant_rows.h): the group layout
 // round-trips, every row-group kernel this CPU runs gives the contract's
 // bits (row_groups.h) and the dot product of llama.cpp's dequantized values
@@ -61,12 +61,14 @@ QRows quantized(const std::vector<std::vector<float>>& xs, int n) {
 }
 
 // The contracts of row_groups.h written from llama.cpp's block layouts.
-// Q4_K: per 32-value sub-block j the exact integer sums, then
-// fma(x_scale, fma(d sc_j, S, -(dmin m_j X)), acc) in order.
-float q4_k_contract(const uint8_t* row, const simd::Q8Row& x, int n) {
+// Q4_K and Q5_K (its fifth bits from qh): per 32-value sub-block j the
+// exact integer sums, then fma(x_scale, fma(d sc_j, S, -(dmin m_j X)), acc)
+// in order.
+template <bool kFive>
+float k_quant_min_contract(const uint8_t* row, const simd::Q8Row& x, int n) {
   float acc = 0;
   for (int sb = 0; sb < n / 256; ++sb) {
-    const uint8_t* block = row + sb * 144;
+    const uint8_t* block = row + sb * (kFive ? 176 : 144);
     uint16_t d, dmin;
     std::memcpy(&d, block, 2);
     std::memcpy(&dmin, block + 2, 2);
@@ -76,8 +78,9 @@ float q4_k_contract(const uint8_t* row, const simd::Q8Row& x, int n) {
       const int b = sb * 8 + j;
       int64_t s = 0, xs = 0;
       for (int t = 0; t < 32; ++t) {
-        const uint8_t byte = block[16 + 32 * (j / 2) + t];
-        s += int64_t(j % 2 ? byte >> 4 : byte & 15) * x.q[b * 32 + t];
+        const uint8_t byte = block[(kFive ? 48 : 16) + 32 * (j / 2) + t];
+        const int fifth = kFive && (block[16 + t] >> j & 1) ? 16 : 0;
+        s += int64_t((j % 2 ? byte >> 4 : byte & 15) + fifth) * x.q[b * 32 + t];
         xs += x.q[b * 32 + t];
       }
       const float minimum = f16_to_f32(dmin) * float(m) * float(xs);
@@ -120,9 +123,10 @@ struct KQuant {
   simd::GroupDot simd::RowGroupKernels::*kernel;
   float (*contract)(const uint8_t* row, const simd::Q8Row& x, int n);
 };
-const KQuant kQ4K{"Q4_K", WeightFormat::Q4_K, GgmlBlocks::Q4_K, 144, {0, 2}, &simd::RowGroupKernels::q4_k, q4_k_contract};
+const KQuant kQ4K{"Q4_K", WeightFormat::Q4_K, GgmlBlocks::Q4_K, 144, {0, 2}, &simd::RowGroupKernels::q4_k, k_quant_min_contract<false>};
+const KQuant kQ5K{"Q5_K", WeightFormat::Q5_K, GgmlBlocks::Q5_K, 176, {0, 2}, &simd::RowGroupKernels::q5_k, k_quant_min_contract<true>};
 const KQuant kQ6K{"Q6_K", WeightFormat::Q6_K, GgmlBlocks::Q6_K, 210, {208}, &simd::RowGroupKernels::q6_k, q6_k_contract};
-const KQuant* const kKQuants[] = {&kQ4K, &kQ6K};
+const KQuant* const kKQuants[] = {&kQ4K, &kQ5K, &kQ6K};
 
 // Random super-blocks: random bytes, the f16 factors finite near `scale`.
 WeightMatrix random_blocks(const KQuant& f, std::mt19937& rng, int out, int in, float scale = 0.01f) {
@@ -171,10 +175,14 @@ TEST(KQuants, GroupLayoutRoundTripsEveryRow) {
         const int i = 5, b = in / 256 - 1;
         const uint8_t* g = grouped.group(0) + 16 * f->block_bytes * b;
         const uint8_t* r = rows.row(i) + f->block_bytes * b;
-        if (f == &kQ4K) {  // dmin at 32 + 2i, packed byte 7 at 64 + 16 x 7 + i, qs byte 4c + t at 256 + 64c + 4i + t
+        if (f != &kQ6K) {  // dmin at 32 + 2i, packed byte 7 at 64 + 16 x 7 + i, qs byte 4c + t at 256 + 64c + 4i + t
+          const int qs = f == &kQ5K ? 48 : 16;
           EXPECT_EQ(0, std::memcmp(g + 32 + 2 * i, r + 2, 2));
           EXPECT_EQ(g[64 + 16 * 7 + i], r[4 + 7]);
-          EXPECT_EQ(g[256 + 64 * 29 + 4 * i + 3], r[16 + 4 * 29 + 3]);
+          EXPECT_EQ(g[256 + 64 * 29 + 4 * i + 3], r[qs + 4 * 29 + 3]);
+          if (f == &kQ5K) {  // qh byte 4c + t at 2304 + 64c + 4i + t
+            EXPECT_EQ(g[2304 + 64 * 6 + 4 * i + 1], r[16 + 4 * 6 + 1]);
+          }
         } else {  // d at 2i, block 6's second scale at 32 + 32 x 6 + 2i + 1, ql / qh byte 4c + t at 288 / 2336 + 64c + 4i + t
           EXPECT_EQ(0, std::memcmp(g + 2 * i, r + 208, 2));
           EXPECT_EQ(g[32 + 32 * 6 + 2 * i + 1], r[192 + 13]);
@@ -215,9 +223,10 @@ TEST(KQuants, EveryKernelGivesTheContractsBitsAndTheDequantizedDot) {
     }
 }
 
-// Where maddubs' int16 lanes are fullest (Q4_K: every nibble 15; Q6_K:
-// every value 63) against activations of +-127, with the largest scales
-// (Q4_K: scales and mins 63; Q6_K: -128, so T is at its bound): exact still.
+// Where maddubs' int16 lanes are fullest (Q4_K: every nibble 15; Q5_K: 31;
+// Q6_K: every value 63) against activations of +-127, with the largest
+// scales (Q4_K, Q5_K: scales and mins 63; Q6_K: -128, so T is at its
+// bound): exact still.
 TEST(KQuants, ExtremeWeightsAndActivationsStayExact) {
   const int n = 512;
   for (const KQuant* f : kKQuants) {
@@ -245,6 +254,8 @@ TEST(KQuants, ExtremeWeightsAndActivationsStayExact) {
         for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], f->contract(rows.row(i), x.rows[0], n));
         if (f == &kQ4K)  // 16 sub-blocks of 32 x (63 x 15 x 127 - 31.5 x 127) x 1/127 each
           EXPECT_FLOAT_EQ(out[0], sign * 16 * 32 * (63.f * 15.f - 31.5f));
+        else if (f == &kQ5K)  // the same with 31
+          EXPECT_FLOAT_EQ(out[0], sign * 16 * 32 * (63.f * 31.f - 31.5f));
         else  // 16 blocks of -128 x 32 x (63 - 32) x 127 x 1/127 each
           EXPECT_FLOAT_EQ(out[0], sign * 16 * -128.f * 32 * 31);
       }
@@ -288,7 +299,7 @@ TEST(KQuants, LinearGivesEachRowTheSameBitsGroupedOrNotAloneOrBatched) {
 // Prefill on grouped K-quant rows: each prompt row gets exactly its decode
 // bits; the f32 GEMM on the same quantized activations and the rows
 // expanded (the path for ungrouped rows) agrees within f32 rounding; f32
-// activations (q4_k_dot / q6_k_dot) give the float64 dot within f32 rounding.
+// activations (q4_k_dot, q5_k_dot, q6_k_dot) give the float64 dot within f32 rounding.
 TEST(KQuants, PrefillAndFloatActivationsAgreeWithDecode) {
   std::mt19937 rng(5);
   for (const KQuant* f : kKQuants)

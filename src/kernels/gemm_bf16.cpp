@@ -42,7 +42,7 @@ bool bf16_gemm_enabled() { return !exact_gemm() && exact_scopes == 0 && bf16_gem
 
 // The K-quants have no panel expansion of their own: their prefill takes
 // the row groups (or the f32 GEMM on rows expanded by row_f32).
-bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32 && f != WeightFormat::Q4_K && f != WeightFormat::Q6_K; }
+bool bf16_gemm_takes(WeightFormat f) { return f != WeightFormat::F32 && weight_block_values(f) != 256; }
 
 namespace {
 simd::PanelWeights panel_weights(WeightFormat f) {
@@ -53,6 +53,7 @@ simd::PanelWeights panel_weights(WeightFormat f) {
     case WeightFormat::Q4_0: return simd::PanelWeights::Q4_0;
     case WeightFormat::F32:
     case WeightFormat::Q4_K:
+    case WeightFormat::Q5_K:
     case WeightFormat::Q6_K: break;
   }
   throw Error(std::string("gemm_bf16: ") + weight_format_name(f) + " weights take the f32 GEMM");

@@ -6,7 +6,7 @@
 namespace splitdec {
 
 namespace {
-constexpr int kSuperBlock = 256, kQ4KBytes = 144, kQ6KBytes = 210;
+constexpr int kSuperBlock = 256, kQ4KBytes = 144, kQ5KBytes = 176, kQ6KBytes = 210;
 
 // x . row with the row expanded a super-block at a time, products in order.
 float expanded_dot(GgmlBlocks format, int block_bytes, const float* x, const uint8_t* row, int n) {
@@ -20,31 +20,47 @@ float expanded_dot(GgmlBlocks format, int block_bytes, const float* x, const uin
 }  // namespace
 
 void q4_k_expand(const uint8_t* row, int n, float* dst) { dequantize_ggml_blocks(GgmlBlocks::Q4_K, row, dst, n); }
+void q5_k_expand(const uint8_t* row, int n, float* dst) { dequantize_ggml_blocks(GgmlBlocks::Q5_K, row, dst, n); }
 void q6_k_expand(const uint8_t* row, int n, float* dst) { dequantize_ggml_blocks(GgmlBlocks::Q6_K, row, dst, n); }
 
 float q4_k_dot(const float* x, const uint8_t* row, int n) { return expanded_dot(GgmlBlocks::Q4_K, kQ4KBytes, x, row, n); }
+float q5_k_dot(const float* x, const uint8_t* row, int n) { return expanded_dot(GgmlBlocks::Q5_K, kQ5KBytes, x, row, n); }
 float q6_k_dot(const float* x, const uint8_t* row, int n) { return expanded_dot(GgmlBlocks::Q6_K, kQ6KBytes, x, row, n); }
 
-float q4_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n) {
+namespace {
+// Q4_K, or Q5_K with the fifth bits from qh (weight_matrix.h's layouts).
+template <bool kFive>
+float k_quant_min_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n) {
+  const int block_bytes = kFive ? kQ5KBytes : kQ4KBytes;
   float acc = 0;
   for (int sb = 0; sb < n / kSuperBlock; ++sb) {
-    const uint8_t* block = row + int64_t(sb) * kQ4KBytes;
+    const uint8_t* block = row + int64_t(sb) * block_bytes;
     const float d = load_as_f32(DType::F16, block), dmin = load_as_f32(DType::F16, block + 2);
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       k_quant_scale_min(j, block + 4, &sc, &m);
       const int b = sb * 8 + j;
       const int8_t* xq = x_q + int64_t(b) * 32;
-      const uint8_t* qs = block + 16 + 32 * (j / 2);
+      const uint8_t* qh = block + 16;
+      const uint8_t* qs = block + (kFive ? 48 : 16) + 32 * (j / 2);
       int32_t sum = 0, x_sum = 0;
       for (int t = 0; t < 32; ++t) {
-        sum += int32_t(j % 2 ? qs[t] >> 4 : qs[t] & 15) * xq[t];
+        const int fifth = kFive ? (qh[t] >> j & 1) << 4 : 0;
+        sum += int32_t((j % 2 ? qs[t] >> 4 : qs[t] & 15) | fifth) * xq[t];
         x_sum += xq[t];
       }
       acc = q4_k_step(acc, x_scale[b], d, dmin, sc, m, sum, x_sum);
     }
   }
   return acc;
+}
+}  // namespace
+
+float q4_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n) {
+  return k_quant_min_dot_q8<false>(x_scale, x_q, row, n);
+}
+float q5_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n) {
+  return k_quant_min_dot_q8<true>(x_scale, x_q, row, n);
 }
 
 float q6_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n) {

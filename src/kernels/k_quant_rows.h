@@ -1,4 +1,4 @@
-// Q4_K and Q6_K rows one at a time (weight_matrix.h has the block layouts):
+// Q4_K, Q5_K and Q6_K rows one at a time (weight_matrix.h has the block layouts):
 // the rows of a matrix that are not in row groups (the last out % 16, or
 // all of them with SPLITDEC_ROW_GROUPS=0 or f32 activations). Plain C,
 // whatever the SIMD table: grouped rows take the vector kernels
@@ -11,9 +11,9 @@
 
 namespace splitdec {
 
-// Q4_K's f32 step of one 32-value sub-block (simd/row_groups.h has the
-// contract): `acc` plus x_scale x (d sc S - dmin m X), with S the exact sum
-// of nibble x activation and X of the activations.
+// Q4_K's and Q5_K's f32 step of one 32-value sub-block (simd/row_groups.h
+// has the contract): `acc` plus x_scale x (d sc S - dmin m X), with S the
+// exact sum of weight value x activation and X of the activations.
 inline float q4_k_step(float acc, float x_scale, float d, float dmin, int sc, int m, int32_t sum, int32_t x_sum) {
   const float minimum = dmin * float(m) * float(x_sum);
   return std::fma(x_scale, std::fma(d * float(sc), float(sum), -minimum), acc);
@@ -24,15 +24,18 @@ inline float q4_k_step(float acc, float x_scale, float d, float dmin, int sc, in
 inline float q6_k_step(float acc, float x_scale, float d, int32_t t) { return std::fma(d * x_scale, float(t), acc); }
 
 // x . row against f32 activations: each weight expanded as llama.cpp's
-// dequantize_row_q4_K / _q6_K does, products summed in order.
+// dequantize_row_q4_K / _q5_K / _q6_K does, products summed in order.
 float q4_k_dot(const float* x, const uint8_t* row, int n);
+float q5_k_dot(const float* x, const uint8_t* row, int n);
 float q6_k_dot(const float* x, const uint8_t* row, int n);
 // x . row against activations in Q8_0 blocks (x_scale[n / 32], x_q[n]):
 // the f32 steps of the row-group kernels.
 float q4_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
+float q5_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
 float q6_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
 // The row expanded to f32.
 void q4_k_expand(const uint8_t* row, int n, float* dst);
+void q5_k_expand(const uint8_t* row, int n, float* dst);
 void q6_k_expand(const uint8_t* row, int n, float* dst);
 
 }  // namespace splitdec

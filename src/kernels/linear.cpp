@@ -92,11 +92,13 @@ const RowKernels& row_kernels(WeightFormat format) {
   // The K-quants' rows one at a time are plain C (k_quant_rows.h): their
   // vector kernels are the row groups'.
   static const RowKernels q4_k = k_quant_row_kernels<q4_k_dot, q4_k_expand, q4_k_dot_q8>();
+  static const RowKernels q5_k = k_quant_row_kernels<q5_k_dot, q5_k_expand, q5_k_dot_q8>();
   static const RowKernels q6_k = k_quant_row_kernels<q6_k_dot, q6_k_expand, q6_k_dot_q8>();
   switch (format) {
     case WeightFormat::Q8_0: return q8_0;
     case WeightFormat::Q4_0: return q4_0;
     case WeightFormat::Q4_K: return q4_k;
+    case WeightFormat::Q5_K: return q5_k;
     case WeightFormat::Q6_K: return q6_k;
     case WeightFormat::F32: return f32;
     case WeightFormat::BF16: return bf16;
@@ -195,7 +197,7 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 // a decode step allocates nothing.
 // For row groups (simd/row_groups.h) also what their kernel takes, and only
 // then: q + 128 [rows][in] for Q8_0's, 8 x each block's sum of q
-// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's, its halves' sums
+// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's and Q5_K's, its halves' sums
 // for Q6_K's (empty otherwise).
 struct QuantizedRows {
   std::vector<float> scale;
@@ -230,7 +232,7 @@ void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
   out.q.resize(size_t(rows) * size_t(w.in));
   out.q_offset.resize(grouped && w.format == WeightFormat::Q8_0 ? size_t(rows) * size_t(w.in) : 0);
   out.eight_sum.resize(grouped && w.format == WeightFormat::Q4_0 ? size_t(rows) * nb : 0);
-  out.sum.resize(grouped && w.format == WeightFormat::Q4_K ? size_t(rows) * nb : 0);
+  out.sum.resize(grouped && (w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q5_K) ? size_t(rows) * nb : 0);
   out.half_sums.resize(grouped && w.format == WeightFormat::Q6_K ? size_t(rows) * nb : 0);
 }
 
@@ -286,6 +288,7 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
     const simd::RowGroupKernels& kernels = simd::row_group_kernels(t);
     const simd::GroupDot dot = w.format == WeightFormat::Q4_0   ? kernels.q4
                                : w.format == WeightFormat::Q4_K ? kernels.q4_k
+                               : w.format == WeightFormat::Q5_K ? kernels.q5_k
                                : w.format == WeightFormat::Q6_K ? kernels.q6_k
                                                                 : kernels.q8;
     const size_t nb = size_t(w.in / 32);

@@ -23,6 +23,7 @@ const char* weight_format_name(WeightFormat f) {
     case WeightFormat::Q8_0: return "q8_0";
     case WeightFormat::Q4_0: return "q4_0";
     case WeightFormat::Q4_K: return "q4_k";
+    case WeightFormat::Q5_K: return "q5_k";
     case WeightFormat::Q6_K: return "q6_k";
   }
   return "?";
@@ -46,6 +47,7 @@ int weight_block_values(WeightFormat f) {
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0: return 32;
     case WeightFormat::Q4_K:
+    case WeightFormat::Q5_K:
     case WeightFormat::Q6_K: return 256;
     case WeightFormat::F32:
     case WeightFormat::BF16:
@@ -59,6 +61,7 @@ size_t weight_row_bytes(WeightFormat f, int in) {
     case WeightFormat::Q8_0: return size_t(in / 32) * 34;
     case WeightFormat::Q4_0: return size_t(in / 32) * 18;
     case WeightFormat::Q4_K: return size_t(in / 256) * 144;
+    case WeightFormat::Q5_K: return size_t(in / 256) * 176;
     case WeightFormat::Q6_K: return size_t(in / 256) * 210;
     case WeightFormat::F32: return size_t(in) * 4;
     case WeightFormat::BF16:
@@ -138,6 +141,7 @@ void WeightMatrix::set_rows_f32(int r0, int rows, const float* values) {
       case WeightFormat::Q8_0: quantize_row_q8_0(x, in, dst); break;
       case WeightFormat::Q4_0: quantize_row_q4_0(x, in, dst); break;
       case WeightFormat::Q4_K: quantize_ggml_blocks(GgmlBlocks::Q4_K, x, dst, in); break;
+      case WeightFormat::Q5_K: quantize_ggml_blocks(GgmlBlocks::Q5_K, x, dst, in); break;
       case WeightFormat::Q6_K: quantize_ggml_blocks(GgmlBlocks::Q6_K, x, dst, in); break;
       case WeightFormat::F32: std::memcpy(dst, x, size_t(in) * 4); break;
       case WeightFormat::BF16:
@@ -170,16 +174,20 @@ struct GroupedBlocks {
 // Where the bytes of row i's super-block b (as llama.cpp stores it) lie in
 // a K-quant group (simd/row_groups.h): move(at in the group, at in the
 // block, bytes) for each piece. Q4_K: d, dmin, each of the 12 packed scale
-// bytes, each of the 32 chunks of 4 qs bytes. Q6_K: d, each block's two
-// scales, the 32 ql and 16 qh chunks.
+// bytes, each of the 32 chunks of 4 qs bytes; Q5_K the same and its 8 qh
+// chunks. Q6_K: d, each block's two scales, the 32 ql and 16 qh chunks.
 template <class Move>
 void k_quant_block_pieces(WeightFormat format, int b, int i, Move move) {
-  if (format == WeightFormat::Q4_K) {
-    const size_t g = size_t(b) * simd::kQ4KGroupBlockBytes;
+  if (format == WeightFormat::Q4_K || format == WeightFormat::Q5_K) {
+    const bool five = format == WeightFormat::Q5_K;
+    const size_t g = size_t(b) * size_t(five ? simd::kQ5KGroupBlockBytes : simd::kQ4KGroupBlockBytes);
+    const size_t qs = five ? 48 : 16;
     move(g + size_t(2 * i), 0, 2);
     move(g + size_t(32 + 2 * i), 2, 2);
     for (int k = 0; k < 12; ++k) move(g + size_t(64 + 16 * k + i), size_t(4 + k), 1);
-    for (int c = 0; c < 32; ++c) move(g + size_t(256 + 64 * c + 4 * i), size_t(16 + 4 * c), 4);
+    for (int c = 0; c < 32; ++c) move(g + size_t(256 + 64 * c + 4 * i), qs + size_t(4 * c), 4);
+    if (five)
+      for (int c = 0; c < 8; ++c) move(g + size_t(2304 + 64 * c + 4 * i), size_t(16 + 4 * c), 4);
     return;
   }
   const size_t g = size_t(b) * simd::kQ6KGroupBlockBytes;
@@ -188,7 +196,7 @@ void k_quant_block_pieces(WeightFormat format, int b, int i, Move move) {
   for (int c = 0; c < 32; ++c) move(g + size_t(288 + 64 * c + 4 * i), size_t(4 * c), 4);
   for (int c = 0; c < 16; ++c) move(g + size_t(2336 + 64 * c + 4 * i), size_t(128 + 4 * c), 4);
 }
-bool is_k_quant(WeightFormat f) { return f == WeightFormat::Q4_K || f == WeightFormat::Q6_K; }
+bool is_k_quant(WeightFormat f) { return weight_block_values(f) == 256; }
 }  // namespace
 
 void WeightMatrix::copy_row(int o, uint8_t* dst) const {

@@ -28,6 +28,9 @@ namespace splitdec {
 // qs[32 (j / 2) + t] for even j, the high one for odd j: byte for byte
 // llama.cpp's block_q4_K (a GGUF's Q4_K_M tensors run as they are). Rows
 // whose length is a multiple of 256.
+// Q5_K: Q4_K with a fifth bit per value: 176-byte super-blocks {f16 d, f16
+// dmin, 12 packed scale bytes, uint8 qh[32], uint8 qs[128]}, value 32 j + t
+// is d sc_j (q + 16 ((qh[t] >> j) & 1)) - dmin m_j: llama.cpp's block_q5_K.
 // Q6_K: each row is in / 256 super-blocks of 210 bytes, {uint8 ql[128],
 // uint8 qh[64], int8 sc[16], f16 d}; value 128 h + 32 k + l of a
 // super-block (half h < 2, quarter k < 4, l < 32) is d sc_(8h + 2k + l/16)
@@ -35,7 +38,7 @@ namespace splitdec {
 // ql[64 h + 32 (k % 2) + l] and its high 2 bits (qh[32 h + l] >> 2k) & 3:
 // byte for byte llama.cpp's block_q6_K (a Q4_K_M file's embedding and some
 // attn_v / ffn_down). Rows whose length is a multiple of 256.
-enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q6_K };
+enum class WeightFormat : uint8_t { F32, BF16, F16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
 
 const char* weight_format_name(WeightFormat f);
 // The format that holds a float checkpoint dtype as it is (Error for I8 /
@@ -77,7 +80,7 @@ struct WeightMatrix {
   // llama.cpp's quantize_row_q8_0: d = max |x| / 127 of the block, q =
   // round(x / d), d stored as f16; Q4_0 as quantize_row_q4_0_ref: d = the
   // block's value of largest magnitude / -8, nibble = min(15, trunc(x / d +
-  // 8.5)); Q4_K / Q6_K with plain min/max scales, io/ggml_block_formats.h). InputError
+  // 8.5)); the K-quants with plain min/max scales, io/ggml_block_formats.h). InputError
   // if the rows do not fit.
   static WeightMatrix from_f32(WeightFormat format, int out, int in, const float* values);
 
@@ -98,7 +101,7 @@ struct WeightMatrix {
   void row_f32(int o, float* dst) const;
   // Group g of the grouped rows (rows 16 g .. 16 g + 15).
   const uint8_t* group(int g) const { return data.data() + size_t(g) * 16 * row_bytes(); }
-  // Q4_0 / Q8_0 / Q4_K / Q6_K rows rearranged into groups of 16 (all whole
+  // Q4_0 / Q8_0 / K-quant rows rearranged into groups of 16 (all whole
   // groups); a no-op on other formats or without int8 activations.
   void group_rows();
 };

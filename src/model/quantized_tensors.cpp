@@ -49,9 +49,9 @@ void check_k_quant_factors(WeightFormat format, const uint8_t* blocks, size_t bl
     size_t at;
     const char* name;
   };
-  const bool q4_k = format == WeightFormat::Q4_K;
+  const bool with_min = format != WeightFormat::Q6_K;  // Q4_K, Q5_K: d and dmin first
   const size_t block_bytes = weight_row_bytes(format, 256);
-  const std::vector<Factor> factors = q4_k ? std::vector<Factor>{{0, "d"}, {2, "dmin"}} : std::vector<Factor>{{208, "d"}};
+  const std::vector<Factor> factors = with_min ? std::vector<Factor>{{0, "d"}, {2, "dmin"}} : std::vector<Factor>{{208, "d"}};
   for (size_t b = 0; b < block_count; ++b)
     for (const Factor& f : factors) {
       uint16_t h;

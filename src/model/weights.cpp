@@ -197,8 +197,8 @@ void convert_rows(const TensorStore& store, const TensorView& v, int r0, int row
 
 namespace {
 
-// llama.cpp blocks splitdec has no kernels for (Q5_K, Q4_1, ...; Q4_K and
-// Q6_K when --weights asks for another format): their format, or false for
+// llama.cpp blocks splitdec has no kernels for (Q4_1, Q5_0, Q5_1; the
+// K-quants when --weights asks for another format): their format, or false for
 // every other tensor.
 bool converted_blocks(BlockType b, GgmlBlocks* f) {
   switch (b) {
@@ -271,16 +271,17 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     return f;
   };
   // The format a GGUF's blocks run in as they are: Q8_0 and Q4_0 always
-  // (splitdec's own), Q4_K and Q6_K unless --weights asks for another
+  // (splitdec's own), the K-quants Q4_K, Q5_K, Q6_K unless --weights asks for another
   // format; none for the other blocks (converted) and for float tensors.
   auto runs_as_stored = [&](const TensorView& v, bool embedding) -> std::optional<WeightFormat> {
     switch (v.blocks) {
       case BlockType::Q8_0: return WeightFormat::Q8_0;
       case BlockType::Q4_0: return WeightFormat::Q4_0;
       case BlockType::Q4_K:
+      case BlockType::Q5_K:
       case BlockType::Q6_K:
         if (embedding && loading.embedding_format ? loading.embedding_format : loading.format) return std::nullopt;
-        return v.blocks == BlockType::Q4_K ? WeightFormat::Q4_K : WeightFormat::Q6_K;
+        return v.blocks == BlockType::Q4_K ? WeightFormat::Q4_K : v.blocks == BlockType::Q5_K ? WeightFormat::Q5_K : WeightFormat::Q6_K;
       default: return std::nullopt;
     }
   };
@@ -346,7 +347,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     for (int r0 = 0, step = convert_piece_rows(in); r0 < out; r0 += step) convert_rows(store, v, r0, std::min(step, out - r0), m, r0);
     return m;
   };
-  // Block rows (Q4_0 / Q8_0 / Q4_K / Q6_K) in groups of 16 for the decode kernels (WeightMatrix::grouped_rows);
+  // Block rows (Q4_0 / Q8_0 / K-quants) in groups of 16 for the decode kernels (WeightMatrix::grouped_rows);
   // SPLITDEC_ROW_GROUPS=0 keeps them as stored (to measure one against the other).
   static const bool group_blocks = env_switch_on("SPLITDEC_ROW_GROUPS");
   auto grouped = [&](WeightMatrix m) {

@@ -54,12 +54,15 @@ void q8_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n,
       });
 }
 
-void q4_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+namespace {
+// Q4_K, or Q5_K with the fifth bits from qh (row_groups.h's layouts).
+template <bool kFive>
+void k_quant_min_group_dot(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < kGroupRows; ++i) {
       float acc = 0;
       for (int sb = 0; sb < n / 256; ++sb) {
-        const uint8_t* block = group + int64_t(sb) * kQ4KGroupBlockBytes;
+        const uint8_t* block = group + int64_t(sb) * (kFive ? kQ5KGroupBlockBytes : kQ4KGroupBlockBytes);
         uint16_t d16, dmin16;
         std::memcpy(&d16, block + 2 * i, 2);
         std::memcpy(&dmin16, block + 32 + 2 * i, 2);
@@ -74,13 +77,22 @@ void q4_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
           for (int c = 0; c < 8; ++c)
             for (int t = 0; t < 4; ++t) {
               const uint8_t byte = block[256 + 64 * (8 * (j / 2) + c) + 4 * i + t];
-              sum += int32_t(j % 2 ? byte >> 4 : byte & 15) * xq[4 * c + t];
+              const int fifth = kFive ? (block[2304 + 64 * c + 4 * i + t] >> j & 1) << 4 : 0;
+              sum += int32_t((j % 2 ? byte >> 4 : byte & 15) | fifth) * xq[4 * c + t];
             }
           acc = q4_k_step(acc, x[r].scale[b], f16_to_f32(d16), f16_to_f32(dmin16), sc, m, sum, x[r].sum[b]);
         }
       }
       out[r * kGroupRows + i] = acc;
     }
+}
+}  // namespace
+
+void q4_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  k_quant_min_group_dot<false>(x, rows, group, n, out);
+}
+void q5_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  k_quant_min_group_dot<true>(x, rows, group, n, out);
 }
 
 void q6_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
@@ -115,13 +127,15 @@ void q6_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
 }
 
 namespace {
-const RowGroupKernels kGeneric{"generic", q4_group_dot_generic, q8_group_dot_generic, q4_k_group_dot_generic, q6_k_group_dot_generic};
-const RowGroupKernels kAvx2{"avx2", q4_group_dot_avx2, q8_group_dot_avx2, q4_k_group_dot_avx2, q6_k_group_dot_avx2};
-const RowGroupKernels kAvxVnni{"avx-vnni", q4_group_dot_avx_vnni, q8_group_dot_avx_vnni, q4_k_group_dot_avx_vnni,
-                               q6_k_group_dot_avx_vnni};
-const RowGroupKernels kAvx512{"avx512", q4_group_dot_avx512, q8_group_dot_avx512, q4_k_group_dot_avx512, q6_k_group_dot_avx512};
-const RowGroupKernels kAvx512Vnni{"avx512-vnni", q4_group_dot_avx512_vnni, q8_group_dot_avx512_vnni, q4_k_group_dot_avx512_vnni,
-                                  q6_k_group_dot_avx512_vnni};
+#define SPLITDEC_ROW_GROUP_SET(name, suffix)                                                                  \
+  {name, q4_group_dot_##suffix, q8_group_dot_##suffix, q4_k_group_dot_##suffix, q5_k_group_dot_##suffix, \
+   q6_k_group_dot_##suffix}
+const RowGroupKernels kGeneric SPLITDEC_ROW_GROUP_SET("generic", generic);
+const RowGroupKernels kAvx2 SPLITDEC_ROW_GROUP_SET("avx2", avx2);
+const RowGroupKernels kAvxVnni SPLITDEC_ROW_GROUP_SET("avx-vnni", avx_vnni);
+const RowGroupKernels kAvx512 SPLITDEC_ROW_GROUP_SET("avx512", avx512);
+const RowGroupKernels kAvx512Vnni SPLITDEC_ROW_GROUP_SET("avx512-vnni", avx512_vnni);
+#undef SPLITDEC_ROW_GROUP_SET
 
 bool vnni_allowed() {
   static const bool allowed = env_switch_on("SPLITDEC_VNNI");

@@ -1,4 +1,4 @@
-// Q4_0, Q8_0, Q4_K and Q6_K weights in row groups (WeightMatrix::group_rows) against
+// Q4_0, Q8_0 and the K-quants Q4_K, Q5_K, Q6_K in row groups (WeightMatrix::group_rows) against
 // activation rows in Q8_0 form: the decode kernels of block-quantized
 // weights.
 //
@@ -13,8 +13,9 @@
 // Every kernel below gives the same bits: per output and block, the exact
 // integer sum of weight value x activation value (Q4_0: nibble - 8), as
 // f32, times (weight scale x activation scale), added by one fma into that
-// output's running sum, blocks in order. Q4_K, per 32-value sub-block j of
-// activation block b: with S the exact sum of nibble x activation and X
+// output's running sum, blocks in order. Q4_K and Q5_K, per 32-value
+// sub-block j of activation block b: with S the exact sum of weight value
+// (nibble, or 5-bit value) x activation and X
 // the exact sum of the activations,
 //   inner = fma(d sc_j, S, -(dmin m_j X)),  acc = fma(x_scale[b], inner, acc)
 // (d sc_j and dmin m_j are exact in f32: 11 x 6 bits). Q6_K, per
@@ -50,6 +51,10 @@ constexpr int kQ8GroupBlockBytes = kGroupRows * 34;
 // nibbles are the super-block's values 64 (c / 8) + 4 (c % 8) + 0..3, its
 // high nibbles the same plus 32.
 constexpr int kQ4KGroupBlockBytes = kGroupRows * 144;
+// Q5_K: Q4_K's layout (its qs chunks at 256 + 64 c), then qh chunk c (0-7)
+// at 2304 + 64 c holding bytes 4c .. 4c + 3 of each row's qh (row i at
+// 4 i); bit j of qh byte t is the fifth bit of sub-block j's value t.
+constexpr int kQ5KGroupBlockBytes = kGroupRows * 176;
 // Q6_K, per super-block b (at b x 16 x 210 bytes): the 16 rows' f16 d (row
 // i at 2 i); then per activation block m (0-7) the rows' two int8
 // sub-block scales sc_2m, sc_2m+1 (at 32 + 32 m + 2 i); then ql chunk c
@@ -63,7 +68,7 @@ constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 // One activation row in Q8_0 form: scale[n / 32], q[n] (-127 .. 127);
 // q_offset[n] = q + 128 (the unsigned operand for Q8_0's signed weights);
 // eight_sum[b] = 8 x the sum of block b's q (Q4_0's nibble offset);
-// sum[b] = the sum of block b's q (Q4_K's mins); half_sums[b] = the sums
+// sum[b] = the sum of block b's q (Q4_K's and Q5_K's mins); half_sums[b] = the sums
 // of its two 16-value halves as int16 in one int32 (first half in the low
 // 16 bits; Q6_K's offset of 32). Each needs to be there only for the
 // format whose kernels read it (else null).
@@ -89,6 +94,7 @@ struct RowGroupKernels {
   GroupDot q4;
   GroupDot q8;
   GroupDot q4_k;  // n a multiple of 256
+  GroupDot q5_k;  // n a multiple of 256
   GroupDot q6_k;  // n a multiple of 256
 };
 
@@ -103,6 +109,7 @@ std::vector<const RowGroupKernels*> row_group_kernels_available();
   void q4_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q8_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q4_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
+  void q5_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q6_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
 SPLITDEC_ROW_GROUP_KERNELS(generic)
 SPLITDEC_ROW_GROUP_KERNELS(avx2)
