@@ -11,10 +11,10 @@
 # defaults: build 26 2 "bf16 f16 q8 q4". The model is the gemma3-1b preset
 # (PRESET=gemma3-12b for rows of whole K-quant super-blocks: 1b's 1152 are
 # not) with random weights, cut to LAYERS layers, written by splitdec as a
-# GGUF of each type; q4_k_m and q4_k_pure are written by llama.cpp's own
-# llama-quantize from splitdec's bf16 GGUF (Q4_K_M as downloaded: Q6_K
-# embedding and some Q6_K matrices; pure: every matrix Q4_K, the embedding
-# Q8_0), so that tool must be in LLAMA_BIN_DIR for them. SPLITDEC_SIMD=avx2 picks splitdec's AVX2 table; the llama.cpp
+# GGUF of each type; q4_k_m, q5_k_m, q6_k and q4_k_pure are written by
+# llama.cpp's own llama-quantize from splitdec's bf16 GGUF (the _m mixes as
+# downloaded: Q6_K embedding and some Q6_K matrices; pure: every matrix
+# Q4_K, the embedding Q8_0), so that tool must be in LLAMA_BIN_DIR for them. SPLITDEC_SIMD=avx2 picks splitdec's AVX2 table; the llama.cpp
 # side is whatever LLAMA_BIN_DIR was built for (say which in the results).
 # Rows: prefill 512 (one sequence, one chunk of 512 on both sides), decode 64
 # tokens at depth 512 and 4096, and 64 tokens for 4, 8 and 16 sequences of
@@ -73,10 +73,11 @@ echo "|---|---|---|---|---|---|"
 for ty in "${types[@]}"; do
   g="$work/$ty.gguf"
   case "$ty" in
-    q4_k_m | q4_k_pure)
+    q4_k_m | q4_k_pure | q5_k_m | q6_k)
       "$bin" quantize --model "$work/model" --out "$work/bf16-source.gguf" --weights bf16 >/dev/null
-      if [ "$ty" = q4_k_m ]; then pure=(); else pure=(--pure --token-embedding-type q8_0 --output-tensor-type q8_0); fi
-      "$llama/llama-quantize" "${pure[@]}" "$work/bf16-source.gguf" "$g" Q4_K_M "$threads" >/dev/null 2>&1
+      pure=() type=$(echo "${ty%_pure}" | tr a-z A-Z)
+      if [ "$ty" = q4_k_pure ]; then pure=(--pure --token-embedding-type q8_0 --output-tensor-type q8_0) type=Q4_K_M; fi
+      "$llama/llama-quantize" "${pure[@]}" "$work/bf16-source.gguf" "$g" "$type" "$threads" >/dev/null 2>&1
       rm -f "$work/bf16-source.gguf" ;;
     *) "$bin" quantize --model "$work/model" --out "$g" --weights "$ty" >/dev/null ;;
   esac

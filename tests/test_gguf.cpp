@@ -26,6 +26,8 @@
 #include "io/tokenizer.h"
 #include "model/gguf_export.h"
 #include "model/make_model.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
 #include "splitdec/batch.h"
 #include "splitdec/splitdec.h"
 #include "test_support.h"
@@ -359,8 +361,9 @@ TEST(Gguf, KQuantFilesLoadConverted) {
 // file's blocks dequantized and stored as Q8_0 (`--weights q8`), which
 // shares the values but not the kernels. Measured (relative RMS of the
 // prompt logits): q4_k 0.20 against the folder (4-bit random weights),
-// 0.030 against Q8_0; q6_k 0.067 and 0.030; a value or scale read in the
-// wrong place gives about 1.
+// 0.030 against Q8_0; q5_k 0.11 and 0.030; q6_k 0.067 and 0.030; a value
+// or scale read in the wrong place gives about 1. The loaded matrices are
+// checked to be the file's formats (not converted).
 TEST(Gguf, KQuantBlocksRunAsStored) {
   const std::string dir = test::tiny_model_dir("tiny-gemma3-256");
   const BatchResult folder = run(Engine::load(dir), kPrompt);
@@ -375,6 +378,14 @@ TEST(Gguf, KQuantBlocksRunAsStored) {
         EXPECT_EQ(t->type, type) << weights << " " << name;
       }
       EXPECT_EQ(file->find_tensor("token_embd.weight")->type, ggml_type::Q6_K) << weights;
+    }
+    {
+      const ModelWeights w = load_weights(load_model_config(path), std::make_shared<const TensorStore>(TensorStore::open_dir(path)));
+      const WeightFormat as_stored = type == ggml_type::Q4_K ? WeightFormat::Q4_K : type == ggml_type::Q5_K ? WeightFormat::Q5_K : WeightFormat::Q6_K;
+      EXPECT_EQ(w.embed_tokens.format, WeightFormat::Q6_K) << weights;
+      EXPECT_EQ(w.layers[0].q_proj.format, as_stored) << weights;
+      EXPECT_EQ(w.layers[1].down_proj.format, as_stored) << weights;
+      EXPECT_GT(w.layers[0].q_proj.grouped_rows, 0) << weights;
     }
     const BatchResult native = run(Engine::load(path), kPrompt);
     LoadOptions q8;
@@ -584,9 +595,9 @@ TEST(Gguf, LlamaCppAgrees) {
   // sliding there as in the preset.
   // tiny-gemma3-256 for the K-quants: its rows are whole super-blocks, so
   // the file keeps its K-blocks and splitdec runs them as they are.
-  // Measured: Q4_K (embedding Q6_K) 0.11, Q6_K 0.11 (llama.cpp quantizes
-  // the activations per 256 values for them, splitdec per 32), the same
-  // preset in f32 within f32's bound.
+  // Measured: Q4_K (embedding Q6_K) 0.11, Q5_K 0.093, Q6_K 0.11 (llama.cpp
+  // quantizes the activations per 256 values for them, splitdec per 32),
+  // the same preset in f32 within f32's bound.
   auto two_layers = [](const std::string& preset) {
     MakeModelOptions o;
     o.preset = preset;

@@ -160,15 +160,13 @@ TEST(KQuants, GroupLayoutRoundTripsEveryRow) {
         EXPECT_EQ(grouped.grouped_rows, out / 16 * 16);
         EXPECT_EQ(grouped.bytes(), rows.bytes());
         std::vector<uint8_t> got(rows.row_bytes());
-        std::vector<float> f_rows(static_cast<size_t>(in)), f_grouped(static_cast<size_t>(in)), ggml(static_cast<size_t>(in));
+        std::vector<float> f_grouped(static_cast<size_t>(in)), ggml(static_cast<size_t>(in));
         for (int o = 0; o < out; ++o) {
           grouped.copy_row(o, got.data());
           ASSERT_EQ(0, std::memcmp(got.data(), rows.row(o), got.size())) << "row " << o;
-          rows.row_f32(o, f_rows.data());
-          grouped.row_f32(o, f_grouped.data());
+          grouped.row_f32(o, f_grouped.data());  // the embedding lookup's path
           dequantize_ggml_blocks(f->blocks, rows.row(o), ggml.data(), in);
-          ASSERT_EQ(f_rows, f_grouped) << "row " << o;
-          ASSERT_EQ(f_rows, ggml) << "row " << o;
+          ASSERT_EQ(f_grouped, ggml) << "row " << o;
         }
         if (out < 16) continue;
         // Row 5's last super-block, a few bytes where row_groups.h puts them.
@@ -225,15 +223,16 @@ TEST(KQuants, EveryKernelGivesTheContractsBitsAndTheDequantizedDot) {
 
 // Where maddubs' int16 lanes are fullest (Q4_K: every nibble 15; Q5_K: 31;
 // Q6_K: every value 63) against activations of +-127, with the largest
-// scales (Q4_K, Q5_K: scales and mins 63; Q6_K: -128, so T is at its
-// bound): exact still.
+// scales (Q4_K, Q5_K: scales and mins 63; Q6_K: -128); and Q6_K's values
+// 0 (q - 32 = -32: T at its bound, 2^24 - 2^17): exact still.
 TEST(KQuants, ExtremeWeightsAndActivationsStayExact) {
   const int n = 512;
-  for (const KQuant* f : kKQuants) {
+  const std::pair<const KQuant*, uint8_t> cases[] = {{&kQ4K, 0xff}, {&kQ5K, 0xff}, {&kQ6K, 0xff}, {&kQ6K, 0x00}};
+  for (const auto& [f, value_bytes] : cases) {
     std::vector<uint8_t> bytes(size_t(16 * 2 * f->block_bytes));
     for (size_t b = 0; b < bytes.size() / size_t(f->block_bytes); ++b) {
       uint8_t* block = &bytes[b * size_t(f->block_bytes)];
-      std::memset(block, 0xff, size_t(f->block_bytes));
+      std::memset(block, value_bytes, size_t(f->block_bytes));
       if (f == &kQ6K) std::memset(block + 192, 0x80, 16);  // every sub-block scale -128
       for (size_t k = 0; k < f->factors.size(); ++k) {
         const uint16_t h = f32_to_f16(k == 0 ? 1.f : 0.5f);  // d = 1, Q4_K's dmin 0.5
@@ -245,20 +244,23 @@ TEST(KQuants, ExtremeWeightsAndActivationsStayExact) {
     WeightMatrix grouped = rows;
     grouped.group_rows();
     for (float sign : {1.f, -1.f}) {
-      const QRows x = quantized({std::vector<float>(size_t(n), sign)}, n);
+      const std::vector<float> v(size_t(n), sign);
+      const QRows x = quantized({v, v, v, v}, n);
       ASSERT_EQ(x.q[0][0], int8_t(127 * sign));
-      for (const simd::RowGroupKernels* k : simd::row_group_kernels_available()) {
-        SCOPED_TRACE(std::string(f->name) + " " + k->name + " sign " + std::to_string(sign));
-        float out[16];
-        (k->*f->kernel)(x.rows.data(), 1, grouped.group(0), n, out);
-        for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], f->contract(rows.row(i), x.rows[0], n));
-        if (f == &kQ4K)  // 16 sub-blocks of 32 x (63 x 15 x 127 - 31.5 x 127) x 1/127 each
-          EXPECT_FLOAT_EQ(out[0], sign * 16 * 32 * (63.f * 15.f - 31.5f));
-        else if (f == &kQ5K)  // the same with 31
-          EXPECT_FLOAT_EQ(out[0], sign * 16 * 32 * (63.f * 31.f - 31.5f));
-        else  // 16 blocks of -128 x 32 x (63 - 32) x 127 x 1/127 each
-          EXPECT_FLOAT_EQ(out[0], sign * 16 * -128.f * 32 * 31);
-      }
+      for (const simd::RowGroupKernels* k : simd::row_group_kernels_available())
+        for (int count = 1; count <= 4; ++count) {
+          SCOPED_TRACE(std::string(f->name) + " " + k->name + " sign " + std::to_string(sign) + " rows " + std::to_string(count));
+          float outs[4 * 16];
+          (k->*f->kernel)(x.rows.data(), count, grouped.group(0), n, outs);
+          for (int i = 0; i < 16 * count; ++i) EXPECT_EQ(outs[i], f->contract(rows.row(i % 16), x.rows[0], n));
+          const float* out = outs + 16 * (count - 1);
+          if (f == &kQ4K)  // 16 sub-blocks of 32 x (63 x 15 x 127 - 31.5 x 127) x 1/127 each
+            EXPECT_FLOAT_EQ(out[0], sign * 16 * 32 * (63.f * 15.f - 31.5f));
+          else if (f == &kQ5K)  // the same with 31
+            EXPECT_FLOAT_EQ(out[0], sign * 16 * 32 * (63.f * 31.f - 31.5f));
+          else  // 16 blocks of -128 x 32 x (q - 32) x 127 x 1/127 each
+            EXPECT_FLOAT_EQ(out[0], sign * 16 * -128.f * 32 * (value_bytes ? 31 : -32));
+        }
     }
   }
 }

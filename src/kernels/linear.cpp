@@ -197,8 +197,8 @@ void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
 // a decode step allocates nothing.
 // For row groups (simd/row_groups.h) also what their kernel takes, and only
 // then: q + 128 [rows][in] for Q8_0's, 8 x each block's sum of q
-// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's and Q5_K's, its halves' sums
-// for Q6_K's (empty otherwise).
+// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's and Q5_K's, the
+// sums of its halves for Q6_K's (empty otherwise).
 struct QuantizedRows {
   std::vector<float> scale;
   std::vector<int8_t> q;
@@ -279,6 +279,17 @@ int64_t unit_grain(const WeightMatrix& w, int64_t output_grain) {
   return w.grouped_rows > 0 ? std::max<int64_t>(1, output_grain / simd::kGroupRows) : output_grain;
 }
 
+// The row-group kernel of a block format (Q8_0 for the one left).
+simd::GroupDot group_dot(const simd::RowGroupKernels& kernels, WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Q4_0: return kernels.q4;
+    case WeightFormat::Q4_K: return kernels.q4_k;
+    case WeightFormat::Q5_K: return kernels.q5_k;
+    case WeightFormat::Q6_K: return kernels.q6_k;
+    default: return kernels.q8;
+  }
+}
+
 // Units [u0, u1) for every quantized row: groups through the row-group
 // kernel (four rows per weight load), the rest through matvec_q8act_block.
 void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
@@ -286,11 +297,7 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
   const int64_t groups = w.grouped_rows / simd::kGroupRows;
   if (u0 < groups) {
     const simd::RowGroupKernels& kernels = simd::row_group_kernels(t);
-    const simd::GroupDot dot = w.format == WeightFormat::Q4_0   ? kernels.q4
-                               : w.format == WeightFormat::Q4_K ? kernels.q4_k
-                               : w.format == WeightFormat::Q5_K ? kernels.q5_k
-                               : w.format == WeightFormat::Q6_K ? kernels.q6_k
-                                                                : kernels.q8;
+    const simd::GroupDot dot = group_dot(kernels, w.format);
     const size_t nb = size_t(w.in / 32);
     simd::Q8Row xr[4];
     float out[4 * simd::kGroupRows];

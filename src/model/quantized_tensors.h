@@ -50,9 +50,9 @@ WeightMatrix load_quantized_matrix(const TensorStore& store, const TensorView& v
 void check_q8_0_values(const uint8_t* blocks, size_t block_count, const std::string& what);
 
 // K-quant super-blocks as stored (Q4_K, Q5_K or Q6_K) whose f16 factors
-// (Q4_K's and Q5_K's d and dmin, Q6_K's d) are finite (an Inf or NaN factor would turn every
-// value of the block to garbage). FormatError naming `what`, the
-// super-block and the factor otherwise.
+// (Q4_K's and Q5_K's d and dmin, Q6_K's d) are finite (an Inf or NaN
+// factor would turn every value of the block to garbage). FormatError
+// naming `what`, the super-block and the factor otherwise.
 void check_k_quant_factors(WeightFormat format, const uint8_t* blocks, size_t block_count, const std::string& what);
 
 }  // namespace splitdec
