@@ -20,17 +20,12 @@
 #include "kernels/linear.h"
 #include "kernels/simd/kernel_table.h"
 #include "kernels/simd/row_groups.h"
+#include "random_values.h"
 
 using namespace splitdec;
+using test::random_vec;
 
 namespace {
-
-std::vector<float> random_vec(std::mt19937& rng, size_t n, float scale = 1.f) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 // Activation rows in Q8_0 form with their block and half-block sums, as
 // linear() makes them.

@@ -9,17 +9,10 @@
 
 #include "kernels/ops.h"
 #include "kernels/reference_ops.h"
+#include "random_values.h"
 
 using namespace splitdec;
-
-namespace {
-std::vector<float> random_vec(std::mt19937& rng, size_t n, float scale = 1.f) {
-  std::uniform_real_distribution<float> u(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-}  // namespace
+using test::random_vec;
 
 TEST(Ops, RmsNormMatchesReferenceOnEveryRow) {
   std::mt19937 rng(1);
