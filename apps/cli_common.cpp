@@ -241,8 +241,8 @@ GenerateOptions SamplingFlags::options(int max_new_tokens, const std::string& mo
   return o;
 }
 
-std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights) {
-  LoadOptions o{.weights = weights, .progress = {}};
+std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights, const std::string& mmproj) {
+  LoadOptions o{.weights = weights, .progress = {}, .mmproj = mmproj};
   if (!::isatty(2)) return Engine::load(dir, o);
   o.progress = [](size_t done, size_t total) {
     std::fprintf(stderr, "\rloading weights %zu/%zu", done + 1, total);
@@ -251,6 +251,11 @@ std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::str
   auto engine = Engine::load(dir, o);
   std::fprintf(stderr, "\r\033[K");
   return engine;
+}
+
+void add_mmproj_option(CLI::App& cmd, std::string& mmproj) {
+  cmd.add_option("--mmproj", mmproj,
+                 "with a GGUF --model: the vision tower as llama.cpp's converter writes it (mmproj-*.gguf; Gemma-3)");
 }
 
 void print_trace(const std::vector<TraceStep>& trace, size_t from) {

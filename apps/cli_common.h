@@ -91,8 +91,12 @@ struct PromptFlags {
 };
 
 // Loads a model, with a progress line on stderr when it is a terminal.
-// weights: LoadOptions::weights ("" keeps the checkpoint's formats).
-std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights = "");
+// weights: LoadOptions::weights ("" keeps the checkpoint's formats);
+// mmproj: LoadOptions::mmproj.
+std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights = "",
+                                          const std::string& mmproj = "");
+// --mmproj FILE.gguf, as llama.cpp's multimodal tools take it.
+void add_mmproj_option(CLI::App& cmd, std::string& mmproj);
 
 void print_trace(const std::vector<TraceStep>& trace, size_t from);
 

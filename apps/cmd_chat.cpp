@@ -31,7 +31,7 @@ void on_interrupt(int) { interrupted = 1; }
 struct ReplyStopped {};
 
 struct ChatFlags {
-  std::string model, system;
+  std::string model, mmproj, system;
   int max_new_tokens = 128;
   int image_tokens = 0;
   bool pan_and_scan = false;
@@ -50,7 +50,7 @@ int run(const ChatFlags& f) {
   co.keep_trace = f.session.trace;  // a long chat keeps no entry per token unless asked
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
-  const auto engine = load_engine(f.model, f.session.weights);
+  const auto engine = load_engine(f.model, f.session.weights, f.mmproj);
   if (!engine->has_tokenizer()) throw InputError(f.model + ": chat needs a tokenizer.json or tokenizer.model in the model directory");
   Conversation chat(engine, co);
   if (!f.system.empty()) chat.set_system(f.system);
@@ -191,6 +191,7 @@ void add_chat(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("chat", "multi-turn chat: one user turn per line of stdin until EOF");
   auto f = std::make_shared<ChatFlags>();
   cmd->add_option("-m,--model", f->model, "model directory")->required();
+  add_mmproj_option(*cmd, f->mmproj);
   cmd->add_option("-n,--max-new-tokens", f->max_new_tokens, "tokens per reply (default 128)")
       ->transform(integer_in(1, INT32_MAX));
   cmd->add_option("--system", f->system, "the system turn");

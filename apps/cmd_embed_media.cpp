@@ -11,7 +11,7 @@ namespace splitdec::cli {
 namespace {
 
 struct EmbedFlags {
-  std::string model, image, audio, out;
+  std::string model, mmproj, image, audio, out;
   int image_tokens = 0;
   bool pan_and_scan = false;
 };
@@ -23,7 +23,7 @@ int run(const EmbedFlags& f) {
     throw InputError((f.image.empty() ? "--audio " : "--image ") + path + ": no such file");
   if (!f.audio.empty() && f.image_tokens != 0) throw InputError("--image-tokens applies to --image");
   if (!f.audio.empty() && f.pan_and_scan) throw InputError("--pan-and-scan applies to --image");
-  const auto engine = load_engine(f.model);
+  const auto engine = load_engine(f.model, "", f.mmproj);
   const MediaRows rows = engine->embed_media(path, f.image.empty() ? Modality::Audio : Modality::Image,
                                              media_options(f.image_tokens, f.pan_and_scan));
   write_npy(f.out, {rows.rows, rows.hidden}, rows.data.data());
@@ -38,6 +38,7 @@ void add_embed_media(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("embed-media", "write the rows an image or audio file gives the decoder, as .npy");
   auto f = std::make_shared<EmbedFlags>();
   cmd->add_option("-m,--model", f->model, "model directory")->required();
+  add_mmproj_option(*cmd, f->mmproj);
   cmd->add_option("--image", f->image, "an image file (PNG, JPEG)");
   cmd->add_option("--audio", f->audio, "an audio file (WAV, FLAC; 16 kHz)");
   cmd->add_option("--image-tokens", f->image_tokens,

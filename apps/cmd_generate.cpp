@@ -14,7 +14,7 @@ namespace splitdec::cli {
 namespace {
 
 struct GenerateFlags {
-  std::string model, input, logits_path, step_logits_path;
+  std::string model, mmproj, input, logits_path, step_logits_path;
   PromptFlags prompt;
   int max_new_tokens = 16;
   bool json = false;
@@ -46,7 +46,7 @@ int run(const GenerateFlags& f) {
   go.keep_step_logits = !f.step_logits_path.empty();
   go.validate();  // before a model that may be large is loaded
   f.session.apply_threads();
-  const auto engine = load_engine(f.model, f.session.weights);
+  const auto engine = load_engine(f.model, f.session.weights, f.mmproj);
   std::vector<TokenInputs> turns;
   const auto encode_start = std::chrono::steady_clock::now();  // the prompt's text and media to inputs
   if (!f.input.empty()) {
@@ -141,6 +141,7 @@ void add_generate(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("generate", "generate from a prompt or exact inputs");
   auto f = std::make_shared<GenerateFlags>();
   cmd->add_option("-m,--model", f->model, "model directory")->required();
+  add_mmproj_option(*cmd, f->mmproj);
   f->prompt.add_to(*cmd);
   cmd->add_option("--input", f->input, "exact inputs as JSON (tokens, modality, attention_mask, media_embeddings; or turns)");
   cmd->add_option("-n,--max-new-tokens", f->max_new_tokens, "tokens to generate per sequence, 0 for none (default 16)")

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/machine.h"
 #include "model/gguf_export.h"
+#include "model/mmproj_export.h"
 #include "model/quantize_model.h"
 #include "prompt/chat_template.h"
 
@@ -25,8 +26,12 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
                   "256-value blocks fall back as llama.cpp's quantize does: Q5_0, Q5_1, Q8_0)")
       ->required();
   cmd->add_option("--keep", o->keep, "tensor-name glob kept as stored, e.g. '*embed_tokens*' (repeatable)");
-  cmd->callback([o, &run] {
-    run = [o] {
+  auto mmproj_out = std::make_shared<std::string>();
+  cmd->add_option("--out-mmproj", *mmproj_out,
+                  "with --out FILE.gguf: also write the Gemma-3 vision tower as an mmproj GGUF (as llama.cpp's converter "
+                  "--mmproj does; matrices in --weights when it is f32, f16 or bf16, else F16)");
+  cmd->callback([o, mmproj_out, &run] {
+    run = [o, mmproj_out] {
       if (::isatty(2))
         o->progress = [](size_t done, size_t total) {
           std::fprintf(stderr, "\rquantizing: tensor %zu of %zu", done, total);
@@ -40,8 +45,15 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
         const GgufExportSummary s = export_gguf(g);
         std::printf("wrote %s (%s): %d tensors; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(), s.tensors,
                     format_bytes(s.bytes_in).c_str(), format_bytes(s.bytes_out).c_str());
+        if (!mmproj_out->empty()) {
+          const bool float_weights = o->weights == "f32" || o->weights == "f16" || o->weights == "bf16";
+          const MmprojExportOptions mo{o->model_dir, *mmproj_out, float_weights ? o->weights : "f16", o->progress};
+          const int n = export_mmproj(mo);
+          std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), mo.weights.c_str(), n);
+        }
         return 0;
       }
+      if (!mmproj_out->empty()) throw InputError("--out-mmproj goes with --out FILE.gguf (the text model's GGUF)");
       const QuantizeSummary s = quantize_model(*o);
       std::printf("wrote %s (%s): %d matrices quantized, %d kept by --keep; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(),
                   s.quantized, s.kept, format_bytes(s.bytes_in).c_str(), format_bytes(s.bytes_out).c_str());

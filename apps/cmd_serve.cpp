@@ -27,7 +27,7 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 struct ServeFlags {
-  std::string model, model_name, media_dir, api_key;
+  std::string model, mmproj, model_name, media_dir, api_key;
   std::string generation_config = "auto";
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -112,7 +112,7 @@ int run(const ServeFlags& f) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 
-  const auto engine = load_engine(f.model, f.weights);
+  const auto engine = load_engine(f.model, f.weights, f.mmproj);
   serve::HttpServer server(engine, o, so);
   const int port = server.bind();
   std::printf("splitdec serve: %s on http://%s:%d (%d sequences of %lld positions, plan %s)\n", o.model_name.c_str(),
@@ -137,6 +137,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("serve", "an OpenAI-compatible HTTP server (chat/completions, completions) with continuous batching");
   auto f = std::make_shared<ServeFlags>();
   cmd->add_option("-m,--model", f->model, "model directory")->required();
+  add_mmproj_option(*cmd, f->mmproj);
   cmd->add_option("--weights", f->weights, "weights as stored (checkpoint, default); q8: 8-bit blocks (Q8_0) quantized at load, about half of bf16's bytes; q4: 4-bit blocks (Q4_0), 8-bit embedding; both with int8 activations in decode, q8-f32act / q4-f32act with f32 ones");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--port", f->port, "port (default 8080; 0: any free port, printed at start)");

@@ -24,14 +24,15 @@ namespace splitdec::cli {
 namespace {
 
 struct TokenizeFlags {
-  std::string model, strings;
+  std::string model, mmproj, strings;
   PromptFlags prompt;
 };
 
 // Image and audio files count their soft tokens from config.json alone (the
 // block's rows are zeros here: tokenize shows ids, never embeddings).
-MediaLoader media_counter(const std::string& dir, const ModelConfig& config, const MediaOptions& media) {
-  auto frontend = std::make_shared<const MediaFrontend>(load_frontend_config(dir, config), FrontendWeights{}, false, 0);
+MediaLoader media_counter(const std::string& dir, const std::string& mmproj, const ModelConfig& config,
+                          const MediaOptions& media) {
+  auto frontend = std::make_shared<const MediaFrontend>(load_frontend_config(dir, config, mmproj), FrontendWeights{}, false, 0);
   return MediaLoader::counting(config, std::move(frontend), ImageOptions{media.image_tokens, media.pan_and_scan});
 }
 
@@ -39,7 +40,7 @@ int run(const TokenizeFlags& f) {
   if (f.prompt.given() == !f.strings.empty() || (!f.prompt.prompt.empty() && !f.prompt.messages.empty()))
     throw InputError("tokenize: give exactly one of --prompt, --messages or --strings");
   f.prompt.check();
-  const ModelConfig config = load_model_config(f.model);
+  const ModelConfig config = load_model_config(f.model, f.mmproj);
   const auto tokenizer = Tokenizer::open_dir(f.model);
   if (!tokenizer) throw InputError(f.model + ": tokenize needs a tokenizer.json or tokenizer.model in the model directory");
   auto piece = [&](int id) { return id < tokenizer->piece_count() ? tokenizer->piece(id) : "<id:" + std::to_string(id) + ">"; };
@@ -48,7 +49,7 @@ int run(const TokenizeFlags& f) {
     PromptBatch p;
     if (f.prompt.is_chat()) {
       const ChatTemplate chat_template = ChatTemplate::from_model_dir(f.model, config.family == Family::Gemma4 ? "gemma4" : "gemma3");
-      const ChatPrompter prompter(config, *tokenizer, chat_template, media_counter(f.model, config, f.prompt.media()));
+      const ChatPrompter prompter(config, *tokenizer, chat_template, media_counter(f.model, f.mmproj, config, f.prompt.media()));
       p = f.prompt.messages.empty()
               ? prompter.encode(chat_turn_messages(f.prompt.system, f.prompt.images, f.prompt.audio, f.prompt.prompt), true)
               : prompter.encode(parse_chat_messages(f.prompt.messages_text(),
@@ -56,7 +57,7 @@ int run(const TokenizeFlags& f) {
                                                     f.prompt.messages),
                                 true);
     } else {
-      const MediaLoader media = media_counter(f.model, config, f.prompt.media());
+      const MediaLoader media = media_counter(f.model, f.mmproj, config, f.prompt.media());
       p = prompt_from_text(f.prompt.plain_text(), *tokenizer, config, true, &media);
     }
     out = {{"tokens", p.tokens}, {"pieces", nlohmann::json::array()}};
@@ -87,6 +88,7 @@ void add_tokenize(CLI::App& app, std::function<int()>& run_fn) {
   auto* cmd = app.add_subcommand("tokenize", "print the token ids a prompt (or each string of a JSON array) becomes");
   auto f = std::make_shared<TokenizeFlags>();
   cmd->add_option("-m,--model", f->model, "model directory (config.json and tokenizer)")->required();
+  add_mmproj_option(*cmd, f->mmproj);
   f->prompt.add_to(*cmd);
   cmd->add_option("--strings", f->strings, "a JSON array of strings, each encoded without special tokens");
   cmd->callback([f, &run_fn] { run_fn = [f] { return run(*f); }; });

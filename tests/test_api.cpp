@@ -232,7 +232,7 @@ TEST(Api, BatchMatchesTheReferenceAndTracesTheRouter) {
 // logits.
 std::pair<double, double> check_block_weights(const std::string& weights) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
-  const auto q = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}});
+  const auto q = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
   const auto full = engine_for("tiny-gemma4");
   TokenInputs turn = full->encode_prompt("a long enough prompt about a cat and a mat", false);
   auto run = [&](const std::shared_ptr<const Engine>& e, const char* plan) {
@@ -278,7 +278,7 @@ std::pair<double, double> check_block_weights(const std::string& weights) {
     return b.result().prompt_logits;
   };
   const std::vector<float> a = logits(full), b = logits(q);
-  const auto f32act = Engine::load(dir, LoadOptions{.weights = weights + "-f32act", .progress = {}});
+  const auto f32act = Engine::load(dir, LoadOptions{.weights = weights + "-f32act", .progress = {}, .mmproj = {}});
   const std::vector<float> c = logits(f32act);
   EXPECT_EQ(a.size(), b.size());
   EXPECT_EQ(a.size(), c.size());
@@ -296,7 +296,7 @@ TEST(Api, Q8WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
   const auto [rel, rel_f32act] = check_block_weights("q8");
   EXPECT_LT(rel, 0.15);  // measured 0.072 (6 tiny layers); see bench --only quantized for gemma3-1b
   EXPECT_LT(rel_f32act, 0.1);  // measured 0.049
-  EXPECT_THROW(Engine::load(test::tiny_model_dir("tiny-gemma4"), LoadOptions{.weights = "q3", .progress = {}}), InputError);
+  EXPECT_THROW(Engine::load(test::tiny_model_dir("tiny-gemma4"), LoadOptions{.weights = "q3", .progress = {}, .mmproj = {}}), InputError);
 }
 
 TEST(Api, Q4WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {

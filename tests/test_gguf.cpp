@@ -25,6 +25,7 @@
 #include "kernels/gemm_bf16.h"
 #include "io/tokenizer.h"
 #include "model/gguf_export.h"
+#include "model/mmproj_export.h"
 #include "model/make_model.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
@@ -170,7 +171,7 @@ TEST(Gguf, LosslessFilesGiveTheFoldersLogitsBitForBit) {
   }
   const std::string dir = test::tiny_model_dir("tiny-gemma3");
   for (const std::string weights : {"q8", "q4"}) {
-    const auto folder = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}});
+    const auto folder = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
     const auto gguf = Engine::load(exported(dir, weights));
     EXPECT_EQ(max_difference(run(folder, kPrompt), run(gguf, kPrompt)), 0.f) << weights;
   }
@@ -649,4 +650,164 @@ TEST(Gguf, LlamaCppAgrees) {
     std::printf("%s: max |log-prob difference| against llama.cpp %.2e\n", weights.c_str(), worst);
     EXPECT_LT(worst, tolerance) << weights;
   }
+}
+
+namespace {
+
+std::string exported_mmproj(const std::string& dir, const std::string& weights) {
+  const std::string out = test::temp_dir("mmproj-" + weights) + "/mmproj.gguf";
+  EXPECT_GT(export_mmproj(MmprojExportOptions{.model_dir = dir, .out_path = out, .weights = weights, .progress = {}}), 0);
+  return out;
+}
+
+// The prompt logits and six greedy steps of one chat turn holding an image.
+BatchResult run_image_turn(const std::shared_ptr<const Engine>& e) {
+  ConversationOptions o;
+  o.plan = "split";
+  o.chunk = 8;
+  o.max_length = 96;
+  Batch b(e, 1, o);
+  GenerateOptions g;
+  g.max_new_tokens = 6;
+  g.keep_prompt_logits = true;
+  g.keep_step_logits = true;
+  b.run_turn(e->encode_chat(ChatTurn{.system = "", .images = {SIGLIP_PNG}, .audio = {}, .text = "What is it?", .media = {}}), g);
+  return b.result();
+}
+
+std::string load_error(const std::string& model, const std::string& mmproj) {
+  try {
+    Engine::load(model, LoadOptions{.weights = "", .progress = {}, .mmproj = mmproj});
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// A text GGUF and its mmproj (as llama.cpp's converter writes the pair) are
+// the folder's multimodal model: in f32 the same image rows and the same
+// logits bit for bit (soft_emb_norm is stored as 1 + w and used as stored);
+// f16 matrices within f16's rounding.
+TEST(Gguf, MmprojPairIsTheFoldersVisionModel) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
+  const auto folder = Engine::load(dir);
+  const std::string text = exported(dir, "f32");
+  const auto pair = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = exported_mmproj(dir, "f32")});
+  EXPECT_EQ(pair->model_type(), "gemma3");
+  EXPECT_NE(pair->describe_media().find("SigLIP"), std::string::npos) << pair->describe_media();
+  const MediaRows want = folder->embed_media(SIGLIP_PNG, Modality::Image), got = pair->embed_media(SIGLIP_PNG, Modality::Image);
+  EXPECT_EQ(got.rows, want.rows);
+  EXPECT_EQ(got.data, want.data);
+  const BatchResult a = run_image_turn(folder), b = run_image_turn(pair);
+  EXPECT_EQ(max_difference(a, b), 0.f);
+
+  const auto f16 = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = exported_mmproj(dir, "f16")});
+  const MediaRows half = f16->embed_media(SIGLIP_PNG, Modality::Image);
+  ASSERT_EQ(half.data.size(), want.data.size());
+  double num = 0, den = 0;
+  for (size_t k = 0; k < want.data.size(); ++k) {
+    num += double(half.data[k] - want.data[k]) * (half.data[k] - want.data[k]);
+    den += double(want.data[k]) * want.data[k];
+  }
+  EXPECT_GT(num, 0.0);  // f16 matrices do round
+  EXPECT_LT(std::sqrt(num / den), 1e-2);  // measured 4.4e-3 relative RMS on this random tower
+  // Without the mmproj the text GGUF takes no image, and says why.
+  EXPECT_THROW(Engine::load(text)->embed_media(SIGLIP_PNG, Modality::Image), InputError);
+}
+
+// The mmproj's keys and names are the converter's (gguf-py's constants for
+// arch MMPROJ, projector gemma3), and the norm holds 1 + w.
+TEST(Gguf, MmprojExportWritesTheConvertersKeysAndNames) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
+  const auto file = GgufFile::open(exported_mmproj(dir, "f16"));
+  EXPECT_EQ(file->string("general.architecture"), "clip");
+  EXPECT_EQ(file->string("clip.projector_type"), "gemma3");
+  EXPECT_EQ(file->boolean("clip.has_vision_encoder"), true);
+  EXPECT_EQ(file->integer("clip.vision.image_size"), 112);
+  EXPECT_EQ(file->integer("clip.vision.patch_size"), 14);
+  EXPECT_EQ(file->integer("clip.vision.projector.scale_factor"), 2);  // 8 x 8 patches pooled to 4 x 4 (not the default 4)
+  EXPECT_EQ(file->numbers("clip.vision.image_mean"), (std::vector<double>{0.5, 0.5, 0.5}));
+  const ModelConfig config = load_model_config(dir);
+  EXPECT_EQ(file->integer("clip.vision.projection_dim"), config.hidden_size);
+  for (const char* name : {"v.patch_embd.weight", "v.patch_embd.bias", "v.position_embd.weight", "v.blk.0.ln1.weight",
+                           "v.blk.0.attn_q.weight", "v.blk.0.attn_out.bias", "v.blk.0.ffn_up.weight", "v.blk.0.ffn_down.weight",
+                           "v.post_ln.weight", "mm.input_projection.weight", "mm.soft_emb_norm.weight"})
+    EXPECT_NE(file->find_tensor(name), nullptr) << name;
+  EXPECT_EQ(file->find_tensor("v.patch_embd.weight")->type, ggml_type::F32);
+  EXPECT_EQ(file->find_tensor("v.blk.0.attn_q.weight")->type, ggml_type::F16);
+  EXPECT_EQ(file->find_tensor("mm.input_projection.weight")->type, ggml_type::F16);
+  // [vision hidden, text hidden] as the checkpoint holds it: ggml's ne is the reverse.
+  EXPECT_EQ(file->find_tensor("mm.input_projection.weight")->ne, (std::vector<uint64_t>{uint64_t(config.hidden_size), 32}));
+  const TensorStore folder = TensorStore::open_dir(dir);
+  const std::vector<float> w = folder.get("model.multi_modal_projector.mm_soft_emb_norm.weight").to_f32();
+  const std::vector<float> stored = TensorStore::open_mmproj(file->name()).get("model.multi_modal_projector.mm_soft_emb_norm.weight").to_f32();
+  ASSERT_EQ(stored.size(), w.size());
+  for (size_t k = 0; k < w.size(); ++k) EXPECT_EQ(stored[k], w[k] + 1.f) << k;
+}
+
+// What --mmproj pairs with, and an mmproj that does not fit, are errors
+// naming the file, the key and the limit.
+TEST(Gguf, MmprojMismatchesAreNamed) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
+  const std::string text = exported(dir, "f32"), mmproj = exported_mmproj(dir, "f32");
+  auto has = [](const std::string& error, std::initializer_list<const char*> parts) {
+    EXPECT_FALSE(error.empty());
+    for (const char* p : parts) EXPECT_NE(error.find(p), std::string::npos) << error << "\n  lacks: " << p;
+  };
+  has(load_error(dir, mmproj), {"pairs with a GGUF text model", dir.c_str()});
+  has(load_error(text, text), {"general.architecture", "'gemma3'", "vision tower file"});
+  has(load_error(mmproj, ""), {"general.architecture", "'clip'", "--mmproj"});
+  has(load_error(text, dir + "/nothing.gguf"), {"no such file"});
+  // The same bytes with one value changed: a projection width of another
+  // model, another projector, image statistics Gemma-3 does not use.
+  auto patched = [&](const std::string& key, const std::string& old_value, const std::string& new_value) {
+    std::string all = test::read_file(mmproj);
+    const size_t at = all.find(key);
+    EXPECT_NE(at, std::string::npos) << key;
+    const size_t v = all.find(old_value, at);  // in the name itself, or in the value after the type and length
+    EXPECT_LT(v, at + key.size() + 24) << key;
+    all.replace(v, old_value.size(), new_value);
+    const std::string path = test::temp_dir("mmproj-patched") + "/mmproj.gguf";
+    test::write_file(path, all);
+    return load_error(text, path);
+  };
+  const uint32_t hidden = uint32_t(load_model_config(dir).hidden_size), other = hidden + 1;
+  has(patched("clip.vision.projection_dim", std::string(reinterpret_cast<const char*>(&hidden), 4),
+              std::string(reinterpret_cast<const char*>(&other), 4)),
+      {"clip.vision.projection_dim", std::to_string(other).c_str(), std::to_string(hidden).c_str(), "another model"});
+  has(patched("clip.projector_type", "gemma3", "gemma4"), {"clip.projector_type", "'gemma4'", "gemma3"});
+  const float half = 0.5f, other_mean = 0.48f;
+  has(patched("clip.vision.image_mean", std::string(reinterpret_cast<const char*>(&half), 4),
+              std::string(reinterpret_cast<const char*>(&other_mean), 4)),
+      {"clip.vision.image_mean", "0.5"});
+  has(patched("v.blk.0.ln1.weight", "ln1", "lnx"), {"v.blk.0.lnx.weight", "not part of Gemma-3's vision tower"});
+}
+
+// The commands take --mmproj: generate answers about an image as the folder does.
+TEST(Gguf, CommandsTakeAnMmproj) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
+  const std::string out = test::temp_dir("mmproj-cli");
+  const auto q = test::run_splitdec("quantize -m " + dir + " --out " + out + "/text.gguf --out-mmproj " + out +
+                                    "/mmproj.gguf --weights f32");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  auto tokens_line = [](const std::string& output) {
+    const size_t at = output.find("[0] tokens:");
+    return at == std::string::npos ? output : output.substr(at, output.find('\n', at) - at);
+  };
+  const std::string ask = std::string(" --chat --image ") + SIGLIP_PNG + " -p 'What is it?' -n 6";
+  const auto a = test::run_splitdec("generate -m " + dir + ask);
+  const auto b = test::run_splitdec("generate -m " + out + "/text.gguf --mmproj " + out + "/mmproj.gguf" + ask);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(tokens_line(b.output), tokens_line(a.output));
+  const auto t = test::run_splitdec("tokenize -m " + out + "/text.gguf --mmproj " + out + "/mmproj.gguf" + std::string(" --chat --image ") +
+                                    SIGLIP_PNG + " -p 'What?'");
+  const auto u = test::run_splitdec("tokenize -m " + dir + std::string(" --chat --image ") + SIGLIP_PNG + " -p 'What?'");
+  ASSERT_EQ(t.exit_code, 0) << t.output;
+  EXPECT_EQ(t.output, u.output);
+  const auto bad = test::run_splitdec("quantize -m " + dir + " --out " + out + "/folder --out-mmproj " + out + "/m.gguf --weights q8");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--out FILE.gguf"), std::string::npos) << bad.output;
 }

@@ -82,6 +82,9 @@ struct LoadOptions {
   std::string weights;
   // progress(done, total) is called as weight tensors are read.
   std::function<void(size_t, size_t)> progress;
+  // An mmproj GGUF (llama.cpp's --mmproj: Gemma-3's vision tower as its
+  // converter writes it) beside a GGUF model: images then go through it.
+  std::string mmproj;
 };
 
 // A loaded model: config.json, weights and tokenizer of a directory.

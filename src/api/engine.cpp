@@ -17,16 +17,18 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
-  return load(dir, LoadOptions{.weights = "", .progress = progress});
+  return load(dir, LoadOptions{.weights = "", .progress = progress, .mmproj = {}});
 }
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const LoadOptions& options) {
   const WeightLoading loading = weight_loading_named(options.weights);
-  auto impl = std::make_unique<Impl>(Impl{Model::load(dir, options.progress, loading), Tokenizer::open_dir(dir), nullptr, nullptr});
+  auto impl = std::make_unique<Impl>(
+      Impl{Model::load(dir, options.progress, loading, options.mmproj), Tokenizer::open_dir(dir), nullptr, nullptr});
   const ModelConfig& c = impl->model.config();
   impl->chat_template = std::make_unique<ChatTemplate>(
       ChatTemplate::from_model_dir(dir, family_of(c).builtin_chat_template));
-  impl->frontend = MediaFrontend::load(dir, c, TensorStore::open_dir(dir));
+  impl->frontend = options.mmproj.empty() ? MediaFrontend::load(dir, c, TensorStore::open_dir(dir))
+                                          : MediaFrontend::load_mmproj(dir, options.mmproj, c);
   return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
 }
 

@@ -8,6 +8,7 @@
 #include "io/families/family.h"
 #include "io/gguf.h"
 #include "io/families/gemma3_gguf.h"
+#include "io/families/gemma3_mmproj.h"
 
 namespace splitdec {
 
@@ -43,7 +44,20 @@ ModelConfig parse_model_config(const json& root, const std::string& source) {
   return c;
 }
 
-ModelConfig load_model_config(const std::string& model_dir) {
+void check_mmproj_pairing(const std::string& model_dir, const std::string& mmproj) {
+  if (!is_gguf_path(model_dir))
+    throw ConfigError("--mmproj " + mmproj + " pairs with a GGUF text model (--model FILE.gguf); " + model_dir +
+                      " is not one (a model folder brings its own vision tower)");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(mmproj, ec)) throw ConfigError("--mmproj " + mmproj + ": no such file");
+  if (!is_gguf_path(mmproj)) throw ConfigError("--mmproj " + mmproj + ": not a GGUF file (FILE.gguf)");
+}
+
+ModelConfig load_model_config(const std::string& model_dir, const std::string& mmproj) {
+  if (!mmproj.empty()) {
+    check_mmproj_pairing(model_dir, mmproj);
+    return gemma3_model_config_from_gguf_pair(*GgufFile::open(model_dir), *GgufFile::open(mmproj));
+  }
   // Say what a model is when the path is something else (a GGUF file, a
   // typo), rather than "DIR/config.json: cannot open".
   if (is_gguf_path(model_dir)) return gemma3_model_config_from_gguf(*GgufFile::open(model_dir));

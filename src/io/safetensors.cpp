@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "io/gguf.h"
 #include "io/families/gemma3_gguf.h"
+#include "io/families/gemma3_mmproj.h"
 
 namespace splitdec {
 
@@ -194,6 +195,14 @@ TensorStore TensorStore::open_gguf(const std::string& path) {
   TensorStore s;
   s.tensors_ = gemma3_tensors_from_gguf(*gguf);
   // The views point into the mapping, which the store keeps.
+  s.files_.push_back(std::shared_ptr<const MappedFile>(gguf, gguf->mapped()));
+  return s;
+}
+
+TensorStore TensorStore::open_mmproj(const std::string& path) {
+  const std::shared_ptr<const GgufFile> gguf = GgufFile::open(path);
+  TensorStore s;
+  s.tensors_ = gemma3_tensors_from_mmproj(*gguf);
   s.files_.push_back(std::shared_ptr<const MappedFile>(gguf, gguf->mapped()));
   return s;
 }

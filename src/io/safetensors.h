@@ -55,6 +55,8 @@ class TensorStore {
   // A GGUF file's tensors under checkpoint names (io/families/gemma3_gguf.h).
   // open_dir takes a .gguf path too and comes here.
   static TensorStore open_gguf(const std::string& path);
+  // An mmproj GGUF's vision tower under checkpoint names (io/families/gemma3_mmproj.h).
+  static TensorStore open_mmproj(const std::string& path);
 
   TensorStore(TensorStore&&) noexcept;
   TensorStore& operator=(TensorStore&&) noexcept;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/families/gemma3_gguf.h"
+#include "io/families/gemma3_mmproj.h"
 #include "io/config_fields.h"
 #include "io/model_config.h"
 
@@ -231,8 +232,13 @@ FrontendConfig parse_frontend_config(const json& root, const ModelConfig& decode
   return f;
 }
 
-FrontendConfig load_frontend_config(const std::string& model_dir, const ModelConfig& decoder) {
+FrontendConfig load_frontend_config(const std::string& model_dir, const ModelConfig& decoder, const std::string& mmproj) {
   namespace fs = std::filesystem;
+  if (!mmproj.empty()) {
+    check_mmproj_pairing(model_dir, mmproj);
+    return parse_frontend_config(gemma3_config_from_gguf_pair(*GgufFile::open(model_dir), *GgufFile::open(mmproj)), decoder,
+                                 mmproj);
+  }
   // A GGUF holds the text model only (its vision tower is a separate mmproj file).
   if (is_gguf_path(model_dir)) return parse_frontend_config(gemma3_config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
   const fs::path path = fs::path(model_dir) / "config.json";

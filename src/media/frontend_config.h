@@ -59,7 +59,8 @@ struct FrontendConfig {
 // hidden size, model_type, image budget default). `source` names the file.
 FrontendConfig parse_frontend_config(const nlohmann::json& root, const ModelConfig& decoder, const std::string& source);
 // config.json of `model_dir`, and the processor's max_soft_tokens from
-// preprocessor_config.json / processor_config.json when one is there.
-FrontendConfig load_frontend_config(const std::string& model_dir, const ModelConfig& decoder);
+// preprocessor_config.json / processor_config.json when one is there. With
+// `mmproj`, the vision config of that mmproj GGUF beside the GGUF `model_dir`.
+FrontendConfig load_frontend_config(const std::string& model_dir, const ModelConfig& decoder, const std::string& mmproj = "");
 
 }  // namespace splitdec

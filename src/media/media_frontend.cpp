@@ -20,6 +20,19 @@ std::shared_ptr<const MediaFrontend> MediaFrontend::load(const std::string& mode
   return std::make_shared<const MediaFrontend>(std::move(config), std::move(weights), ready, bytes);
 }
 
+std::shared_ptr<const MediaFrontend> MediaFrontend::load_mmproj(const std::string& model_path, const std::string& mmproj,
+                                                                const ModelConfig& decoder) {
+  FrontendConfig config = load_frontend_config(model_path, decoder, mmproj);
+  if (config.vision == VisionFrontend::None) throw ConfigError(mmproj + ": holds no vision tower this model can use");
+  FrontendWeights weights;
+  size_t bytes = 0;
+  const TensorStore store = TensorStore::open_mmproj(mmproj);
+  if (!load_frontend_weights(config, store, weights, &bytes))
+    throw FormatError(mmproj + ": none of the vision tower's tensors are in the file");
+  weights.siglip.soft_emb_norm_adds_one = false;  // the converter stored 1 + w
+  return std::make_shared<const MediaFrontend>(std::move(config), std::move(weights), true, bytes);
+}
+
 MediaFrontend::MediaFrontend(FrontendConfig config, FrontendWeights weights, bool weights_loaded, size_t bytes)
     : config_(std::move(config)),
       weights_(std::move(weights)),

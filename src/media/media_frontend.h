@@ -31,6 +31,10 @@ class MediaFrontend {
   // weights in `store`. A model without frontends gives an empty one.
   static std::shared_ptr<const MediaFrontend> load(const std::string& model_dir, const ModelConfig& decoder,
                                                    const TensorStore& store);
+  // The vision tower of an mmproj GGUF beside the text GGUF `model_path`
+  // (io/families/gemma3_mmproj.h); every tensor must be there.
+  static std::shared_ptr<const MediaFrontend> load_mmproj(const std::string& model_path, const std::string& mmproj,
+                                                          const ModelConfig& decoder);
   MediaFrontend(FrontendConfig config, FrontendWeights weights, bool weights_loaded, size_t bytes);
 
   bool has_vision() const { return vision_ready_; }

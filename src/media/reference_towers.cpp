@@ -217,7 +217,7 @@ MediaEmbeddings reference_siglip(const SiglipShape& s, const SiglipWeights& w, c
           for (int x = ox * s.pool; x < (ox + 1) * s.pool; ++x) sum += h.row(y * G + x)[c];
         pooled.row(oy * PG + ox)[c] = sum / (s.pool * s.pool);
       }
-  rms_norm(pooled, H, w.soft_emb_norm.data(), true, eps);
+  rms_norm(pooled, H, w.soft_emb_norm.data(), w.soft_emb_norm_adds_one, eps);
   return to_embeddings(linear(pooled, w.projection));
 }
 

@@ -112,7 +112,7 @@ MediaEmbeddings siglip_encode(const SiglipShape& s, const SiglipWeights& w, cons
   const int T = s.tokens(), out = w.projection.out;
   std::vector<float> pooled(size_t(T) * H);
   average_pool_grid(a.data(), G, G, H, s.pool, pooled.data());
-  rms_norm_rows(pooled.data(), w.soft_emb_norm.data(), T, H, eps, true, pooled.data());
+  rms_norm_rows(pooled.data(), w.soft_emb_norm.data(), T, H, eps, w.soft_emb_norm_adds_one, pooled.data());
   MediaEmbeddings result;
   result.rows = T;
   result.data.resize(size_t(T) * out);

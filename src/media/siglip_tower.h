@@ -42,6 +42,9 @@ struct SiglipWeights {
   std::vector<SiglipLayerWeights> layers;
   std::vector<float> post_ln_weight, post_ln_bias;  // [hidden]
   std::vector<float> soft_emb_norm;                 // [hidden], applied as (1 + w)
+  // False when soft_emb_norm holds 1 + w already (llama.cpp's mmproj stores
+  // it so): used as stored, rather than subtracting 1 and rounding.
+  bool soft_emb_norm_adds_one = true;
   // The checkpoint stores mm_input_projection_weight as [hidden, text_hidden]
   // and uses it as x @ W; the loader transposes it to this nn.Linear layout.
   WeightMatrix projection;  // [text_hidden, hidden]

@@ -13,8 +13,9 @@
 
 namespace splitdec {
 
-Model Model::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress, const WeightLoading& loading) {
-  ModelConfig config = load_model_config(dir);
+Model Model::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress, const WeightLoading& loading,
+                  const std::string& mmproj) {
+  ModelConfig config = load_model_config(dir, mmproj);
   auto store = std::make_shared<const TensorStore>(TensorStore::open_dir(dir));
   ModelWeights weights = load_weights(config, store, progress, loading);
   return Model(std::move(config), std::move(weights));

@@ -30,9 +30,11 @@ class AttentionStage {
 
 class Model {
  public:
-  // progress(done, total) is called as weight tensors are read.
+  // progress(done, total) is called as weight tensors are read. `mmproj`:
+  // the vision tower's GGUF beside a GGUF `dir`, which makes the model
+  // multimodal (its weights load in the media frontend, not here).
   static Model load(const std::string& dir, const std::function<void(size_t, size_t)>& progress = {},
-                    const WeightLoading& loading = {});
+                    const WeightLoading& loading = {}, const std::string& mmproj = "");
   Model(ModelConfig config, ModelWeights weights);
 
   const ModelConfig& config() const { return config_; }

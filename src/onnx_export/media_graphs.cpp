@@ -158,7 +158,8 @@ void build_siglip(const SiglipShape& s, const SiglipWeights& w, GraphBuilder& g)
   h = g.op("Reshape", {g.op("Transpose", {h}, {{"perm", std::vector<int64_t>{0, 2, 1}}}), g.const_i64({0, H, G, G}, {4})});
   h = g.op("AveragePool", {h}, {{"kernel_shape", std::vector<int64_t>{s.pool, s.pool}}, {"strides", std::vector<int64_t>{s.pool, s.pool}}});
   h = g.op("Transpose", {g.op("Reshape", {h, g.const_i64({0, H, T}, {3})})}, {{"perm", std::vector<int64_t>{0, 2, 1}}});
-  const std::vector<float> norm = plus_one(w.soft_emb_norm);  // Gemma3RMSNorm scales by (1 + w)
+  // Gemma3RMSNorm scales by (1 + w); an mmproj's is stored as 1 + w already.
+  const std::vector<float> norm = w.soft_emb_norm_adds_one ? plus_one(w.soft_emb_norm) : w.soft_emb_norm;
   h = m.rms_norm(h, eps, &norm, "mm_soft_emb_norm.weight_plus_one");
   g.node_named("Identity", {m.linear(h, w.projection, "mm_input_projection")}, {media_names::kImageFeatures});
   g.set_scope("");

@@ -70,7 +70,8 @@ json gemma3_config_from_gguf(const GgufFile& f) {
   if (*arch != "gemma3")
     fail("general.architecture",
          "is '" + *arch + "'; splitdec reads gemma3 GGUFs (text model); " +
-             (*arch == "clip" ? "an mmproj file holds a vision tower, which is not read yet" : "other architectures are not read yet"));
+             (*arch == "clip" ? "an mmproj file holds a vision tower: give it as --mmproj beside the text model's GGUF"
+                              : "other architectures are not read yet"));
   const std::string a = "gemma3.";
   // A count read from the file, range-checked under its own key.
   auto count = [&](const std::string& key, std::optional<int64_t> fallback, int64_t limit) -> int64_t {
@@ -178,38 +179,43 @@ ModelConfig gemma3_model_config_from_gguf(const GgufFile& f) {
   return c;
 }
 
+TensorView gguf_tensor_view(const GgufFile& f, const GgufTensor& t) {
+  TensorView v;
+  v.name = t.name;  // errors name the tensor as the file does
+  v.file = f.name();
+  for (auto it = t.ne.rbegin(); it != t.ne.rend(); ++it) v.shape.push_back(int64_t(*it));
+  v.data = t.data;
+  v.nbytes = size_t(t.nbytes);
+  switch (t.type) {
+    case ggml_type::F32: v.dtype = DType::F32; break;
+    case ggml_type::F16: v.dtype = DType::F16; break;
+    case ggml_type::BF16: v.dtype = DType::BF16; break;
+    case ggml_type::Q8_0: v.dtype = DType::U8, v.blocks = BlockType::Q8_0; break;
+    case ggml_type::Q4_0: v.dtype = DType::U8, v.blocks = BlockType::Q4_0; break;
+    case ggml_type::Q4_1: v.dtype = DType::U8, v.blocks = BlockType::Q4_1; break;
+    case ggml_type::Q5_0: v.dtype = DType::U8, v.blocks = BlockType::Q5_0; break;
+    case ggml_type::Q5_1: v.dtype = DType::U8, v.blocks = BlockType::Q5_1; break;
+    case ggml_type::Q4_K: v.dtype = DType::U8, v.blocks = BlockType::Q4_K; break;
+    case ggml_type::Q5_K: v.dtype = DType::U8, v.blocks = BlockType::Q5_K; break;
+    case ggml_type::Q6_K: v.dtype = DType::U8, v.blocks = BlockType::Q6_K; break;
+    default:
+      throw FormatError(f.name() + ": tensor '" + t.name + "' is " + ggml_type_name(t.type) +
+                        ", which splitdec does not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and "
+                        "Q6_K are)");
+  }
+  if (v.blocks != BlockType::None && v.shape.size() != 2)
+    throw FormatError(f.name() + ": tensor '" + t.name + "' is " + ggml_type_name(t.type) + " but not 2-D");
+  return v;
+}
+
 std::map<std::string, TensorView> gemma3_tensors_from_gguf(const GgufFile& f) {
   std::map<std::string, TensorView> out;
   for (const GgufTensor& t : f.tensors()) {
     const std::string name = checkpoint_name(t.name);
     if (name.empty())
-      throw FormatError(f.name() + ": tensor '" + t.name + "' is not part of a Gemma-3 text model (an mmproj tensor? those are not read yet)");
-    TensorView v;
-    v.name = t.name;  // errors name the tensor as the file does
-    v.file = f.name();
-    for (auto it = t.ne.rbegin(); it != t.ne.rend(); ++it) v.shape.push_back(int64_t(*it));
-    v.data = t.data;
-    v.nbytes = size_t(t.nbytes);
-    switch (t.type) {
-      case ggml_type::F32: v.dtype = DType::F32; break;
-      case ggml_type::F16: v.dtype = DType::F16; break;
-      case ggml_type::BF16: v.dtype = DType::BF16; break;
-      case ggml_type::Q8_0: v.dtype = DType::U8, v.blocks = BlockType::Q8_0; break;
-      case ggml_type::Q4_0: v.dtype = DType::U8, v.blocks = BlockType::Q4_0; break;
-      case ggml_type::Q4_1: v.dtype = DType::U8, v.blocks = BlockType::Q4_1; break;
-      case ggml_type::Q5_0: v.dtype = DType::U8, v.blocks = BlockType::Q5_0; break;
-      case ggml_type::Q5_1: v.dtype = DType::U8, v.blocks = BlockType::Q5_1; break;
-      case ggml_type::Q4_K: v.dtype = DType::U8, v.blocks = BlockType::Q4_K; break;
-      case ggml_type::Q5_K: v.dtype = DType::U8, v.blocks = BlockType::Q5_K; break;
-      case ggml_type::Q6_K: v.dtype = DType::U8, v.blocks = BlockType::Q6_K; break;
-      default:
-        throw FormatError(f.name() + ": tensor '" + t.name + "' is " + ggml_type_name(t.type) +
-                          ", which splitdec does not load (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and "
-                          "Q6_K are)");
-    }
-    if (v.blocks != BlockType::None && v.shape.size() != 2)
-      throw FormatError(f.name() + ": tensor '" + t.name + "' is " + ggml_type_name(t.type) + " but not 2-D");
-    out.emplace(name, std::move(v));
+      throw FormatError(f.name() + ": tensor '" + t.name + "' is not part of a Gemma-3 text model" +
+                        (t.name.starts_with("v.") || t.name.starts_with("mm.") ? " (a vision tower's: give the mmproj file as --mmproj)" : ""));
+    out.emplace(name, gguf_tensor_view(f, t));
   }
   return out;
 }

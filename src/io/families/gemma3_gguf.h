@@ -18,6 +18,7 @@
 namespace splitdec {
 
 class GgufFile;
+struct GgufTensor;
 struct ModelConfig;
 
 // The Hugging Face config.json (model_type gemma3_text) that the file's
@@ -33,6 +34,11 @@ ModelConfig gemma3_model_config_from_gguf(const GgufFile& file);
 // (TensorView::blocks). FormatError naming the tensor for any other type or
 // for a name that is not part of a Gemma-3 text model.
 std::map<std::string, TensorView> gemma3_tensors_from_gguf(const GgufFile& file);
+
+// One GGUF tensor as a view of its bytes (shape in row-major order, the
+// reverse of ggml's ne): float types as float views, the block types splitdec
+// runs as block views. FormatError naming the tensor and its type otherwise.
+TensorView gguf_tensor_view(const GgufFile& file, const GgufTensor& tensor);
 
 // llama.cpp's name for a checkpoint tensor name (without the decoder
 // prefix): "layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight",
