@@ -17,11 +17,15 @@
 #include "core/npy.h"
 #include "io/gguf.h"
 #include "io/families/gemma3_gguf.h"
+#include "io/families/gemma3_mmproj.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/media_embeddings.h"
 #include "io/safetensors.h"
 #include "io/model_config.h"
+#include "media/frontend_config.h"
+#include "model/gguf_export.h"
+#include "model/mmproj_export.h"
 #include "prompt/prompt_json.h"
 #include "test_support.h"
 
@@ -158,5 +162,22 @@ TEST(Fuzz, GgufFiles) {
     gemma3_tensors_from_gguf(f);
     gguf_vocabulary(f);
     gemma3_model_config_from_gguf(f);
+  });
+}
+
+// An mmproj (Gemma-3's vision tower as llama.cpp's converter writes it),
+// mutated: its keys, names and the vision config they make are checked
+// before anything they size is used.
+TEST(Fuzz, MmprojFiles) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
+  const std::string work = test::temp_dir("fuzz-mmproj");
+  export_gguf(GgufExportOptions{.model_dir = dir, .out_path = work + "/text.gguf", .weights = "f32", .chat_template = {}, .progress = {}});
+  export_mmproj(MmprojExportOptions{.model_dir = dir, .out_path = work + "/mmproj.gguf", .weights = "f16", .progress = {}});
+  const auto text = GgufFile::open(work + "/text.gguf");
+  const ModelConfig decoder = load_model_config(work + "/text.gguf", work + "/mmproj.gguf");
+  fuzz(test::read_file(work + "/mmproj.gguf"), 15, [&](const std::string& bytes) {
+    const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz-mmproj.gguf");
+    for (const auto& [name, view] : gemma3_tensors_from_mmproj(f)) view.first_non_finite();
+    parse_frontend_config(gemma3_config_from_gguf_pair(*text, f), decoder, "fuzz-mmproj.gguf");
   });
 }

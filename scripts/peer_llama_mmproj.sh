@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# splitdec against llama.cpp's multimodal library (libmtmd) on the same
+# Gemma-3 GGUF + mmproj pair (written by `splitdec quantize --out-mmproj`)
+# and the same image: the prompt's ids, the image's rows after the
+# projector, the greedy tokens and their log-probabilities.
+#   scripts/peer_llama_mmproj.sh LLAMA_CPP_SOURCE LLAMA_CPP_BUILD [BUILD_DIR]
+# LLAMA_CPP_BUILD holds bin/libllama.so, libmtmd.so ... (cmake -B B
+# -DGGML_NATIVE=ON, then ninja -C B llama-mtmd-cli). node-llama-cpp ships the
+# llama.cpp source it was built from as a git bundle:
+#   git clone tests/llama/node_modules/node-llama-cpp/llama/gitRelease.bundle SRC
+# (node-llama-cpp itself takes no images, so this is not in ctest.)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+src="$(cd "$1" && pwd)"
+lib="$(cd "$2" && pwd)/bin"
+build="${3:-$root/build}"
+bin="$build/splitdec"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+g++ -O2 -std=c++17 "$root/scripts/llama_mtmd_driver.cpp" -I"$src/include" -I"$src/ggml/include" -I"$src/tools/mtmd" \
+  -L"$lib" -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,"$lib" -o "$work/driver"
+
+# Two layers (llama.cpp's Gemma-3 makes every 6th layer full: both are
+# sliding there as in splitdec), and a sliding window past the prompt:
+# llama.cpp masks image tokens further apart than the window, Hugging Face
+# (and splitdec) keep an image block whole; real Gemma-3 windows (1024) are
+# wider than an image (256 tokens), the tiny preset's (8) is not.
+"$bin" make-model --preset tiny-gemma3 --layers 2 --seed "${SEED:-3}" --out "$work/model" >/dev/null
+node -e 'const fs = require("fs"), p = process.argv[1], c = JSON.parse(fs.readFileSync(p));
+  c.text_config.sliding_window = 512; fs.writeFileSync(p, JSON.stringify(c));' "$work/model/config.json"
+steps=8
+echo "| mmproj | image | prompt ids equal | image rows max abs diff (rel RMS) | greedy tokens equal | max log-prob diff |"
+echo "|---|---|---|---|---|---|"
+for ty in f32 f16; do
+  "$bin" quantize --model "$work/model" --out "$work/text-$ty.gguf" --out-mmproj "$work/mmproj-$ty.gguf" --weights "$ty" >/dev/null
+  for image in "$root/tests/data/media/pipeline/demo.png.siglip112.png" "$root/tests/data/media/pipeline/demo.jpg.siglip112.png" \
+    "$root/data/demo.png"; do
+    pair=(--model "$work/text-$ty.gguf" --mmproj "$work/mmproj-$ty.gguf")
+    "$work/driver" "$work/text-$ty.gguf" "$work/mmproj-$ty.gguf" "$image" "Look: <__media__> what is it?" "$steps" \
+      2>"$work/llama.log" >"$work/llama.json" || { cat "$work/llama.log" >&2; exit 1; }
+    "$bin" tokenize "${pair[@]}" -p "Look: <image:$image> what is it?" >"$work/ids.json"
+    "$bin" embed-media "${pair[@]}" --image "$image" --out "$work/rows.npy" 2>/dev/null
+    "$bin" generate "${pair[@]}" -p "Look: <image:$image> what is it?" -n "$steps" --step-logits "$work/steps.npy" -t 2 \
+      >"$work/generate.txt" 2>&1
+    node - "$work" "$ty" "$(basename "$image")" <<'EOF'
+const fs = require("fs"), [work, ty, image] = process.argv.slice(2);
+const npy = (p) => {  // float32, C order
+  const b = fs.readFileSync(p), header = b.readUInt16LE(8);
+  return new Float32Array(b.buffer.slice(b.byteOffset + 10 + header, b.byteOffset + b.length));
+};
+const theirs = JSON.parse(fs.readFileSync(`${work}/llama.json`));
+const ours = JSON.parse(fs.readFileSync(`${work}/ids.json`));
+const soft = ours.tokens.map((t, i) => (ours.pieces[i] === "<image_soft_token>" ? -1 : t));
+const idsEqual = JSON.stringify(soft) === JSON.stringify(theirs.tokens);
+const rows = npy(`${work}/rows.npy`), theirRows = theirs.image_rows.flat();
+let worst = 0, num = 0, den = 0;
+for (let k = 0; k < rows.length; ++k) {
+  const d = rows[k] - theirRows[k];
+  worst = Math.max(worst, Math.abs(d)), num += d * d, den += theirRows[k] * theirRows[k];
+}
+const sizeOk = rows.length === theirRows.length;
+const text = fs.readFileSync(`${work}/generate.txt`, "utf8");
+const ourTokens = text.match(/\[0\] tokens: (.*)/)[1].trim().split(/\s+/).map(Number);
+const logits = npy(`${work}/steps.npy`), V = logits.length / ourTokens.length;
+let lpWorst = 0;
+theirs.steps.forEach((s, i) => {
+  const l = logits.subarray(i * V, (i + 1) * V);
+  let top = -Infinity, sum = 0;
+  for (const x of l) top = Math.max(top, x);
+  for (const x of l) sum += Math.exp(x - top);
+  for (const [id, lp] of Object.entries(s.logprobs)) lpWorst = Math.max(lpWorst, Math.abs(l[+id] - top - Math.log(sum) - lp));
+});
+const tokensEqual = JSON.stringify(ourTokens) === JSON.stringify(theirs.steps.map((s) => s.token));
+console.log(`| ${ty} | ${image} | ${idsEqual ? "yes" : "NO"} | ${sizeOk ? `${worst.toExponential(1)} (${Math.sqrt(num / den).toExponential(1)})` : "SIZE"} | ` +
+  `${tokensEqual ? "yes" : `NO (${ourTokens} / ${theirs.steps.map((s) => s.token)})`} | ${lpWorst.toExponential(1)} |`);
+EOF
+  done
+done
