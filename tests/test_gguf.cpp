@@ -811,3 +811,34 @@ TEST(Gguf, CommandsTakeAnMmproj) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--out FILE.gguf"), std::string::npos) << bad.output;
 }
+
+// The first mmproj files (llama.cpp's gemma3_convert_encoder_to_gguf.py)
+// named fc1 ffn_down and fc2 ffn_up; llama.cpp's clip.cpp tells them apart by
+// shape, and so does splitdec: the same tower with the names swapped in
+// every layer loads to the same rows.
+TEST(Gguf, MmprojOfTheFirstConverterLoads) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
+  const std::string text = exported(dir, "f32"), mmproj = exported_mmproj(dir, "f32");
+  const auto file = GgufFile::open(mmproj);
+  // The tensor infos again, names swapped: the same bytes in all, so the data
+  // offsets stay.
+  Bytes infos;
+  for (const GgufTensor& t : file->tensors()) {
+    std::string name = t.name;
+    if (const size_t at = name.find("ffn_up."); at != std::string::npos) name.replace(at, 6, "ffn_down");
+    else if (const size_t at2 = name.find("ffn_down."); at2 != std::string::npos) name.replace(at2, 8, "ffn_up");
+    infos.tensor(name, t.ne, t.type, t.offset);
+  }
+  std::string all = test::read_file(mmproj);
+  const GgufTensor& first = file->tensors().front();
+  const size_t start = all.find(first.name) - 8;
+  ASSERT_LT(start + infos.b.size(), file->data_offset());
+  all.replace(start, infos.b.size(), infos.b);
+  const std::string legacy = test::temp_dir("mmproj-legacy") + "/mmproj.gguf";
+  test::write_file(legacy, all);
+  ASSERT_NE(GgufFile::open(legacy)->find_tensor("v.blk.0.ffn_down.bias"), nullptr);
+  EXPECT_EQ(GgufFile::open(legacy)->find_tensor("v.blk.0.ffn_down.weight")->ne[0], file->find_tensor("v.blk.0.ffn_up.weight")->ne[0]);
+  const auto a = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = mmproj});
+  const auto b = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = legacy});
+  EXPECT_EQ(b->embed_media(SIGLIP_PNG, Modality::Image).data, a->embed_media(SIGLIP_PNG, Modality::Image).data);
+}

@@ -155,9 +155,23 @@ ModelConfig gemma3_model_config_from_gguf_pair(const GgufFile& text, const GgufF
 }
 
 std::map<std::string, TensorView> gemma3_tensors_from_mmproj(const GgufFile& f) {
+  // The first mmproj files (llama.cpp's examples/llava/gemma3_convert_encoder_to_gguf.py,
+  // which made the first downloads) named fc1 ffn_down and fc2 ffn_up. clip.cpp
+  // tells them apart by shape, per layer: an ffn_down whose rows are the
+  // embedding width ([n_ff, n_embd], fc1's shape) is fc1. The same rule here.
+  const int64_t n_embd = f.integer("clip.vision.embedding_length").value_or(-1);
+  auto swapped_layer = [&](const std::string& block) {
+    const GgufTensor* down = f.find_tensor(block + "ffn_down.weight");
+    return down && f.find_tensor(block + "ffn_up.weight") && !down->ne.empty() && int64_t(down->ne[0]) == n_embd;
+  };
   std::map<std::string, TensorView> out;
   for (const GgufTensor& t : f.tensors()) {
-    const std::string name = checkpoint_name(t.name);
+    std::string gguf_name = t.name;
+    static const std::regex ffn(R"((v\.blk\.\d{1,4}\.)ffn_(up|down)\.(weight|bias))");
+    std::smatch m;
+    if (std::regex_match(t.name, m, ffn) && swapped_layer(m[1].str()))
+      gguf_name = m[1].str() + "ffn_" + (m[2] == "up" ? "down" : "up") + "." + m[3].str();
+    const std::string name = checkpoint_name(gguf_name);
     if (name.empty()) throw FormatError(f.name() + ": tensor '" + t.name + "' is not part of Gemma-3's vision tower");
     out.emplace(name, gguf_tensor_view(f, t));
   }
