@@ -6,6 +6,21 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${work}
 if(rc)
   message(FATAL_ERROR "cmake --install failed")
 endif()
+# The package has a version file and names its dependencies as targets the
+# consumer's machine finds (no library path of the machine that built it).
+file(GLOB_RECURSE package_files ${work}/prefix/*splitdecConfigVersion.cmake)
+if(NOT package_files)
+  message(FATAL_ERROR "the installed package has no splitdecConfigVersion.cmake")
+endif()
+file(GLOB_RECURSE target_files ${work}/prefix/*splitdecTargets*.cmake)
+foreach(f ${target_files})
+  file(STRINGS ${f} links REGEX "INTERFACE_LINK_LIBRARIES")
+  foreach(line ${links})
+    if(line MATCHES "\"/|;/")
+      message(FATAL_ERROR "${f} links a library by its path on this machine: ${line}")
+    endif()
+  endforeach()
+endforeach()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${work}/build -G Ninja
                         -DCMAKE_PREFIX_PATH=${work}/prefix RESULT_VARIABLE rc OUTPUT_QUIET)
 if(rc)
