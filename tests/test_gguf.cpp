@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <random>
 #include <nlohmann/json.hpp>
@@ -333,6 +334,30 @@ TEST(Gguf, BlockFormatsRoundTripWithinTheirStep) {
       for (int i = 256; i < 288; ++i) EXPECT_EQ(y[size_t(i)], 0.f) << l.name << " " << i;
     }
   }
+}
+
+// Values a format's f16 factors cannot hold, and NaN / Inf, are errors that
+// name the format, never blocks that read back as Inf or NaN; the largest
+// values that fit still round-trip.
+TEST(Gguf, BlockFormatsRefuseValuesPastTheirRange) {
+  for (GgmlBlocks f : {GgmlBlocks::Q4_1, GgmlBlocks::Q5_0, GgmlBlocks::Q5_1, GgmlBlocks::Q4_K, GgmlBlocks::Q5_K, GgmlBlocks::Q6_K}) {
+    const GgmlBlockLayout& l = ggml_block_layout(f);
+    std::vector<float> x(size_t(l.values), 0.5f);
+    std::vector<uint8_t> b(l.bytes);
+    for (const float bad : {3e9f, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+      x[3] = bad;
+      try {
+        quantize_ggml_blocks(f, x.data(), b.data(), l.values);
+        ADD_FAILURE() << l.name << " took " << bad;
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(l.name), std::string::npos) << e.what();
+      }
+    }
+    x[3] = 60000.f;  // within every format's range
+    EXPECT_NO_THROW(quantize_ggml_blocks(f, x.data(), b.data(), l.values)) << l.name;
+  }
+  const std::vector<float> rows(256, 1e12f);
+  EXPECT_THROW(WeightMatrix::from_f32(WeightFormat::Q6_K, 1, 256, rows.data()), InputError);
 }
 
 // A GGUF written with K-quants loads (converted to Q8_0) and gives about the

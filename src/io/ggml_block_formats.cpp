@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "io/gguf.h"
 
 namespace splitdec {
@@ -280,7 +283,24 @@ void dequantize_ggml_blocks(GgmlBlocks format, const uint8_t* blocks, float* out
 
 void quantize_ggml_blocks(GgmlBlocks format, const float* values, uint8_t* blocks, int64_t n) {
   const GgmlBlockLayout& l = ggml_block_layout(format);
-  for (int64_t i = 0; i < n / l.values; ++i) quantize_block(format, values + i * l.values, blocks + size_t(i) * l.bytes);
+  std::vector<float> back(size_t(l.values));
+  for (int64_t i = 0; i < n / l.values; ++i) {
+    const float* x = values + i * l.values;
+    uint8_t* b = blocks + size_t(i) * l.bytes;
+    float amax = 0;
+    for (int k = 0; k < l.values; ++k) {
+      if (!std::isfinite(x[k])) throw InputError(std::string("a weight is NaN or infinite; it cannot be stored as ") + l.name);
+      amax = std::max(amax, std::fabs(x[k]));
+    }
+    quantize_block(format, x, b);
+    // The block's factors are f16: past their range (65504 times the
+    // format's largest step) the block would read back as Inf or NaN.
+    dequantize_block(format, b, back.data());
+    for (float y : back)
+      if (!std::isfinite(y))
+        throw InputError("a block's largest weight " + std::to_string(amax) + " is beyond " + l.name +
+                         "'s range (its f16 factors reach 65504)");
+  }
 }
 
 }  // namespace splitdec
