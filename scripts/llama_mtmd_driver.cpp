@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     const double top = *std::max_element(logits, logits + vocab);
     double sum = 0;
     for (int k = 0; k < vocab; ++k) sum += std::exp(double(logits[k]) - top);
-    std::vector<int> order(size_t(vocab));
+    std::vector<int> order(static_cast<size_t>(vocab));
     for (int k = 0; k < vocab; ++k) order[size_t(k)] = k;
     std::partial_sort(order.begin(), order.begin() + 8, order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
     llama_token next = order[0];
