@@ -39,18 +39,21 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
         };
       if (std::filesystem::path(o->out_dir).extension() == ".gguf") {
         if (!o->keep.empty()) throw InputError("--keep is not taken when writing a GGUF (--out " + o->out_dir + ")");
+        if (!mmproj_out->empty()) {  // first: it is the smaller file, and the one a folder may not have
+          std::error_code ec;
+          if (std::filesystem::weakly_canonical(*mmproj_out, ec) == std::filesystem::weakly_canonical(o->out_dir, ec))
+            throw InputError("--out-mmproj " + *mmproj_out + " is the --out file; the pair is two files");
+          const bool float_weights = o->weights == "f32" || o->weights == "f16" || o->weights == "bf16";
+          const MmprojExportOptions mo{o->model_dir, *mmproj_out, float_weights ? o->weights : "f16", o->progress};
+          const int n = export_mmproj(mo);
+          std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), mo.weights.c_str(), n);
+        }
         GgufExportOptions g{o->model_dir, o->out_dir, o->weights, std::nullopt, o->progress};
         const ChatTemplate folder_template = ChatTemplate::from_model_dir(o->model_dir, "gemma3");
         if (!folder_template.is_builtin()) g.chat_template = folder_template.source();
         const GgufExportSummary s = export_gguf(g);
         std::printf("wrote %s (%s): %d tensors; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(), s.tensors,
                     format_bytes(s.bytes_in).c_str(), format_bytes(s.bytes_out).c_str());
-        if (!mmproj_out->empty()) {
-          const bool float_weights = o->weights == "f32" || o->weights == "f16" || o->weights == "bf16";
-          const MmprojExportOptions mo{o->model_dir, *mmproj_out, float_weights ? o->weights : "f16", o->progress};
-          const int n = export_mmproj(mo);
-          std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), mo.weights.c_str(), n);
-        }
         return 0;
       }
       if (!mmproj_out->empty()) throw InputError("--out-mmproj goes with --out FILE.gguf (the text model's GGUF)");

@@ -2,11 +2,13 @@
 // one image, for scripts/peer_llama_mmproj.sh: prints one JSON object with
 // the prompt's token ids (-1 for each image position), the image's rows as
 // the projector gives them, and `steps` greedy steps (token, and the
-// log-probabilities of the top 8 tokens). Built by that script against a
+// log-probabilities of the top 8 tokens), and the image encode's time
+// (encode_ms, the tower and projector). Built by that script against a
 // llama.cpp checkout; not part of splitdec's build.
 //   llama_mtmd_driver MODEL.gguf MMPROJ.gguf IMAGE PROMPT STEPS
 // PROMPT holds mtmd's media marker (<__media__>) where the image goes.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +52,7 @@ int main(int argc, char** argv) {
 
   std::string out = "{\"tokens\":[";
   std::string rows;
+  double encode_ms = 0;
   for (size_t c = 0; c < mtmd_input_chunks_size(chunks); ++c) {
     const mtmd_input_chunk* chunk = mtmd_input_chunks_get(chunks, c);
     if (mtmd_input_chunk_get_type(chunk) == MTMD_INPUT_CHUNK_TYPE_TEXT) {
@@ -60,7 +63,9 @@ int main(int argc, char** argv) {
     }
     const size_t n = mtmd_input_chunk_get_n_tokens(chunk);
     for (size_t k = 0; k < n; ++k) out += "-1,";
+    const auto t0 = std::chrono::steady_clock::now();
     if (mtmd_encode_chunk(ctx, chunk) != 0) return 1;
+    encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const float* embd = mtmd_get_output_embd(ctx);
     const int hidden = llama_model_n_embd(model);
     for (size_t r = 0; r < n; ++r) {
@@ -74,7 +79,7 @@ int main(int argc, char** argv) {
     }
   }
   if (out.back() == ',') out.pop_back();
-  out += "],\"image_rows\":[" + rows + "],\"steps\":[";
+  out += "],\"encode_ms\":" + std::to_string(encode_ms) + ",\"image_rows\":[" + rows + "],\"steps\":[";
 
   llama_pos n_past = 0;
   if (mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, 512, true, &n_past) != 0) return 1;

@@ -9,6 +9,10 @@
 # llama.cpp source it was built from as a git bundle:
 #   git clone tests/llama/node_modules/node-llama-cpp/llama/gitRelease.bundle SRC
 # (node-llama-cpp itself takes no images, so this is not in ctest.)
+# With SPEED=ROUNDS it then times one 896 px image through the real
+# Gemma-3 tower (the gemma3-12b preset's SigLIP-So400m, random weights, f16
+# mmproj) on both sides, alternated, 2 threads: the tower and projector only
+# (mtmd_encode_chunk against splitdec's encode_ms).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 src="$(cd "$1" && pwd)"
@@ -75,4 +79,18 @@ console.log(`| ${ty} | ${image} | ${idsEqual ? "yes" : "NO"} | ${sizeOk ? `${wor
   `${tokensEqual ? "yes" : `NO (${ourTokens} / ${theirs.steps.map((s) => s.token)})`} | ${lpWorst.toExponential(1)} |`);
 EOF
   done
+done
+
+[ -n "${SPEED:-}" ] || exit 0
+"$bin" make-model --preset gemma3-12b --layers 1 --dtype bf16 --out "$work/big" >/dev/null
+"$bin" quantize --model "$work/big" --out "$work/big.gguf" --out-mmproj "$work/big-mmproj.gguf" --weights f16 >/dev/null
+echo
+echo "| round | 896 px image encode, splitdec ms | llama.cpp ms | splitdec / llama.cpp speed |"
+echo "|---|---|---|---|"
+for r in $(seq "$SPEED"); do
+  l=$("$work/driver" "$work/big.gguf" "$work/big-mmproj.gguf" "$root/data/demo.png" "<__media__>" 1 2>/dev/null |
+    node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).encode_ms))')
+  s=$("$bin" generate --model "$work/big.gguf" --mmproj "$work/big-mmproj.gguf" -p "<image:$root/data/demo.png>" -n 1 -t 2 --json \
+    2>/dev/null | tail -1 | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).encode_ms))')
+  node -e 'const [r, s, l] = process.argv.slice(1); console.log(`| ${r} | ${(+s).toFixed(0)} | ${(+l).toFixed(0)} | ${(l / s).toFixed(2)}x |`)' "$r" "$s" "$l"
 done

@@ -24,6 +24,7 @@
 #include "io/safetensors.h"
 #include "io/model_config.h"
 #include "media/frontend_config.h"
+#include "media/media_frontend.h"
 #include "model/gguf_export.h"
 #include "model/mmproj_export.h"
 #include "prompt/prompt_json.h"
@@ -175,9 +176,13 @@ TEST(Fuzz, MmprojFiles) {
   export_mmproj(MmprojExportOptions{.model_dir = dir, .out_path = work + "/mmproj.gguf", .weights = "f16", .progress = {}});
   const auto text = GgufFile::open(work + "/text.gguf");
   const ModelConfig decoder = load_model_config(work + "/text.gguf", work + "/mmproj.gguf");
+  const std::string mutated = work + "/mutated.gguf";
   fuzz(test::read_file(work + "/mmproj.gguf"), 15, [&](const std::string& bytes) {
     const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz-mmproj.gguf");
     for (const auto& [name, view] : gemma3_tensors_from_mmproj(f)) view.first_non_finite();
     parse_frontend_config(gemma3_config_from_gguf_pair(*text, f), decoder, "fuzz-mmproj.gguf");
+    // The whole load: the pair's config, then the tower's weights.
+    test::write_file(mutated, bytes);
+    MediaFrontend::load_mmproj(work + "/text.gguf", mutated, load_model_config(work + "/text.gguf", mutated));
   });
 }

@@ -336,6 +336,20 @@ TEST(Gguf, BlockFormatsRoundTripWithinTheirStep) {
   }
 }
 
+// A writer that does not finish (an error while writing its tensors) leaves no file.
+TEST(Gguf, AWriterGivenUpOnLeavesNoFile) {
+  const std::string path = test::temp_dir("gguf-given-up") + "/half.gguf";
+  {
+    GgufMetadata m;
+    m.add_string("general.architecture", "gemma3");
+    GgufWriter w(path, m, {{"a", ggml_type::F32, {8}}, {"b", ggml_type::F32, {8}}});
+    const std::vector<float> a(8, 1.f);
+    w.write(a.data(), 32);
+    EXPECT_TRUE(fs::exists(path));
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
 // Values a format's f16 factors cannot hold, and NaN / Inf, are errors that
 // name the format, never blocks that read back as Inf or NaN; the largest
 // values that fit still round-trip.
@@ -738,8 +752,13 @@ TEST(Gguf, MmprojPairIsTheFoldersVisionModel) {
   }
   EXPECT_GT(num, 0.0);  // f16 matrices do round
   EXPECT_LT(std::sqrt(num / den), 1e-2);  // measured 4.4e-3 relative RMS on this random tower
-  // Without the mmproj the text GGUF takes no image, and says why.
-  EXPECT_THROW(Engine::load(text)->embed_media(SIGLIP_PNG, Modality::Image), InputError);
+  // Without the mmproj the text GGUF takes no image, and says what to give.
+  try {
+    Engine::load(text)->embed_media(SIGLIP_PNG, Modality::Image);
+    ADD_FAILURE() << "a text GGUF took an image";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--mmproj"), std::string::npos) << e.what();
+  }
 }
 
 // The mmproj's keys and names are the converter's (gguf-py's constants for
@@ -808,6 +827,14 @@ TEST(Gguf, MmprojMismatchesAreNamed) {
               std::string(reinterpret_cast<const char*>(&other_mean), 4)),
       {"clip.vision.image_mean", "0.5"});
   has(patched("v.blk.0.ln1.weight", "ln1", "lnx"), {"v.blk.0.lnx.weight", "not part of Gemma-3's vision tower"});
+  auto u32 = [](uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); };
+  // Sizes a hostile file could ask for: named by key before anything is sized by them.
+  has(patched("clip.vision.image_size", u32(112), u32(1u << 20)), {"clip.vision.image_size", "outside [1, 4096]"});
+  has(patched("clip.vision.image_size", u32(112), u32(2240)), {"clip.vision.patch_size", "160 x 160 patches", "128 x 128"});
+  has(patched("clip.vision.attention.head_count", u32(2), u32(3)), {"clip.vision.attention.head_count", "does not divide", "32"});
+  // The metadata and the tensors must agree: a layer left over, a layer missing.
+  has(patched("clip.vision.block_count", u32(2), u32(1)), {"v.blk.1.", "not part of the tower the metadata describes", "1 layers"});
+  has(patched("clip.vision.block_count", u32(2), u32(3)), {"v.blk.2.", "is missing", "3 layers"});
 }
 
 // The commands take --mmproj: generate answers about an image as the folder does.
@@ -835,6 +862,22 @@ TEST(Gguf, CommandsTakeAnMmproj) {
   const auto bad = test::run_splitdec("quantize -m " + dir + " --out " + out + "/folder --out-mmproj " + out + "/m.gguf --weights q8");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("--out FILE.gguf"), std::string::npos) << bad.output;
+  const auto same = test::run_splitdec("quantize -m " + dir + " --out " + out + "/same.gguf --out-mmproj " + out + "/./same.gguf --weights f32");
+  EXPECT_NE(same.exit_code, 0);
+  EXPECT_NE(same.output.find("is the --out file"), std::string::npos) << same.output;
+  EXPECT_FALSE(fs::exists(out + "/same.gguf"));
+  // A tower with a square MLP cannot be written unambiguously (readers tell the
+  // first files' swapped names apart by shape); refused before anything is written.
+  const std::string square = test::temp_dir("mmproj-square");
+  for (const auto& f : fs::directory_iterator(dir)) fs::copy_file(f.path(), fs::path(square) / f.path().filename());
+  nlohmann::json config = nlohmann::json::parse(test::read_file(square + "/config.json"));
+  config["vision_config"]["intermediate_size"] = config["vision_config"]["hidden_size"];
+  test::write_file(square + "/config.json", config.dump());
+  const auto sq = test::run_splitdec("quantize -m " + square + " --out " + square + "/t.gguf --out-mmproj " + square + "/m.gguf --weights f32");
+  EXPECT_NE(sq.exit_code, 0);
+  EXPECT_NE(sq.output.find("intermediate_size equals its hidden_size"), std::string::npos) << sq.output;
+  EXPECT_FALSE(fs::exists(square + "/m.gguf"));
+  EXPECT_FALSE(fs::exists(square + "/t.gguf"));
 }
 
 // The first mmproj files (llama.cpp's gemma3_convert_encoder_to_gguf.py)

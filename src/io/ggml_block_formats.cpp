@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -296,10 +297,12 @@ void quantize_ggml_blocks(GgmlBlocks format, const float* values, uint8_t* block
     // The block's factors are f16: past their range (65504 times the
     // format's largest step) the block would read back as Inf or NaN.
     dequantize_block(format, b, back.data());
-    for (float y : back)
-      if (!std::isfinite(y))
-        throw InputError("a block's largest weight " + std::to_string(amax) + " is beyond " + l.name +
-                         "'s range (its f16 factors reach 65504)");
+    if (!std::all_of(back.begin(), back.end(), [](float y) { return std::isfinite(y); })) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", double(amax));
+      throw InputError(std::string("a block's largest weight ") + value + " is beyond " + l.name +
+                       "'s range (its f16 factors reach 65504)");
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
@@ -91,6 +92,7 @@ struct GgufWriter::State {
   std::ofstream out;
   size_t current = 0;
   uint64_t written = 0;
+  bool finished = false;
 };
 
 GgufWriter::GgufWriter(const std::string& path, const GgufMetadata& metadata, std::vector<Entry> tensors)
@@ -122,7 +124,15 @@ GgufWriter::GgufWriter(const std::string& path, const GgufMetadata& metadata, st
   while (s_->current < s_->sizes.size() && s_->sizes[s_->current] == 0) ++s_->current;
 }
 
-GgufWriter::~GgufWriter() = default;
+// A writer given up on (an error while its tensors were written) leaves no
+// half file behind for a later load to trip over.
+GgufWriter::~GgufWriter() {
+  if (s_ && !s_->finished) {
+    s_->out.close();
+    std::error_code ec;
+    std::filesystem::remove(s_->path, ec);
+  }
+}
 
 void GgufWriter::write(const void* bytes, size_t n) {
   const auto* p = static_cast<const uint8_t*>(bytes);
@@ -148,6 +158,7 @@ void GgufWriter::finish() {
     throw Error(s_->path + ": tensor '" + s_->entries[s_->current].name + "' was not written in full");
   s_->out.close();
   if (!s_->out) throw FormatError(s_->path + ": write failed (is the disk full?)");
+  s_->finished = true;
 }
 
 }  // namespace splitdec

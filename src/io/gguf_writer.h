@@ -50,7 +50,8 @@ class GgufWriter {
   // The next bytes of the current tensor (a tensor is done when its byte
   // count is reached; a piece may not run past it).
   void write(const void* bytes, size_t n);
-  // Every tensor written: pads, flushes and closes. Error otherwise.
+  // Every tensor written: pads, flushes and closes. Error otherwise. A
+  // writer destroyed before finish() succeeds removes its file.
   void finish();
 
   // Bytes of a tensor of `type` and shape `ne` (Error for a type without a

@@ -49,7 +49,8 @@ void check_mmproj_pairing(const std::string& model_dir, const std::string& mmpro
     throw ConfigError("--mmproj " + mmproj + " pairs with a GGUF text model (--model FILE.gguf); " + model_dir +
                       " is not one (a model folder brings its own vision tower)");
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(mmproj, ec)) throw ConfigError("--mmproj " + mmproj + ": no such file");
+  if (!std::filesystem::exists(mmproj, ec)) throw ConfigError("--mmproj " + mmproj + ": no such file");
+  if (!std::filesystem::is_regular_file(mmproj, ec)) throw ConfigError("--mmproj " + mmproj + ": not a file (an mmproj GGUF is one)");
   if (!is_gguf_path(mmproj)) throw ConfigError("--mmproj " + mmproj + ": not a GGUF file (FILE.gguf)");
 }
 

@@ -147,6 +147,9 @@ void WeightMatrix::set_rows_f32(int r0, int rows, const float* values) {
       case WeightFormat::BF16:
       case WeightFormat::F16:
         for (int k = 0; k < in; ++k) {
+          // Past f16's largest value a weight would be stored as Inf.
+          if (format == WeightFormat::F16 && !(std::abs(x[k]) <= 65504.f))
+            throw InputError("a weight of " + std::to_string(x[k]) + " is beyond F16's range (65504)");
           const uint16_t h = format == WeightFormat::BF16 ? f32_to_bf16(x[k]) : f32_to_f16(x[k]);
           std::memcpy(dst + 2 * k, &h, 2);
         }

@@ -240,7 +240,11 @@ FrontendConfig load_frontend_config(const std::string& model_dir, const ModelCon
                                  mmproj);
   }
   // A GGUF holds the text model only (its vision tower is a separate mmproj file).
-  if (is_gguf_path(model_dir)) return parse_frontend_config(gemma3_config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
+  if (is_gguf_path(model_dir)) {
+    FrontendConfig f = parse_frontend_config(gemma3_config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
+    f.vision_missing = model_dir + " holds the text model only: give its vision tower (llama.cpp's mmproj GGUF) as --mmproj FILE.gguf";
+    return f;
+  }
   const fs::path path = fs::path(model_dir) / "config.json";
   std::ifstream in(path);
   if (!in) throw InputError(path.string() + ": cannot open");

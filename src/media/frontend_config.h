@@ -53,6 +53,9 @@ struct FrontendConfig {
   bool conformer_clipped_linears = true;  // checkpoint holds input/output bounds per clippable linear
   // Why a checkpoint's audio_config cannot be used (empty when it can or has none).
   std::string audio_unsupported;
+  // Why there is no vision frontend, where the config alone does not say
+  // (a text GGUF without its mmproj); empty otherwise.
+  std::string vision_missing;
 };
 
 // `root`: the whole config.json; `decoder`: its parsed decoder config (text

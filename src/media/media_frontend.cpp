@@ -1,8 +1,10 @@
 #include "media/media_frontend.h"
 
 #include <cstdio>
+#include <set>
 
 #include "core/error.h"
+#include "io/families/gemma3_mmproj.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "media/image_patches.h"
@@ -27,6 +29,20 @@ std::shared_ptr<const MediaFrontend> MediaFrontend::load_mmproj(const std::strin
   FrontendWeights weights;
   size_t bytes = 0;
   const TensorStore store = TensorStore::open_mmproj(mmproj);
+  // Every tensor the config asks for, by the file's names, and nothing else:
+  // a tensor left over means the keys and the tensors disagree.
+  std::set<std::string> wanted;
+  for (const FrontendTensor& t : frontend_tensors(config, weights)) {
+    wanted.insert(t.name);
+    if (!store.find(t.name))
+      throw FormatError(mmproj + ": tensor '" + mmproj_tensor_name(t.name) + "' is missing (clip.vision.block_count says " +
+                        std::to_string(config.siglip.layers) + " layers)");
+  }
+  for (const auto& [name, view] : store.tensors())
+    if (!wanted.count(name))
+      throw FormatError(mmproj + ": tensor '" + view.name + "' is not part of the tower the metadata describes (" +
+                        std::to_string(config.siglip.layers) + " layers, clip.vision.block_count)");
+  weights = FrontendWeights{};
   if (!load_frontend_weights(config, store, weights, &bytes))
     throw FormatError(mmproj + ": none of the vision tower's tensors are in the file");
   weights.siglip.soft_emb_norm_adds_one = false;  // the converter stored 1 + w
@@ -60,6 +76,7 @@ std::string MediaFrontend::describe() const {
 
 std::string MediaFrontend::why_no_vision() const {
   if (vision_ready_) return "";
+  if (!config_.vision_missing.empty()) return config_.vision_missing;
   return config_.vision == VisionFrontend::None ? "this model has no vision frontend (config.json has no vision_config)"
                                                 : "this model's vision frontend weights are not in the checkpoint";
 }

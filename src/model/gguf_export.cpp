@@ -349,7 +349,11 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
         convert_rows(store, v, r0, n, piece, 0);
         bytes.assign(size_t(n) * row_bytes, 0);
         const float* f32 = reinterpret_cast<const float*>(piece.data.data());
-        for (int r = 0; r < n; ++r) quantize_ggml_blocks(g, f32 + size_t(r) * size_t(in), bytes.data() + size_t(r) * row_bytes, in);
+        try {
+          for (int r = 0; r < n; ++r) quantize_ggml_blocks(g, f32 + size_t(r) * size_t(in), bytes.data() + size_t(r) * row_bytes, in);
+        } catch (const InputError& e) {
+          throw InputError("tensor '" + v.name + "' cannot be written as " + ggml_type_name(p.type) + ": " + e.what());
+        }
         out.write(bytes.data(), bytes.size());
       }
       continue;

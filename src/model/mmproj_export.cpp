@@ -29,6 +29,11 @@ int export_mmproj(const MmprojExportOptions& o) {
     throw InputError(o.model_dir + ": --out-mmproj writes Gemma-3's SigLIP vision tower, which this model (" + config.model_type +
                      ") does not have");
   const SiglipShape& s = frontend.siglip;
+  // Readers tell the first files' swapped ffn names apart by shape
+  // (io/families/gemma3_mmproj.h): a square MLP would read back swapped.
+  if (s.intermediate == s.hidden)
+    throw InputError(o.model_dir + ": the vision tower's intermediate_size equals its hidden_size (" + std::to_string(s.hidden) +
+                     "), which an mmproj cannot hold unambiguously (llama.cpp would read its MLP swapped)");
   const TensorStore store = TensorStore::open_dir(o.model_dir);
 
   GgufMetadata m;
@@ -90,8 +95,12 @@ int export_mmproj(const MmprojExportOptions& o) {
       continue;
     }
     const int rows = int(p.view->shape[0]), cols = int(values.size() / size_t(rows));
-    const WeightMatrix w = WeightMatrix::from_f32(p.type == ggml_type::F16 ? WeightFormat::F16 : WeightFormat::BF16, rows, cols,
-                                                  values.data());
+    WeightMatrix w;
+    try {
+      w = WeightMatrix::from_f32(p.type == ggml_type::F16 ? WeightFormat::F16 : WeightFormat::BF16, rows, cols, values.data());
+    } catch (const InputError& e) {
+      throw InputError("tensor '" + p.view->name + "' cannot be written as " + ggml_type_name(p.type) + ": " + e.what());
+    }
     out.write(w.data.data(), w.data.size());
     store.release(*p.view);
   }

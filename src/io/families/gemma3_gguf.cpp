@@ -215,7 +215,8 @@ std::map<std::string, TensorView> gemma3_tensors_from_gguf(const GgufFile& f) {
     if (name.empty())
       throw FormatError(f.name() + ": tensor '" + t.name + "' is not part of a Gemma-3 text model" +
                         (t.name.starts_with("v.") || t.name.starts_with("mm.") ? " (a vision tower's: give the mmproj file as --mmproj)" : ""));
-    out.emplace(name, gguf_tensor_view(f, t));
+    if (!out.emplace(name, gguf_tensor_view(f, t)).second)
+      throw FormatError(f.name() + ": tensors '" + out.at(name).name + "' and '" + t.name + "' are the same tensor of the model");
   }
   return out;
 }

@@ -15,6 +15,11 @@ using nlohmann::json;
 
 namespace {
 
+// Far past Gemma-3's 896 px and 64 x 64 patches, and small enough that a
+// hostile file cannot ask for an image or an attention that never ends.
+constexpr int64_t kMaxMmprojImageSize = 4096;
+constexpr int64_t kMaxMmprojGrid = 128;
+
 const std::string kTower = "model.vision_tower.vision_model.";
 const std::string kProjector = "model.multi_modal_projector.";
 
@@ -81,16 +86,29 @@ json vision_config_of(const GgufFile& f, int64_t text_hidden, int* tokens_per_im
   };
   json v;
   v["model_type"] = "siglip_vision_model";
-  v["hidden_size"] = count("clip.vision.embedding_length", 1 << 15);
+  const int64_t hidden = count("clip.vision.embedding_length", 1 << 15);
+  const int64_t heads = count("clip.vision.attention.head_count", 1024);
+  if (hidden % heads != 0)
+    fail("clip.vision.attention.head_count", "value " + std::to_string(heads) + " does not divide clip.vision.embedding_length " +
+                                                 std::to_string(hidden));
+  v["hidden_size"] = hidden;
+  v["num_attention_heads"] = heads;
   v["intermediate_size"] = count("clip.vision.feed_forward_length", 1 << 17);
   v["num_hidden_layers"] = count("clip.vision.block_count", 256);
-  v["num_attention_heads"] = count("clip.vision.attention.head_count", 1024);
-  const int64_t image_size = count("clip.vision.image_size", 1 << 16);
-  const int64_t patch = count("clip.vision.patch_size", 1 << 12);
+  // The image is resized to image_size x image_size; the tower attends over
+  // all its patches at once. Gemma-3's is 896 px in 14 px patches (64 x 64).
+  const int64_t image_size = count("clip.vision.image_size", kMaxMmprojImageSize);
+  const int64_t patch = count("clip.vision.patch_size", image_size);
+  if (image_size % patch != 0) fail("clip.vision.patch_size", "value " + std::to_string(patch) + " does not divide clip.vision.image_size " + std::to_string(image_size));
+  const int64_t grid = image_size / patch;
+  if (grid > kMaxMmprojGrid)
+    fail("clip.vision.patch_size", "gives " + std::to_string(grid) + " x " + std::to_string(grid) + " patches, past the " +
+                                       std::to_string(kMaxMmprojGrid) + " x " + std::to_string(kMaxMmprojGrid) +
+                                       " this reader takes (Gemma-3: 64 x 64)");
   v["image_size"] = image_size;
   v["patch_size"] = patch;
   const double eps = f.number("clip.vision.attention.layer_norm_epsilon").value_or(1e-6);
-  if (!(eps > 0) || !std::isfinite(eps)) fail("clip.vision.attention.layer_norm_epsilon", "must be a positive finite number");
+  if (!(eps > 0 && eps <= 1)) fail("clip.vision.attention.layer_norm_epsilon", "must be in (0, 1], got " + std::to_string(eps));
   v["layer_norm_eps"] = eps;
   const int64_t projection = f.integer("clip.vision.projection_dim").value_or(text_hidden);
   if (projection != text_hidden)
@@ -102,11 +120,9 @@ json vision_config_of(const GgufFile& f, int64_t text_hidden, int* tokens_per_im
     if (values.empty()) continue;
     if (values.size() != 3) fail(key, "has " + std::to_string(values.size()) + " values, not 3 (RGB)");
     for (double x : values)
-      if (std::abs(x - 0.5) > 1e-6) fail(key, "is not 0.5 for each channel, which Gemma-3's processor uses");
+      if (!(std::abs(x - 0.5) <= 1e-6)) fail(key, "is not 0.5 for each channel, which Gemma-3's processor uses");
   }
   // The projector pools the patch grid by the scale factor on each side (4 unless the file says).
-  if (image_size % patch != 0) fail("clip.vision.patch_size", "does not divide clip.vision.image_size");
-  const int64_t grid = image_size / patch;
   const int64_t scale = f.integer("clip.vision.projector.scale_factor").value_or(4);
   if (scale < 1 || grid % scale != 0)
     fail("clip.vision.projector.scale_factor", "value " + std::to_string(scale) + " does not divide the " +
@@ -173,7 +189,8 @@ std::map<std::string, TensorView> gemma3_tensors_from_mmproj(const GgufFile& f) 
       gguf_name = m[1].str() + "ffn_" + (m[2] == "up" ? "down" : "up") + "." + m[3].str();
     const std::string name = checkpoint_name(gguf_name);
     if (name.empty()) throw FormatError(f.name() + ": tensor '" + t.name + "' is not part of Gemma-3's vision tower");
-    out.emplace(name, gguf_tensor_view(f, t));
+    if (!out.emplace(name, gguf_tensor_view(f, t)).second)
+      throw FormatError(f.name() + ": tensors '" + out.at(name).name + "' and '" + t.name + "' are the same tensor of the tower");
   }
   return out;
 }
