@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   out += "],\"encode_ms\":" + std::to_string(encode_ms) + ",\"image_rows\":[" + rows + "],\"steps\":[";
 
   llama_pos n_past = 0;
-  if (mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, 512, true, &n_past) != 0) return 1;
+  // STEPS 0: the encode alone (for timing it), no decoder pass.
+  if (steps > 0 && mtmd_helper_eval_chunks(ctx, lctx, chunks, 0, 0, 512, true, &n_past) != 0) return 1;
   const int vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
   for (int s = 0; s < steps; ++s) {
     const float* logits = llama_get_logits_ith(lctx, -1);

@@ -88,7 +88,7 @@ echo
 echo "| round | 896 px image encode, splitdec ms | llama.cpp ms | splitdec / llama.cpp speed |"
 echo "|---|---|---|---|"
 for r in $(seq "$SPEED"); do
-  l=$("$work/driver" "$work/big.gguf" "$work/big-mmproj.gguf" "$root/data/demo.png" "<__media__>" 1 2>/dev/null |
+  l=$("$work/driver" "$work/big.gguf" "$work/big-mmproj.gguf" "$root/data/demo.png" "<__media__>" 0 2>/dev/null |
     node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).encode_ms))')
   s=$("$bin" generate --model "$work/big.gguf" --mmproj "$work/big-mmproj.gguf" -p "<image:$root/data/demo.png>" -n 1 -t 2 --json \
     2>/dev/null | tail -1 | node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => console.log(JSON.parse(s).encode_ms))')

@@ -90,6 +90,7 @@ int export_mmproj(const MmprojExportOptions& o) {
     std::vector<float> values = p.view->to_f32();
     if (p.plus_one)  // Gemma3RMSNorm's (1 + w), stored added as the converter does
       for (float& x : values) x += 1.f;
+    store.release(*p.view);  // copied out: its file pages need not stay resident
     if (p.type == ggml_type::F32) {
       out.write(values.data(), values.size() * sizeof(float));
       continue;
@@ -102,7 +103,6 @@ int export_mmproj(const MmprojExportOptions& o) {
       throw InputError("tensor '" + p.view->name + "' cannot be written as " + ggml_type_name(p.type) + ": " + e.what());
     }
     out.write(w.data.data(), w.data.size());
-    store.release(*p.view);
   }
   if (o.progress) o.progress(plans.size(), plans.size());
   out.finish();
