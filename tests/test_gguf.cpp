@@ -45,19 +45,23 @@ std::string exported(const std::string& dir, const std::string& weights) {
   return out;
 }
 
-// Prompt logits of a prompt and the logits of six greedy steps, on the split plan.
-BatchResult run(const std::shared_ptr<const Engine>& e, const std::string& prompt) {
+// Prompt logits of one turn and the logits of six greedy steps, on the split plan.
+BatchResult run_turn(const std::shared_ptr<const Engine>& e, const TokenInputs& turn, int chunk, int64_t max_length) {
   ConversationOptions o;
   o.plan = "split";
-  o.chunk = 4;
-  o.max_length = 64;
+  o.chunk = chunk;
+  o.max_length = max_length;
   Batch b(e, 1, o);
   GenerateOptions g;
   g.max_new_tokens = 6;
   g.keep_prompt_logits = true;
   g.keep_step_logits = true;
-  b.run_turn(e->encode_prompt(prompt, false), g);
+  b.run_turn(turn, g);
   return b.result();
+}
+
+BatchResult run(const std::shared_ptr<const Engine>& e, const std::string& prompt) {
+  return run_turn(e, e->encode_prompt(prompt, false), 4, 64);
 }
 
 // Relative RMS of `got`'s prompt logits against `want`'s.
@@ -701,17 +705,8 @@ std::string exported_mmproj(const std::string& dir, const std::string& weights) 
 
 // The prompt logits and six greedy steps of one chat turn holding an image.
 BatchResult run_image_turn(const std::shared_ptr<const Engine>& e) {
-  ConversationOptions o;
-  o.plan = "split";
-  o.chunk = 8;
-  o.max_length = 96;
-  Batch b(e, 1, o);
-  GenerateOptions g;
-  g.max_new_tokens = 6;
-  g.keep_prompt_logits = true;
-  g.keep_step_logits = true;
-  b.run_turn(e->encode_chat(ChatTurn{.system = "", .images = {SIGLIP_PNG}, .audio = {}, .text = "What is it?", .media = {}}), g);
-  return b.result();
+  return run_turn(e, e->encode_chat(ChatTurn{.system = "", .images = {SIGLIP_PNG}, .audio = {}, .text = "What is it?", .media = {}}),
+                  8, 96);
 }
 
 std::string load_error(const std::string& model, const std::string& mmproj) {
