@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/gguf.h"
-#include "io/families/gemma3_gguf.h"
+#include "io/families/gguf_model.h"
 #include "io/families/gemma3_mmproj.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
@@ -160,9 +160,9 @@ TEST(Fuzz, GgufFiles) {
   const std::string seed = test::read_file(seed_path);
   fuzz(seed, 14, [](const std::string& bytes) {
     const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz.gguf");
-    gemma3_tensors_from_gguf(f);
+    tensors_from_gguf(f);
     gguf_vocabulary(f);
-    gemma3_model_config_from_gguf(f);
+    model_config_from_gguf(f);
   });
 }
 

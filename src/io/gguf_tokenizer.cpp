@@ -10,8 +10,11 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
   auto fail = [&](const std::string& key, const std::string& what) { throw FormatError(f.name() + ": metadata '" + key + "' " + what); };
   const std::string model = f.string("tokenizer.ggml.model").value_or("");
   if (model.empty()) fail("tokenizer.ggml.model", "is missing: the file has no tokenizer");
-  if (model != "llama" && model != "gpt2")
-    fail("tokenizer.ggml.model", "is '" + model + "' (llama, SentencePiece-style, and gpt2, BPE with merges, are read)");
+  // gemma4: Gemma-4's converter writes the pieces as tokenizer.json has
+  // them (spaces as U+2581, bytes as <0xXX>) and its merges, as gpt2 does.
+  if (model != "llama" && model != "gpt2" && model != "gemma4")
+    fail("tokenizer.ggml.model",
+         "is '" + model + "' (llama, SentencePiece-style, and gpt2 / gemma4, BPE with merges, are read)");
   const std::vector<std::string_view> tokens = f.strings("tokenizer.ggml.tokens");
   if (tokens.empty()) fail("tokenizer.ggml.tokens", "is missing or empty");
   const std::vector<int64_t> types = f.integers("tokenizer.ggml.token_type");
@@ -34,7 +37,7 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
     std::string piece(tokens[id]);
     // The converter writes user-defined pieces pre-normalized (U+2581 as a
     // space); Gemma's pieces never hold a raw space, so this is undone exactly.
-    if (GgufTokenType(t) == GgufTokenType::UserDefined)
+    if (GgufTokenType(t) == GgufTokenType::UserDefined && model != "gemma4")
       for (size_t at; (at = piece.find(' ')) != std::string::npos;) piece.replace(at, 1, "\xe2\x96\x81");
     v.add(std::move(piece), kind);
   }
@@ -45,7 +48,8 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
     derive_merges(v, std::vector<float>(scores.begin(), scores.end()));
   } else {
     for (std::string_view m : f.strings("tokenizer.ggml.merges")) {
-      const size_t space = m.find(' ');
+      // Split at the first space after the first byte, as llama.cpp does.
+      const size_t space = m.find(' ', 1);
       if (space == std::string_view::npos) fail("tokenizer.ggml.merges", "holds '" + std::string(m) + "', not two pieces split by a space");
       v.merges.emplace_back(std::string(m.substr(0, space)), std::string(m.substr(space + 1)));
     }

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "io/families/family.h"
 #include "io/gguf.h"
-#include "io/families/gemma3_gguf.h"
+#include "io/families/gguf_model.h"
 #include "io/families/gemma3_mmproj.h"
 
 namespace splitdec {
@@ -61,12 +61,12 @@ ModelConfig load_model_config(const std::string& model_dir, const std::string& m
   }
   // Say what a model is when the path is something else (a GGUF file, a
   // typo), rather than "DIR/config.json: cannot open".
-  if (is_gguf_path(model_dir)) return gemma3_model_config_from_gguf(*GgufFile::open(model_dir));
+  if (is_gguf_path(model_dir)) return model_config_from_gguf(*GgufFile::open(model_dir));
   std::error_code ec;
   const auto status = std::filesystem::status(model_dir, ec);
   const std::string expected =
       "a model is a Hugging Face folder (config.json, *.safetensors, tokenizer.json or tokenizer.model), "
-      "as make-model, quantize and Hugging Face write them, or a Gemma-3 GGUF file (FILE.gguf)";
+      "as make-model, quantize and Hugging Face write them, or a Gemma-3 / Gemma-4 GGUF file (FILE.gguf)";
   if (!std::filesystem::exists(status)) throw ConfigError(model_dir + ": no such folder or file; " + expected);
   if (!std::filesystem::is_directory(status)) throw ConfigError(model_dir + ": a file, not a folder; " + expected);
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();

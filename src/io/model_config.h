@@ -81,7 +81,7 @@ struct ModelConfig {
 
 // `source` names the file in error messages.
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source);
-// A model folder's config.json, or a GGUF file's metadata (io/families/gemma3_gguf.h).
+// A model folder's config.json, or a GGUF file's metadata (io/families/gguf_model.h).
 // With `mmproj` (an mmproj GGUF, llama.cpp's --mmproj), the model is a GGUF
 // and the pair is one multimodal model (io/families/gemma3_mmproj.h).
 ModelConfig load_model_config(const std::string& model_dir, const std::string& mmproj = "");

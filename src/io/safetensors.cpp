@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/gguf.h"
-#include "io/families/gemma3_gguf.h"
+#include "io/families/gguf_model.h"
 #include "io/families/gemma3_mmproj.h"
 
 namespace splitdec {
@@ -193,7 +193,7 @@ TensorStore TensorStore::open_file(const std::string& path) {
 TensorStore TensorStore::open_gguf(const std::string& path) {
   const std::shared_ptr<const GgufFile> gguf = GgufFile::open(path);
   TensorStore s;
-  s.tensors_ = gemma3_tensors_from_gguf(*gguf);
+  s.tensors_ = tensors_from_gguf(*gguf);
   // The views point into the mapping, which the store keeps.
   s.files_.push_back(std::shared_ptr<const MappedFile>(gguf, gguf->mapped()));
   return s;

@@ -52,7 +52,7 @@ class TensorStore {
  public:
   static TensorStore open_dir(const std::string& dir);
   static TensorStore open_file(const std::string& path);
-  // A GGUF file's tensors under checkpoint names (io/families/gemma3_gguf.h).
+  // A GGUF file's tensors under checkpoint names (io/families/gguf_model.h).
   // open_dir takes a .gguf path too and comes here.
   static TensorStore open_gguf(const std::string& path);
   // An mmproj GGUF's vision tower under checkpoint names (io/families/gemma3_mmproj.h).

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
-#include "io/families/gemma3_gguf.h"
+#include "io/families/gguf_model.h"
 #include "io/families/gemma3_mmproj.h"
 #include "io/config_fields.h"
 #include "io/model_config.h"
@@ -241,7 +241,7 @@ FrontendConfig load_frontend_config(const std::string& model_dir, const ModelCon
   }
   // A GGUF holds the text model only (its vision tower is a separate mmproj file).
   if (is_gguf_path(model_dir)) {
-    FrontendConfig f = parse_frontend_config(gemma3_config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
+    FrontendConfig f = parse_frontend_config(config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
     f.vision_missing = model_dir + " holds the text model only: give its vision tower (llama.cpp's mmproj GGUF) as --mmproj FILE.gguf";
     return f;
   }

@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "io/ggml_block_formats.h"
 #include "io/gguf.h"
-#include "io/families/gemma3_gguf.h"
+#include "io/families/gguf_model.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/model_config.h"
@@ -104,9 +104,10 @@ Rope rope_of(const json& h) {
   auto scaling = [&](const json& d) {
     if (!d.is_object()) return;
     const std::string type = d.value("rope_type", d.value("type", std::string("default")));
+    // Gemma-4's proportional RoPE is written as rope_freqs from the layers' frequencies.
     if (type == "linear" && d.contains("factor")) r.linear_factor = d["factor"].get<double>();
-    else if (type != "default")
-      throw InputError("rope type '" + type + "' cannot be written to a gemma3 GGUF (default and linear can)");
+    else if (type != "default" && type != "proportional")
+      throw InputError("rope type '" + type + "' cannot be written to a GGUF (default, linear and Gemma-4's proportional can)");
   };
   const json rp = h.contains("rope_parameters") ? h["rope_parameters"] : json();
   if (rp.is_object() && rp.contains("full_attention")) {
@@ -133,8 +134,8 @@ bool looks_special(const std::string& t) {
 
 struct Vocabulary {
   std::vector<std::string> tokens;
-  std::vector<float> scores;         // SentencePiece (tokenizer.ggml.model "llama")
-  std::vector<std::string> merges;   // BPE (tokenizer.ggml.model "gpt2")
+  std::vector<float> scores;         // SentencePiece (tokenizer.ggml.model "llama"); gemma4's are all -1000
+  std::vector<std::string> merges;   // BPE (tokenizer.ggml.model "gpt2" / "gemma4")
   std::vector<int32_t> types;
 };
 
@@ -143,8 +144,10 @@ struct Vocabulary {
 // the added tokens (here tokenizer.json's, which Google's folders also list
 // in tokenizer_config.json) as control or user-defined with score -1000.
 // A folder with only tokenizer.json is written as the converter's gpt2
-// vocabulary: pieces, types and the merges.
-Vocabulary vocabulary_of(const std::string& dir, int vocab_size) {
+// vocabulary: pieces, types and the merges. Gemma-4's converter (its
+// LlamaHfVocab) writes the same pieces, user-defined ones as they are, and a
+// score of -1000 for every one.
+Vocabulary vocabulary_of(const std::string& dir, int vocab_size, bool gemma4) {
   using T = GgufTokenType;
   Vocabulary v;
   const size_t n = size_t(vocab_size);
@@ -197,14 +200,105 @@ Vocabulary vocabulary_of(const std::string& dir, int vocab_size) {
       if (id < 0 || size_t(id) >= n) continue;  // ids past the vocabulary are dropped, as the converter does
       std::string content = a.value("content", std::string());
       const bool control = a.value("special", false) || looks_special(content);
-      if (!control) {  // user-defined pieces are stored pre-normalized: U+2581 as a space
+      if (!control && !gemma4) {  // user-defined pieces are stored pre-normalized: U+2581 as a space
         for (size_t at; (at = content.find("\xe2\x96\x81")) != std::string::npos;) content.replace(at, 3, " ");
       }
       v.tokens[size_t(id)] = content;
       v.scores[size_t(id)] = -1000.f;
       v.types[size_t(id)] = int32_t(control ? T::Control : T::UserDefined);
     }
+  if (gemma4) v.scores.assign(n, -1000.f);
   return v;
+}
+
+}  // namespace
+
+namespace {
+
+// Gemma-3's keys (the converter's Gemma3Model): one layer shape, every 6th
+// layer full unless the file says otherwise.
+void gemma3_keys(const std::string& dir, const ModelConfig& config, GgufMetadata& m) {
+  const std::string a = "gemma3.";
+  const LayerSpec& first = config.layers.at(0);
+  // What llama.cpp cannot be told: its query scale is 1/sqrt(key_length)
+  // (1/sqrt(hidden / heads) on the 62-layer model), its sliding window one size.
+  const double llama_scale = 1.0 / std::sqrt(double(config.num_layers == 62 ? config.hidden_size / config.num_heads : first.head_dim));
+  if (std::abs(config.attn_scale - llama_scale) > 1e-6 * llama_scale)
+    throw InputError(dir + ": query_pre_attn_scalar gives a query scale of " + std::to_string(config.attn_scale) +
+                     ", which llama.cpp's gemma3 does not use (" + std::to_string(llama_scale) + ")");
+  int window = 0;
+  std::vector<bool> sliding;
+  bool llama_pattern = true;
+  for (int i = 0; i < config.num_layers; ++i) {
+    const LayerSpec& l = config.layers[size_t(i)];
+    if (l.head_dim != first.head_dim || l.num_kv_heads != first.num_kv_heads || l.intermediate_size != first.intermediate_size)
+      throw InputError(dir + ": layers of different shapes cannot be written to a gemma3 GGUF");
+    sliding.push_back(l.type == LayerType::Sliding);
+    if (l.type == LayerType::Sliding) window = l.window;
+    llama_pattern = llama_pattern && sliding.back() == ((i + 1) % 6 != 0);
+  }
+  m.add_u32(a + "feed_forward_length", uint32_t(first.intermediate_size));
+  m.add_u32(a + "attention.head_count_kv", uint32_t(first.num_kv_heads));
+  m.add_u32(a + "attention.key_length", uint32_t(first.head_dim));
+  m.add_u32(a + "attention.value_length", uint32_t(first.head_dim));
+  if (window > 0) m.add_u32(a + "attention.sliding_window", uint32_t(window));
+  // llama.cpp's gemma3 makes every 6th layer full; another layout is said
+  // per layer (true: sliding), which splitdec reads and llama.cpp ignores.
+  if (window > 0 && !llama_pattern) m.add_bools(a + "attention.sliding_window_pattern", sliding);
+}
+
+// Gemma-4's keys (the converter's Gemma4Model): per-layer arrays where
+// layers differ, both head sizes, every layer's type, and the parts E2B /
+// E4B and 26B-A4B add.
+void gemma4_keys(const ModelConfig& config, GgufMetadata& m) {
+  const std::string a = "gemma4.";
+  const int n = config.num_layers;
+  int head_full = 0, head_swa = 0, window = 0, shared = 0, experts = 0, top_k = 0, expert_width = 0;
+  std::vector<bool> sliding;
+  std::vector<int32_t> ff, kv;  // arrays of int32, as gguf-py writes Python ints
+  for (int i = 0; i < n; ++i) {
+    const LayerSpec& l = config.layers[size_t(i)];
+    sliding.push_back(l.type == LayerType::Sliding);
+    (l.type == LayerType::Sliding ? head_swa : head_full) = l.head_dim;
+    if (l.type == LayerType::Sliding) window = l.window;
+    ff.push_back(l.intermediate_size);
+    kv.push_back(l.num_kv_heads);
+    shared += config.is_kv_shared(i) ? 1 : 0;
+    experts = l.num_experts, top_k = l.top_k_experts, expert_width = l.expert_intermediate_size;
+  }
+  if (head_swa == 0) head_swa = head_full;
+  auto one_value = [](const std::vector<int32_t>& v) { return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end(); };
+  if (one_value(ff)) m.add_u32(a + "feed_forward_length", uint32_t(ff[0]));
+  else m.add_i32s(a + "feed_forward_length", ff);
+  if (one_value(kv)) m.add_u32(a + "attention.head_count_kv", uint32_t(kv[0]));
+  else m.add_i32s(a + "attention.head_count_kv", kv);
+  m.add_u32(a + "attention.key_length", uint32_t(head_full));
+  m.add_u32(a + "attention.value_length", uint32_t(head_full));
+  m.add_u32(a + "attention.key_length_swa", uint32_t(head_swa));
+  m.add_u32(a + "attention.value_length_swa", uint32_t(head_swa));
+  m.add_u32(a + "rope.dimension_count", uint32_t(head_full));
+  m.add_u32(a + "rope.dimension_count_swa", uint32_t(head_swa));
+  if (window > 0) m.add_u32(a + "attention.sliding_window", uint32_t(window));
+  m.add_bools(a + "attention.sliding_window_pattern", sliding);
+  m.add_u32(a + "attention.shared_kv_layers", uint32_t(shared));
+  m.add_u32(a + "embedding_length_per_layer_input", uint32_t(config.per_layer_dim));
+  if (experts > 0) {
+    m.add_u32(a + "expert_count", uint32_t(experts));
+    m.add_u32(a + "expert_used_count", uint32_t(top_k));
+    m.add_u32(a + "expert_feed_forward_length", uint32_t(expert_width));
+  }
+}
+
+// The converter's rope_freqs for Gemma-4's full layers: 1 for each rotated
+// pair, 1e30 for the others (ggml divides the angle by it).
+std::vector<float> gemma4_rope_freqs(const ModelConfig& config) {
+  for (const LayerSpec& l : config.layers)
+    if (l.type == LayerType::Full) {
+      std::vector<float> f;
+      for (float inv : l.inv_freq) f.push_back(inv > 0 ? 1.f : 1e30f);
+      return f;
+    }
+  return {};
 }
 
 }  // namespace
@@ -214,34 +308,16 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   if (is_gguf_path(o.model_dir))
     throw InputError("--model " + o.model_dir + " is a GGUF; quantize writes a GGUF from a model folder");
   const ModelConfig config = load_model_config(o.model_dir);
-  if (config.family != Family::Gemma3)
-    throw InputError(o.model_dir + ": " + config.model_type + " models are not written to GGUF yet (Gemma-3 ones are)");
+  if (config.family != Family::Gemma3 && config.family != Family::Gemma4)
+    throw InputError(o.model_dir + ": " + config.model_type + " models are not written to GGUF (Gemma-3 and Gemma-4 ones are)");
+  const bool gemma4 = config.family == Family::Gemma4;
   const TensorStore store = TensorStore::open_dir(o.model_dir);
   const std::string prefix = find_decoder_prefix(store);
   const json h = hparams_of(o.model_dir);
-  const LayerSpec& first = config.layers.at(0);
-  const std::string a = "gemma3.";
-
-  // What llama.cpp cannot be told: its query scale is 1/sqrt(key_length)
-  // (1/sqrt(hidden / heads) on the 62-layer model), its sliding window one size.
-  const double llama_scale = 1.0 / std::sqrt(double(config.num_layers == 62 ? config.hidden_size / config.num_heads : first.head_dim));
-  if (std::abs(config.attn_scale - llama_scale) > 1e-6 * llama_scale)
-    throw InputError(o.model_dir + ": query_pre_attn_scalar gives a query scale of " + std::to_string(config.attn_scale) +
-                     ", which llama.cpp's gemma3 does not use (" + std::to_string(llama_scale) + ")");
-  int window = 0;
-  std::vector<bool> sliding;
-  bool llama_pattern = true;
-  for (int i = 0; i < config.num_layers; ++i) {
-    const LayerSpec& l = config.layers[size_t(i)];
-    if (l.head_dim != first.head_dim || l.num_kv_heads != first.num_kv_heads || l.intermediate_size != first.intermediate_size)
-      throw InputError(o.model_dir + ": layers of different shapes cannot be written to a gemma3 GGUF");
-    sliding.push_back(l.type == LayerType::Sliding);
-    if (l.type == LayerType::Sliding) window = l.window;
-    llama_pattern = llama_pattern && sliding.back() == ((i + 1) % 6 != 0);
-  }
+  const std::string arch = gemma4 ? "gemma4" : "gemma3", a = arch + ".";
 
   GgufMetadata m;
-  m.add_string("general.architecture", "gemma3");
+  m.add_string("general.architecture", arch);
   m.add_string("general.type", "model");
   fs::path folder(o.model_dir);  // its name, as the converter names a model without a model card
   if (!folder.has_filename()) folder = folder.parent_path();  // "dir/"
@@ -249,35 +325,30 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   m.add_u32(a + "block_count", uint32_t(config.num_layers));
   m.add_u32(a + "context_length", uint32_t(number_or(h, "max_position_embeddings", 131072)));
   m.add_u32(a + "embedding_length", uint32_t(config.hidden_size));
-  m.add_u32(a + "feed_forward_length", uint32_t(first.intermediate_size));
   m.add_u32(a + "attention.head_count", uint32_t(config.num_heads));
-  m.add_u32(a + "attention.head_count_kv", uint32_t(first.num_kv_heads));
   const Rope rope = rope_of(h);
   if (rope.linear_factor) {
+    if (gemma4) throw InputError(o.model_dir + ": linear RoPE scaling cannot be written to a gemma4 GGUF");
     m.add_string(a + "rope.scaling.type", "linear");
     m.add_f32(a + "rope.scaling.factor", float(*rope.linear_factor));
   }
   m.add_f32(a + "rope.freq_base", float(rope.theta));
   m.add_f32(a + "rope.freq_base_swa", float(rope.local_theta));
   m.add_f32(a + "attention.layer_norm_rms_epsilon", config.rms_norm_eps);
-  m.add_u32(a + "attention.key_length", uint32_t(first.head_dim));
-  m.add_u32(a + "attention.value_length", uint32_t(first.head_dim));
   m.add_u32("general.file_type", types.file_type);
   if (config.final_logit_softcap) m.add_f32(a + "final_logit_softcapping", *config.final_logit_softcap);
-  if (window > 0) m.add_u32(a + "attention.sliding_window", uint32_t(window));
-  // llama.cpp's gemma3 makes every 6th layer full; another layout is said
-  // per layer (true: sliding), which splitdec reads and llama.cpp ignores.
-  if (window > 0 && !llama_pattern) m.add_bools(a + "attention.sliding_window_pattern", sliding);
+  if (gemma4) gemma4_keys(config, m);
+  else gemma3_keys(o.model_dir, config, m);
   m.add_u32("general.quantization_version", 2);
 
-  const Vocabulary vocab = vocabulary_of(o.model_dir, config.vocab_size);
-  const bool sentencepiece = !vocab.scores.empty();
-  m.add_string("tokenizer.ggml.model", sentencepiece ? "llama" : "gpt2");
-  m.add_string("tokenizer.ggml.pre", "default");
+  const Vocabulary vocab = vocabulary_of(o.model_dir, config.vocab_size, gemma4);
+  const std::string tokenizer = gemma4 ? "gemma4" : !vocab.scores.empty() ? "llama" : "gpt2";
+  m.add_string("tokenizer.ggml.model", tokenizer);
+  if (!gemma4) m.add_string("tokenizer.ggml.pre", "default");
   m.add_strings("tokenizer.ggml.tokens", vocab.tokens);
-  if (sentencepiece) m.add_f32s("tokenizer.ggml.scores", vocab.scores);
+  if (!vocab.scores.empty()) m.add_f32s("tokenizer.ggml.scores", vocab.scores);
   m.add_i32s("tokenizer.ggml.token_type", vocab.types);
-  if (!sentencepiece) m.add_strings("tokenizer.ggml.merges", vocab.merges);
+  if (tokenizer != "llama") m.add_strings("tokenizer.ggml.merges", vocab.merges);
   m.add_u32("tokenizer.ggml.bos_token_id", uint32_t(config.bos_token_id));
   m.add_u32("tokenizer.ggml.eos_token_id", uint32_t(config.eos_token_ids.at(0)));
   if (const auto unk = std::find(vocab.tokens.begin(), vocab.tokens.end(), "<unk>"); unk != vocab.tokens.end())
@@ -285,21 +356,31 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   m.add_u32("tokenizer.ggml.padding_token_id", uint32_t(config.pad_token_id));
   const fs::path tc_path = fs::path(o.model_dir) / "tokenizer_config.json";
   const json tc = fs::exists(tc_path) ? read_json_file(tc_path) : json::object();
-  if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()) m.add_bool("tokenizer.ggml.add_bos_token", tc["add_bos_token"].get<bool>());
+  if (gemma4) m.add_bool("tokenizer.ggml.add_bos_token", true);
+  else if (tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean())
+    m.add_bool("tokenizer.ggml.add_bos_token", tc["add_bos_token"].get<bool>());
   if (tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean()) m.add_bool("tokenizer.ggml.add_eos_token", tc["add_eos_token"].get<bool>());
   if (o.chat_template) m.add_string("tokenizer.chat_template", *o.chat_template);
   m.add_bool("tokenizer.ggml.add_space_prefix", false);
 
   // The tensors: the decoder's, in the loader's order, under llama.cpp's names.
   struct Plan {
-    const TensorView* view;
+    TensorView view;  // experts flattened to [experts * rows, in]
     std::string name;
     uint32_t type;
     bool norm;
+    std::vector<float> generated;  // a tensor the converter makes (rope_freqs), written as F32
   };
   std::vector<Plan> plans;
   std::vector<GgufWriter::Entry> entries;
   GgufExportSummary summary;
+  // The checkpoint's float type where the weights type is a block one, for
+  // the router (its top-k would flip with rounding; llama.cpp keeps it float)
+  // and the per-layer table (read in place, one row per token).
+  auto float_type = [&](DType d) {
+    if (types.matrix == ggml_type::F32 || types.matrix == ggml_type::F16 || types.matrix == ggml_type::BF16) return types.matrix;
+    return d == DType::BF16 ? ggml_type::BF16 : d == DType::F16 ? ggml_type::F16 : ggml_type::F32;
+  };
   auto plan = [&](const std::string& source, const std::string& gguf_name, WeightSpec::Kind kind) {
     const TensorView& v = store.get(source);
     if (!dtype_is_float(v.dtype))
@@ -308,15 +389,30 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
     uint32_t type = ggml_type::F32;
     if (kind == WeightSpec::Linear || kind == WeightSpec::Embedding) {
       type = type_for_rows(kind == WeightSpec::Embedding ? types.embedding : types.matrix, v.shape[1]);
+    } else if (kind == WeightSpec::Experts) {
+      type = type_for_rows(types.matrix, v.shape.back());
+    } else if (kind == WeightSpec::Router || kind == WeightSpec::MappedTable) {
+      type = float_type(v.dtype);
     }
     std::vector<uint64_t> ne(v.shape.rbegin(), v.shape.rend());
     entries.push_back({gguf_name, type, ne});
-    plans.push_back({&v, gguf_name, type, kind == WeightSpec::Norm});
+    TensorView flat = v;
+    if (kind == WeightSpec::Experts) flat.shape = {v.shape[0] * v.shape[1], v.shape[2]};
+    plans.push_back({flat, gguf_name, type, kind == WeightSpec::Norm || kind == WeightSpec::Scalar, {}});
     summary.bytes_in += v.nbytes;
     summary.bytes_out += GgufWriter::tensor_bytes(type, ne);
   };
+  if (gemma4) {
+    Plan freqs{TensorView{}, "rope_freqs.weight", ggml_type::F32, false, gemma4_rope_freqs(config)};
+    if (!freqs.generated.empty()) {
+      entries.push_back({freqs.name, ggml_type::F32, {uint64_t(freqs.generated.size())}});
+      summary.bytes_out += freqs.generated.size() * 4;
+      plans.push_back(std::move(freqs));
+    }
+  }
   for (const WeightSpec& s : decoder_weight_specs(config)) {
-    if (s.kind == WeightSpec::Scalar) throw InputError(o.model_dir + ": per-layer scalars cannot be written to a gemma3 GGUF");
+    if (s.optional && !store.find(prefix + s.name)) continue;
+    if (s.kind == WeightSpec::Scalar && !gemma4) throw InputError(o.model_dir + ": per-layer scalars cannot be written to a gemma3 GGUF");
     plan(prefix + s.name, gguf_tensor_name(s.name), s.kind);
   }
   if (!config.tie_word_embeddings) {
@@ -329,7 +425,11 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   for (size_t k = 0; k < plans.size(); ++k) {
     if (o.progress) o.progress(k, plans.size());
     const Plan& p = plans[k];
-    const TensorView& v = *p.view;
+    const TensorView& v = p.view;
+    if (!p.generated.empty()) {
+      out.write(p.generated.data(), p.generated.size() * 4);
+      continue;
+    }
     if (p.norm || v.shape.size() != 2) {
       // Norms as the converter stores them: f32, 1 + w for Gemma's (1 + w)
       // RMSNorm, added in f32 (in f16 for an f16 checkpoint: it converts

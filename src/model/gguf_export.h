@@ -1,8 +1,9 @@
-// `splitdec quantize --out FILE.gguf`: a Gemma-3 model folder written as the
-// GGUF that llama.cpp's converter (convert_hf_to_gguf.py, Gemma3Model)
-// writes for it: the same metadata keys, llama.cpp's tensor names, norms
-// stored as 1 + w in f32, the vocabulary as SentencePiece pieces, scores and
-// token types. Streamed from the source's mapped files a few thousand rows
+// `splitdec quantize --out FILE.gguf`: a Gemma-3 or Gemma-4 model folder
+// written as the GGUF that llama.cpp's converter (convert_hf_to_gguf.py,
+// Gemma3Model / Gemma4Model) writes for it: the same metadata keys,
+// llama.cpp's tensor names, Gemma-3's norms stored as 1 + w in f32, Gemma-4's
+// rope_freqs, the vocabulary as SentencePiece pieces and scores (Gemma-3
+// with tokenizer.model) or pieces and merges, with token types. Streamed from the source's mapped files a few thousand rows
 // at a time, so peak memory stays small whatever the model's size.
 #pragma once
 

@@ -22,8 +22,8 @@ void per_layer_inputs(const ModelConfig& c, const ModelWeights& w, const int* ta
   ops::rms_norm(projected.data(), w.per_layer_projection_norm.data(), int(int64_t(rows) * L), P, c.rms_norm_eps,
                 c.norm_adds_one, projected.data());
   // The table's rows, scaled as Hugging Face's scaled embedding does (the
-  // scale rounded to the table's type).
-  const float table_scale = round_to_dtype(std::sqrt(float(P)), w.per_layer_table.dtype());
+  // scale rounded to the table's type; in f32 for a GGUF, as llama.cpp).
+  const float table_scale = round_to_dtype(std::sqrt(float(P)), c.embed_scale_rounded ? w.per_layer_table.dtype() : DType::F32);
   const float combine = 1.f / std::sqrt(2.f);
   std::vector<float> row(static_cast<size_t>(LP));
   for (int r = 0; r < rows; ++r) {

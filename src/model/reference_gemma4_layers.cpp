@@ -45,7 +45,7 @@ std::vector<double> per_layer_inputs(const ModelConfig& c, const ModelWeights& w
   std::vector<double> out(size_t(L) * size_t(rows) * size_t(P));
   std::vector<float> table_row(size_t(L) * size_t(P));
   // Hugging Face multiplies by the scale cast to the table's type.
-  const double table_scale = double(round_to_dtype(float(std::sqrt(double(P))), w.per_layer_table.dtype()));
+  const double table_scale = double(round_to_dtype(float(std::sqrt(double(P))), c.embed_scale_rounded ? w.per_layer_table.dtype() : DType::F32));
   for (int r = 0; r < rows; ++r) {
     const std::vector<double> e = to_double(embeddings + int64_t(r) * H, H);
     std::vector<double> proj = matvec(w.per_layer_model_projection, e.data());

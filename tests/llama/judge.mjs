@@ -17,5 +17,5 @@ for await (const r of sequence.evaluateWithMetadata(tokens, { probabilities: tru
   out.steps.push({ token: r.token, logprobs });
   if (out.steps.length >= Number(steps)) break;
 }
-process.stdout.write(JSON.stringify(out));
-process.exit(0);
+// Exit once the output is flushed: a pipe takes it 64 KiB at a time.
+process.stdout.write(JSON.stringify(out), () => process.exit(0));

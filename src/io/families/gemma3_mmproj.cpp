@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/families/gemma3_gguf.h"
+#include "io/families/gguf_model.h"
 #include "io/gguf.h"
 #include "io/model_config.h"
 

@@ -112,14 +112,16 @@ void tiny_unified(int vocab, const PresetTokenIds& s, PresetDraft& d) {
 
 // E2B / E4B in small: per-layer embeddings, KV-shared layers with the
 // double-wide MLP, causal attention, the clipped-linear vision encoder and a
-// two-layer conformer audio encoder.
+// two-layer conformer audio encoder. Layers s s f | s s f: as in E2B / E4B the
+// last layer that owns K/V is full and the one before it sliding, the two
+// that llama.cpp's Gemma-4 hands the shared layers (llama-model.cpp).
 void tiny_ple(int vocab, const PresetTokenIds& s, PresetDraft& d) {
   multimodal(d, s, 16);
   causal(d);
   d.layers = 6;
   d.pattern = 3;
   d.text.update({{"vocab_size", vocab}, {"hidden_size", 64}, {"intermediate_size", 128}, {"num_attention_heads", 4},
-                 {"num_key_value_heads", 1}, {"head_dim", 16}, {"global_head_dim", 32}, {"num_kv_shared_layers", 2},
+                 {"num_key_value_heads", 1}, {"head_dim", 16}, {"global_head_dim", 32}, {"num_kv_shared_layers", 3},
                  {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 16},
                  {"vocab_size_per_layer_input", vocab}, {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
   vision(d, {{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
