@@ -28,6 +28,7 @@
 #include "model/gguf_export.h"
 #include "model/mmproj_export.h"
 #include "prompt/prompt_json.h"
+#include "splitdec/splitdec.h"
 #include "test_support.h"
 
 using namespace splitdec;
@@ -184,5 +185,22 @@ TEST(Fuzz, MmprojFiles) {
     // The whole load: the pair's config, then the tower's weights.
     test::write_file(mutated, bytes);
     MediaFrontend::load_mmproj(work + "/text.gguf", mutated, load_model_config(work + "/text.gguf", mutated));
+  });
+}
+
+// A Gemma-4 GGUF with experts, as quantize writes it (Q8_0 expert stacks,
+// per-layer head counts), mutated: its keys and tensors are checked before
+// use, then the whole model loads or is refused by name.
+TEST(Fuzz, Gemma4GgufFiles) {
+  const std::string work = test::temp_dir("fuzz-gemma4-gguf");
+  export_gguf(GgufExportOptions{.model_dir = test::tiny_model_dir("tiny-gemma4-moe"), .out_path = work + "/seed.gguf",
+                                .weights = "q8", .chat_template = {}, .progress = {}});
+  const std::string mutated = work + "/mutated.gguf";
+  fuzz(test::read_file(work + "/seed.gguf"), 16, [&](const std::string& bytes) {
+    const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz-gemma4.gguf");
+    tensors_from_gguf(f);
+    model_config_from_gguf(f);
+    test::write_file(mutated, bytes);
+    Engine::load(mutated);
   });
 }

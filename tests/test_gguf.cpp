@@ -987,6 +987,29 @@ TEST(Gguf, Gemma4ExportWritesTheConvertersKeysAndNames) {
       EXPECT_EQ(x, k < 4 ? 1.f : 1e30f) << k;
     }
   }
+  {
+    // The per-layer table in the token embedding's blocks, as llama-quantize
+    // writes it, read a row at a time: each row within Q8_0's rounding (half
+    // a step of its 32-value block, plus the f16 step's rounding times 127) of the folder's.
+    const std::string dir = test::tiny_model_dir("tiny-gemma4-ple"), path = exported(dir, "q8");
+    EXPECT_EQ(GgufFile::open(path)->find_tensor("per_layer_token_embd.weight")->type, ggml_type::Q8_0);
+    const auto gguf = std::make_shared<const TensorStore>(TensorStore::open_dir(path));
+    const MappedTable table(gguf, &gguf->get("model.embed_tokens_per_layer.weight"));
+    const TensorStore folder = TensorStore::open_dir(dir);
+    const std::vector<float> want = folder.get("model.language_model.embed_tokens_per_layer.weight").to_f32();
+    const int64_t cols = table.cols();
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < table.rows(); ++r) {
+      table.row_f32(r, row.data());
+      for (int64_t b = 0; b < cols; b += 32) {
+        float amax = 0;
+        for (int64_t k = b; k < b + 32; ++k) amax = std::max(amax, std::abs(want[size_t(r * cols + k)]));
+        for (int64_t k = b; k < b + 32; ++k)
+          ASSERT_LE(std::abs(row[size_t(k)] - want[size_t(r * cols + k)]), amax * (0.5f / 127 + 1.f / 1024) + 1e-7f) << r << " " << k;
+      }
+    }
+    EXPECT_NO_THROW(run(Engine::load(path), kPrompt));
+  }
   const auto f = GgufFile::open(exported(test::tiny_model_dir("tiny-gemma4-moe"), "q8"));
   EXPECT_EQ(f->integers("gemma4.attention.head_count_kv"), (std::vector<int64_t>{2, 2, 1, 2, 2, 1}));
   EXPECT_EQ(f->integer("gemma4.feed_forward_length"), 64);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
+#include "io/hf_utf8.h"
 #include "io/tokenizer.h"
 
 namespace splitdec {
@@ -34,6 +35,8 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
       case GgufTokenType::Byte: kind = BpeVocabulary::Kind::Byte; break;
       default: fail("tokenizer.ggml.token_type", "[" + std::to_string(id) + "] is " + std::to_string(t) + " (0 to 6 are defined)");
     }
+    // Pieces become tokenizer.json strings: UTF-8 (bytes are <0xXX> pieces).
+    if (!hf::valid_utf8(tokens[id])) fail("tokenizer.ggml.tokens", "[" + std::to_string(id) + "] is not valid UTF-8");
     std::string piece(tokens[id]);
     // The converter writes user-defined pieces pre-normalized (U+2581 as a
     // space); Gemma's pieces never hold a raw space, so this is undone exactly.
@@ -49,6 +52,7 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
   } else {
     for (std::string_view m : f.strings("tokenizer.ggml.merges")) {
       // Split at the first space after the first byte, as llama.cpp does.
+      if (!hf::valid_utf8(m)) fail("tokenizer.ggml.merges", "holds a merge that is not valid UTF-8");
       const size_t space = m.find(' ', 1);
       if (space == std::string_view::npos) fail("tokenizer.ggml.merges", "holds '" + std::string(m) + "', not two pieces split by a space");
       v.merges.emplace_back(std::string(m.substr(0, space)), std::string(m.substr(space + 1)));

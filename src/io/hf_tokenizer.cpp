@@ -114,29 +114,6 @@ bool flag(const json& object, const char* key, bool fallback) {
   return it == object.end() || it->is_null() ? fallback : it->get<bool>();
 }
 
-// Strict UTF-8 (no overlongs, surrogates or scalars past U+10FFFF), as Rust's String::from_utf8.
-bool valid_utf8(const std::string& s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0, min = 0;
-    if (b < 0x80) n = 1, cp = b;
-    else if ((b >> 5) == 0x6) n = 2, cp = b & 0x1F, min = 0x80;
-    else if ((b >> 4) == 0xE) n = 3, cp = b & 0x0F, min = 0x800;
-    else if ((b >> 3) == 0x1E) n = 4, cp = b & 0x07, min = 0x10000;
-    else return false;
-    if (i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if ((c & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    if (n > 1 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) return false;
-    i += n;
-  }
-  return true;
-}
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -418,7 +395,7 @@ std::string HfTokenizer::decode(const std::vector<int>& ids) const {
         std::string bytes;
         auto flush = [&] {
           if (bytes.empty()) return;
-          if (valid_utf8(bytes)) next.push_back(bytes);
+          if (hf::valid_utf8(bytes)) next.push_back(bytes);
           else
             for (size_t k = 0; k < bytes.size(); ++k) next.emplace_back("\xEF\xBF\xBD");
           bytes.clear();

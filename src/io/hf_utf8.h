@@ -31,6 +31,29 @@ inline uint32_t utf8_decode(std::string_view s, size_t i, size_t* len) {
   return cp;
 }
 
+// Strict UTF-8 (no overlongs, surrogates or scalars past U+10FFFF), as Rust's String::from_utf8.
+inline bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0, min = 0;
+    if (b < 0x80) n = 1, cp = b;
+    else if ((b >> 5) == 0x6) n = 2, cp = b & 0x1F, min = 0x80;
+    else if ((b >> 4) == 0xE) n = 3, cp = b & 0x0F, min = 0x800;
+    else if ((b >> 3) == 0x1E) n = 4, cp = b & 0x07, min = 0x10000;
+    else return false;
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    if (n > 1 && (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) return false;
+    i += n;
+  }
+  return true;
+}
+
 // Rust's char::is_whitespace (Unicode White_Space).
 inline bool is_unicode_space(uint32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||

@@ -374,9 +374,8 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
   std::vector<Plan> plans;
   std::vector<GgufWriter::Entry> entries;
   GgufExportSummary summary;
-  // The checkpoint's float type where the weights type is a block one, for
-  // the router (its top-k would flip with rounding; llama.cpp keeps it float)
-  // and the per-layer table (read in place, one row per token).
+  // The router in the checkpoint's float type where the weights type is a
+  // block one: its top-k would flip with rounding (llama.cpp keeps it float).
   auto float_type = [&](DType d) {
     if (types.matrix == ggml_type::F32 || types.matrix == ggml_type::F16 || types.matrix == ggml_type::BF16) return types.matrix;
     return d == DType::BF16 ? ggml_type::BF16 : d == DType::F16 ? ggml_type::F16 : ggml_type::F32;
@@ -391,7 +390,9 @@ GgufExportSummary export_gguf(const GgufExportOptions& o) {
       type = type_for_rows(kind == WeightSpec::Embedding ? types.embedding : types.matrix, v.shape[1]);
     } else if (kind == WeightSpec::Experts) {
       type = type_for_rows(types.matrix, v.shape.back());
-    } else if (kind == WeightSpec::Router || kind == WeightSpec::MappedTable) {
+    } else if (kind == WeightSpec::MappedTable) {  // llama-quantize: the token embedding's type
+      type = type_for_rows(types.embedding, v.shape[1]);
+    } else if (kind == WeightSpec::Router) {
       type = float_type(v.dtype);
     }
     std::vector<uint64_t> ne(v.shape.rbegin(), v.shape.rend());
