@@ -1115,3 +1115,21 @@ TEST(Gguf, LlamaCppAgreesOnGemma4) {
            {ple, "bf16", 2e-1}, {ple, "q8", 5e-1}, {ple, "q4", 5e-1}, {moe, "f32", 3e-2}})
     expect_llama_cpp_agrees(exported(dir, weights), text, (dir == dense ? "dense-" : dir == ple ? "ple-" : "moe-") + weights, tolerance);
 }
+
+// A Gemma-4 GGUF is the text model: an mmproj, an image or audio for it are
+// errors that say Gemma-4's mmproj files are not read yet.
+TEST(Gguf, Gemma4MediaSayWhatIsNotReadYet) {
+  const std::string path = exported(test::tiny_model_dir("tiny-gemma4-ple"), "f32");
+  EXPECT_NE(load_error(path, path).find("Gemma-4 GGUF, whose mmproj files"), std::string::npos) << load_error(path, path);
+  const auto engine = Engine::load(path);
+  for (const bool image : {true, false}) {
+    try {
+      ChatTurn turn{.system = "", .images = {}, .audio = {}, .text = "What is it?", .media = {}};
+      (image ? turn.images : turn.audio).push_back(image ? SIGLIP_PNG : WAV_FILE);
+      engine->encode_chat(turn);
+      ADD_FAILURE() << "accepted " << (image ? "an image" : "audio");
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("Gemma-4 mmproj files"), std::string::npos) << e.what();
+    }
+  }
+}

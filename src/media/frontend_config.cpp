@@ -242,7 +242,13 @@ FrontendConfig load_frontend_config(const std::string& model_dir, const ModelCon
   // A GGUF holds the text model only (its vision tower is a separate mmproj file).
   if (is_gguf_path(model_dir)) {
     FrontendConfig f = parse_frontend_config(config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
-    f.vision_missing = model_dir + " holds the text model only: give its vision tower (llama.cpp's mmproj GGUF) as --mmproj FILE.gguf";
+    f.vision_missing = model_dir + " holds the text model only: " +
+                       (decoder.family == Family::Gemma4
+                            ? std::string("Gemma-4 mmproj files are not read yet; use the Hugging Face folder for images")
+                            : std::string("give its vision tower (llama.cpp's mmproj GGUF) as --mmproj FILE.gguf"));
+    if (decoder.family == Family::Gemma4)
+      f.audio_unsupported = model_dir + " holds the text model only: Gemma-4 mmproj files (its audio tower) are not read yet; "
+                                        "use the Hugging Face folder for audio";
     return f;
   }
   const fs::path path = fs::path(model_dir) / "config.json";
