@@ -6,6 +6,7 @@
 // thing and the limit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -181,6 +182,14 @@ TEST(Gguf, LosslessFilesGiveTheFoldersLogitsBitForBit) {
     const auto folder = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
     const auto gguf = Engine::load(exported(dir, weights));
     EXPECT_EQ(max_difference(run(folder, kPrompt), run(gguf, kPrompt)), 0.f) << weights;
+  }
+  // tiny-gemma4's 6 layers share K/V as s s f s | s f: llama.cpp would read
+  // other layers' K/V, so the writer refuses, naming why.
+  try {
+    exported(test::tiny_model_dir("tiny-gemma4"), "f32");
+    ADD_FAILURE() << "wrote a GGUF llama.cpp would misread";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("KV-shared"), std::string::npos) << e.what();
   }
 }
 
@@ -938,16 +947,27 @@ TEST(Gguf, MmprojOfTheFirstConverterLoads) {
 // whole blocks; the per-layer preset's 16-wide rows are F16 in a GGUF, as
 // llama.cpp writes them).
 TEST(Gguf, Gemma4FilesGiveTheFoldersLogitsBitForBit) {
+  // tiny-gemma4 in 4 layers (s s f f): its 6-layer sharing is not llama.cpp's (below).
+  auto four_layers = [](DType dtype) {
+    MakeModelOptions o;
+    o.preset = "tiny-gemma4";
+    o.out_dir = test::temp_dir("gguf-gemma4-4");
+    o.layers = 4;
+    o.dtype = dtype;
+    make_model(o);
+    return o.out_dir;
+  };
   for (const std::string preset : {"tiny-gemma4", "tiny-gemma4-ple", "tiny-gemma4-moe"})
     for (const std::string dtype : {"f32", "bf16"}) {
-      const std::string dir = test::tiny_model_dir(preset, 0, dtype);
+      const std::string dir = preset == "tiny-gemma4" ? four_layers(dtype == "f32" ? DType::F32 : DType::BF16)
+                                                      : test::tiny_model_dir(preset, 0, dtype);
       const auto folder = Engine::load(dir);
       const auto gguf = Engine::load(exported(dir, dtype));
       EXPECT_EQ(gguf->model_type(), "gemma4_text");
       EXPECT_EQ(gguf->encode_prompt(kPrompt, false).tokens, folder->encode_prompt(kPrompt, false).tokens) << preset;
       EXPECT_EQ(max_difference(run(folder, kPrompt), run(gguf, kPrompt)), 0.f) << preset << " " << dtype;
     }
-  const std::string dir = test::tiny_model_dir("tiny-gemma4");
+  const std::string dir = four_layers(DType::F32);
   for (const std::string weights : {"q8", "q4"}) {
     const auto folder = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
     const auto gguf = Engine::load(exported(dir, weights));
@@ -1043,21 +1063,27 @@ TEST(Gguf, Gemma4MetadataMistakesAreNamed) {
     };
     u32("embedding_length", 32), u32("block_count", 4), u32("attention.head_count", 2), u32("attention.key_length", 16),
         u32("attention.key_length_swa", 8), u32("attention.sliding_window", 4), u32("attention.shared_kv_layers", 1);
-    u32("feed_forward_length", 64), u32("attention.head_count_kv", 1);
+    u32("feed_forward_length", 64), u32("attention.head_count_kv", 1), u32("embedding_length_per_layer_input", 0);
     if (!skip.count("attention.sliding_window_pattern")) m.add_bools(a + "attention.sliding_window_pattern", {true, true, false, false});
     extra(m);
+    std::vector<std::pair<std::string, std::vector<float>>> all = tensors;
+    // Proportional RoPE on the full layers (2 of 8 pairs rotated), unless the case brings its own or none.
+    if (!skip.count("rope_freqs") && std::none_of(all.begin(), all.end(), [](const auto& t) { return t.first == "rope_freqs.weight"; }))
+      all.push_back({"rope_freqs.weight", {1, 1, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f}});
     std::vector<GgufWriter::Entry> entries = {{"token_embd.weight", ggml_type::F32, {32, 4}}};
-    for (const auto& [name, values] : tensors) entries.push_back({name, ggml_type::F32, {uint64_t(values.size())}});
+    for (const auto& [name, values] : all) entries.push_back({name, ggml_type::F32, {uint64_t(values.size())}});
     const std::string path = test::temp_dir("gemma4-metadata") + "/m.gguf";
     {
       GgufWriter w(path, m, entries);
       std::vector<float> zeros(32 * 4, 0.f);
       w.write(zeros.data(), zeros.size() * 4);
-      for (const auto& [name, values] : tensors) w.write(values.data(), values.size() * 4);
+      for (const auto& [name, values] : all) w.write(values.data(), values.size() * 4);
       w.finish();
     }
     try {
-      gemma4_model_config_from_gguf(*GgufFile::open(path));
+      const auto file = GgufFile::open(path);
+      tensors_from_gguf(*file);
+      gemma4_model_config_from_gguf(*file);
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -1066,7 +1092,6 @@ TEST(Gguf, Gemma4MetadataMistakesAreNamed) {
   auto none = [](GgufMetadata&) {};
   // The baseline loads.
   EXPECT_EQ(error({}, none, {}), "");
-  EXPECT_EQ(error({}, none, {{"rope_freqs.weight", {1, 1, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f}}}), "");
   auto expect = [](const std::string& got, const std::vector<std::string>& parts) {
     EXPECT_FALSE(got.empty()) << "accepted; expected " << parts[0];
     for (const std::string& p : parts) EXPECT_NE(got.find(p), std::string::npos) << got << "\n  lacks: " << p;
@@ -1088,9 +1113,27 @@ TEST(Gguf, Gemma4MetadataMistakesAreNamed) {
   expect(error({}, [](GgufMetadata& m) { m.add_u32("gemma4.rope.dimension_count_swa", 4); }, {}), {"gemma4.rope.dimension_count_swa"});
   expect(error({}, none, {{"rope_freqs.weight", {1, 0.5f, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f, 1e30f}}}), {"rope_freqs.weight", "at 1"});
   expect(error({}, none, {{"rope_freqs.weight", {1, 1, 1}}}), {"rope_freqs.weight", "8 values"});
-  expect(error({}, [](GgufMetadata& m) { m.add_u32("gemma4.embedding_length_per_layer_input", 8); }, {}),
+  expect(error({"embedding_length_per_layer_input"}, [](GgufMetadata& m) { m.add_u32("gemma4.embedding_length_per_layer_input", 8); }, {}),
          {"per_layer_token_embd.weight", "missing"});
   expect(error({}, [](GgufMetadata& m) { m.add_u32("gemma4.expert_count", 4); }, {}), {"gemma4.expert_used_count", "missing"});
+  // What llama.cpp needs and a reader could otherwise default or skip.
+  expect(error({"embedding_length_per_layer_input"}, none, {}), {"gemma4.embedding_length_per_layer_input", "missing"});
+  expect(error({"rope_freqs"}, none, {}), {"rope_freqs.weight", "missing"});
+  expect(error({}, none, {{"blk.0.ffn_gate_inp.weight", std::vector<float>(4)}}), {"gemma4.expert_count", "expert tensors"});
+  expect(error({"attention.sliding_window_pattern"}, [](GgufMetadata& m) { m.add_u32("gemma4.attention.sliding_window_pattern", 6); }, {}),
+         {"gemma4.attention.sliding_window_pattern", "not an array"});
+  expect(error({}, [](GgufMetadata& m) { m.add_f32("gemma4.rope.scaling.factor", 8.f); }, {}), {"gemma4.rope.scaling.factor"});
+  expect(error({}, [](GgufMetadata& m) { m.add_f32("gemma4.final_logit_softcapping", std::numeric_limits<float>::infinity()); }, {}),
+         {"gemma4.final_logit_softcapping", "finite"});
+  // KV-shared layers whose owners end s f there but f s here: llama.cpp would hand them other layers' K/V.
+  expect(error({"attention.sliding_window_pattern"}, [](GgufMetadata& m) { m.add_bools("gemma4.attention.sliding_window_pattern", {true, false, true, false}); }, {}),
+         {"gemma4.attention.shared_kv_layers", "llama.cpp"});
+  // Tensors nothing would read: a layer past block_count, a layer number with a leading zero.
+  expect(error({}, none, {{"blk.4.attn_norm.weight", std::vector<float>(32)}}), {"blk.4.attn_norm.weight", "past block_count 4"});
+  expect(error({}, none, {{"blk.01.attn_norm.weight", std::vector<float>(32)}}), {"blk.01.attn_norm.weight", "not part of"});
+  // A per-layer array far longer than the layers is refused before it is copied out.
+  expect(error({"feed_forward_length"}, [](GgufMetadata& m) { m.add_i32s("gemma4.feed_forward_length", std::vector<int32_t>(1 << 20, 64)); }, {}),
+         {"gemma4.feed_forward_length", "1048576 entries for 4 layers"});
 }
 
 // llama.cpp itself on Gemma-4 GGUFs splitdec writes: E2B / E4B's per-layer
@@ -1105,15 +1148,18 @@ TEST(Gguf, LlamaCppAgreesOnGemma4) {
   o.out_dir = test::temp_dir("gguf-llama-gemma4");
   o.layers = 4;  // s s f f, no KV sharing: the preset's sharing layout is not the one llama.cpp assumes
   make_model(o);
-  const std::string dense = o.out_dir, ple = test::tiny_model_dir("tiny-gemma4-ple"), moe = test::tiny_model_dir("tiny-gemma4-moe");
+  const std::string dense = o.out_dir, ple = test::tiny_model_dir("tiny-gemma4-ple"), moe = test::tiny_model_dir("tiny-gemma4-moe"),
+                    k256 = test::tiny_model_dir("tiny-gemma4-256");
   // Measured (this random model's attention is unscaled, its distributions
   // nearly flat): f32 0.8-1.9e-2, bf16 0.04-0.10, q8 0.18-0.30, q4 0.19-0.39.
   // The expert model only in f32: in any rounded type its top-2 routing
   // flips between near ties and the logits move by 1-2.
   for (const auto& [dir, weights, tolerance] : std::vector<std::tuple<std::string, std::string, double>>{
            {dense, "f32", 3e-2}, {dense, "bf16", 2e-1}, {dense, "q8", 5e-1}, {dense, "q4", 5e-1}, {ple, "f32", 3e-2},
-           {ple, "bf16", 2e-1}, {ple, "q8", 5e-1}, {ple, "q4", 5e-1}, {moe, "f32", 3e-2}})
-    expect_llama_cpp_agrees(exported(dir, weights), text, (dir == dense ? "dense-" : dir == ple ? "ple-" : "moe-") + weights, tolerance);
+           {ple, "bf16", 2e-1}, {ple, "q8", 5e-1}, {ple, "q4", 5e-1}, {moe, "f32", 3e-2}, {k256, "f16", 2e-1},
+           {k256, "q4_k", 5e-1}, {k256, "q5_k", 5e-1}, {k256, "q6_k", 5e-1}})
+    expect_llama_cpp_agrees(exported(dir, weights), text,
+                            (dir == dense ? "dense-" : dir == ple ? "ple-" : dir == moe ? "moe-" : "256-") + weights, tolerance);
 }
 
 // A Gemma-4 GGUF is the text model: an mmproj, an image or audio for it are

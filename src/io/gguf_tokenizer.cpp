@@ -50,6 +50,7 @@ BpeVocabulary gguf_vocabulary(const GgufFile& f) {
       fail("tokenizer.ggml.scores", "has " + std::to_string(scores.size()) + " entries for " + std::to_string(tokens.size()) + " tokens");
     derive_merges(v, std::vector<float>(scores.begin(), scores.end()));
   } else {
+    if (!f.find("tokenizer.ggml.merges")) fail("tokenizer.ggml.merges", "is missing (a " + model + " vocabulary merges by them)");
     for (std::string_view m : f.strings("tokenizer.ggml.merges")) {
       // Split at the first space after the first byte, as llama.cpp does.
       if (!hf::valid_utf8(m)) fail("tokenizer.ggml.merges", "holds a merge that is not valid UTF-8");

@@ -8,11 +8,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
 #include "io/ggml_block_formats.h"
 #include "io/gguf.h"
+#include "io/families/gemma4_gguf.h"
 #include "io/families/gguf_model.h"
 #include "io/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
@@ -159,7 +161,7 @@ Vocabulary vocabulary_of(const std::string& dir, int vocab_size, bool gemma4) {
   const json tj = read_json_file(json_path);
   if (!tj.contains("model") || !tj["model"].contains("vocab") || !tj["model"]["vocab"].is_object())
     throw FormatError(json_path.string() + ": no model.vocab");
-  if (fs::exists(model_path)) {
+  if (fs::exists(model_path) && !gemma4) {  // Gemma4Model reads tokenizer.json (LlamaHfVocab) whatever else is there
     std::ifstream in(model_path, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -199,7 +201,10 @@ Vocabulary vocabulary_of(const std::string& dir, int vocab_size, bool gemma4) {
       const int64_t id = a.value("id", int64_t(-1));
       if (id < 0 || size_t(id) >= n) continue;  // ids past the vocabulary are dropped, as the converter does
       std::string content = a.value("content", std::string());
-      const bool control = a.value("special", false) || looks_special(content);
+      // Gemma4Model types these user-defined "so that the chat parser can read them".
+      static const std::set<std::string> visible = {"<|channel>",       "<channel|>",        "<|tool_call>", "<tool_call|>",
+                                                    "<|tool_response>", "<tool_response|>", "<|\"|>"};
+      const bool control = !(gemma4 && visible.count(content)) && (a.value("special", false) || looks_special(content));
       if (!control && !gemma4) {  // user-defined pieces are stored pre-normalized: U+2581 as a space
         for (size_t at; (at = content.find("\xe2\x96\x81")) != std::string::npos;) content.replace(at, 3, " ");
       }
@@ -278,8 +283,10 @@ void gemma4_keys(const ModelConfig& config, GgufMetadata& m) {
   m.add_u32(a + "attention.value_length_swa", uint32_t(head_swa));
   m.add_u32(a + "rope.dimension_count", uint32_t(head_full));
   m.add_u32(a + "rope.dimension_count_swa", uint32_t(head_swa));
-  if (window > 0) m.add_u32(a + "attention.sliding_window", uint32_t(window));
+  m.add_u32(a + "attention.sliding_window", uint32_t(window));  // llama.cpp's gemma4 requires the key
   m.add_bools(a + "attention.sliding_window_pattern", sliding);
+  if (const std::string why = gemma4_kv_sharing_mismatch(sliding, shared); !why.empty())
+    throw InputError("cannot write this Gemma-4 model to GGUF: " + why);
   m.add_u32(a + "attention.shared_kv_layers", uint32_t(shared));
   m.add_u32(a + "embedding_length_per_layer_input", uint32_t(config.per_layer_dim));
   if (experts > 0) {

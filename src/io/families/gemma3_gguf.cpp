@@ -55,7 +55,7 @@ json gemma3_config_from_gguf(const GgufFile& f) {
   } else if (scaling != "none") {
     fail(a + "rope.scaling.type", "value '" + scaling + "' is not supported (none and linear are)");
   }
-  if (const std::optional<double> cap = f.number(a + "final_logit_softcapping")) c["final_logit_softcapping"] = *cap;
+  keys.softcap(c, a + "final_logit_softcapping");
 
   // Layer types: llama.cpp's Gemma-3 has every 6th layer full, the rest
   // sliding (set_swa_pattern(6)); a file may say otherwise with
@@ -72,7 +72,7 @@ json gemma3_config_from_gguf(const GgufFile& f) {
   c["vocab_size"] = vocab;
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
 
-  keys.special_tokens(c, vocab, "<end_of_turn>");
+  keys.special_tokens(c, vocab, {"<end_of_turn>"});
   return c;
 }
 

@@ -32,6 +32,17 @@ int64_t uniform(const GgufKeys& keys, const std::string& key, const std::vector<
 
 }  // namespace
 
+std::string gemma4_kv_sharing_mismatch(const std::vector<bool>& sliding, int64_t shared) {
+  if (shared == 0) return "";
+  const int64_t owners = int64_t(sliding.size()) - shared;
+  bool shared_sliding = false;
+  for (size_t i = size_t(owners); i < sliding.size(); ++i) shared_sliding = shared_sliding || sliding[i];
+  if (owners >= 2 && !sliding[size_t(owners - 1)] && (!shared_sliding || sliding[size_t(owners - 2)])) return "";
+  return "the layers that own K/V (0 to " + std::to_string(owners - 1) +
+         ") do not end on a sliding layer then a full one, so llama.cpp's Gemma-4 would hand the " + std::to_string(shared) +
+         " KV-shared layers other layers' K/V than the model's (the last earlier owner of their type)";
+}
+
 json gemma4_config_from_gguf(const GgufFile& f) {
   const GgufKeys keys(f);
   const std::optional<std::string> arch = f.string("general.architecture");
@@ -51,7 +62,9 @@ json gemma4_config_from_gguf(const GgufFile& f) {
 
   // Layer types: one bool per layer (true: sliding), as the converter writes them.
   const std::string pattern_key = a + "attention.sliding_window_pattern";
-  if (!f.find(pattern_key)) keys.fail(pattern_key, "is missing (Gemma-4 files list every layer's type)");
+  if (!f.find(pattern_key) || f.find(pattern_key)->type != GgufType::Array)
+    keys.fail(pattern_key, std::string(f.find(pattern_key) ? "is not an array" : "is missing") +
+                               " (Gemma-4 files list every layer's type, one bool per layer)");
   const std::vector<bool> sliding = keys.sliding_layers(pattern_key, layers, 6);
   std::vector<bool> full(sliding.size());
   for (size_t i = 0; i < sliding.size(); ++i) full[i] = !sliding[i];
@@ -78,6 +91,7 @@ json gemma4_config_from_gguf(const GgufFile& f) {
   if (shared < 0 || shared >= layers)
     keys.fail(a + "attention.shared_kv_layers", "value " + std::to_string(shared) + " is outside [0, block_count " + std::to_string(layers) + ")");
   c["num_kv_shared_layers"] = shared;
+  if (const std::string why = gemma4_kv_sharing_mismatch(sliding, shared); !why.empty()) keys.fail(a + "attention.shared_kv_layers", why);
   std::vector<bool> owns_kv, shares_kv;
   for (int64_t i = 0; i < layers; ++i) {
     shares_kv.push_back(i >= layers - shared);
@@ -117,7 +131,9 @@ json gemma4_config_from_gguf(const GgufFile& f) {
   c["use_double_wide_mlp"] = shared > 0 && shared_width == 2 * width;
 
   // Per-layer embeddings (E2B / E4B).
-  const int64_t ple = f.integer(a + "embedding_length_per_layer_input").value_or(0);
+  const std::optional<int64_t> ple_key = f.integer(a + "embedding_length_per_layer_input");
+  if (!ple_key) keys.fail(a + "embedding_length_per_layer_input", "is missing (0 for a model without per-layer embeddings)");
+  const int64_t ple = *ple_key;
   if (ple < 0 || ple > (1 << 14)) keys.fail(a + "embedding_length_per_layer_input", "value " + std::to_string(ple) + " is outside [0, 16384]");
   c["hidden_size_per_layer_input"] = ple;
   if (ple > 0) c["vocab_size_per_layer_input"] = keys.table_rows("per_layer_token_embd.weight");
@@ -125,6 +141,8 @@ json gemma4_config_from_gguf(const GgufFile& f) {
   // Experts beside the dense MLP (26B-A4B).
   const int64_t experts = f.integer(a + "expert_count").value_or(0);
   if (experts < 0 || experts > 4096) keys.fail(a + "expert_count", "value " + std::to_string(experts) + " is outside [0, 4096]");
+  if (experts == 0 && f.find_tensor("blk.0.ffn_gate_inp.weight"))
+    keys.fail(a + "expert_count", "is missing or 0, but the file holds expert tensors (blk.0.ffn_gate_inp.weight)");
   if (experts > 0) {
     c["enable_moe_block"] = true;
     c["num_experts"] = experts;
@@ -135,7 +153,7 @@ json gemma4_config_from_gguf(const GgufFile& f) {
 
   c["max_position_embeddings"] = keys.count(a + "context_length", 131072, int64_t(1) << 40);
   c["rms_norm_eps"] = keys.positive(a + "attention.layer_norm_rms_epsilon", 1e-6);
-  if (const std::optional<double> cap = f.number(a + "final_logit_softcapping")) c["final_logit_softcapping"] = *cap;
+  keys.softcap(c, a + "final_logit_softcapping");
   // Text only: without a vision tower no token is bidirectional.
   c["use_bidirectional_attention"] = nullptr;
 
@@ -144,14 +162,21 @@ json gemma4_config_from_gguf(const GgufFile& f) {
   // others, so ggml's rotation leaves them in place).
   const std::string scaling = f.string(a + "rope.scaling.type").value_or("none");
   if (scaling != "none") keys.fail(a + "rope.scaling.type", "value '" + scaling + "' is not supported for gemma4 (none is)");
+  // llama.cpp scales by these even without a scaling type: only 1 is Gemma-4's.
+  for (const std::string& key : {a + "rope.scaling.factor", a + "rope.scale_linear"})
+    if (const std::optional<double> factor = f.number(key); factor && *factor != 1.0 && *factor != 0.0)
+      keys.fail(key, "value " + std::to_string(*factor) + " is not supported for gemma4 (Gemma-4 does not scale RoPE)");
   if (keys.count(a + "rope.dimension_count_swa", head_swa, 1 << 14) != head_swa)
     keys.fail(a + "rope.dimension_count_swa", "differs from attention.key_length_swa (" + std::to_string(head_swa) +
                                                   "); Gemma-4 rotates the whole head on sliding layers");
   if (keys.count(a + "rope.dimension_count", head_full, 1 << 14) != head_full)
     keys.fail(a + "rope.dimension_count", "differs from attention.key_length (" + std::to_string(head_full) +
                                               "); Gemma-4's full layers mark unrotated pairs in rope_freqs instead");
-  json full_rope = {{"rope_type", "default"}, {"rope_theta", keys.positive(a + "rope.freq_base", 1e6)}};
-  if (const GgufTensor* t = f.find_tensor("rope_freqs.weight")) {
+  json full_rope = {{"rope_type", "default"}, {"rope_theta", keys.positive(a + "rope.freq_base", 10000.0)}};
+  const GgufTensor* t = f.find_tensor("rope_freqs.weight");
+  if (!t && std::find(full.begin(), full.end(), true) != full.end())
+    throw FormatError(f.name() + ": tensor 'rope_freqs.weight' is missing (llama.cpp's Gemma-4 full layers need it)");
+  if (t) {
     const std::string what = f.name() + ": tensor 'rope_freqs.weight' ";
     if (t->type != ggml_type::F32 || t->ne.size() != 1 || int64_t(t->ne[0]) != head_full / 2)
       throw FormatError(what + "must be F32 with key_length / 2 = " + std::to_string(head_full / 2) + " values");
@@ -165,9 +190,10 @@ json gemma4_config_from_gguf(const GgufFile& f) {
                           " is neither 1 (a rotated pair, before every unrotated one) nor 1e30 (unrotated)");
     }
     if (rotated == 0) throw FormatError(what + "rotates no pair");
+    // The factor, read back as int(factor * key_length / 2), gives `rotated` pairs again.
     full_rope = {{"rope_type", "proportional"},
                  {"rope_theta", full_rope["rope_theta"]},
-                 {"partial_rotary_factor", double(2 * rotated) / double(head_full)}};
+                 {"partial_rotary_factor", rotated * 2 == head_full ? 1.0 : (double(2 * rotated) + 0.5) / double(head_full)}};
   }
   c["rope_parameters"] = {{"full_attention", full_rope},
                           {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", keys.positive(a + "rope.freq_base_swa", 10000.0)}}}};
@@ -175,7 +201,7 @@ json gemma4_config_from_gguf(const GgufFile& f) {
   const int64_t vocab = keys.table_rows("token_embd.weight");
   c["vocab_size"] = vocab;
   c["tie_word_embeddings"] = f.find_tensor("output.weight") == nullptr;
-  keys.special_tokens(c, vocab, "<turn|>");
+  keys.special_tokens(c, vocab, {"<turn|>", "<|tool_response>", "<eos>"});
   return c;
 }
 

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
 
 namespace splitdec {
 
@@ -25,5 +27,13 @@ struct ModelConfig;
 nlohmann::json gemma4_config_from_gguf(const GgufFile& file);
 // The decoder's config: the above, parsed, with the GGUF conventions set.
 ModelConfig gemma4_model_config_from_gguf(const GgufFile& file);
+
+// Where llama.cpp's KV sharing differs from Hugging Face's for these layer
+// types (true: sliding) and the last `shared` layers sharing: "" when they
+// agree, else why. Hugging Face hands a shared layer the last earlier layer
+// of its type that owns K/V; llama.cpp the last owner for full layers and
+// the one before it for sliding ones (llama-model.cpp), so they agree when
+// the owners end on a sliding layer then a full one, as every checkpoint's do.
+std::string gemma4_kv_sharing_mismatch(const std::vector<bool>& sliding, int64_t shared);
 
 }  // namespace splitdec

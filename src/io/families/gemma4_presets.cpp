@@ -1,7 +1,8 @@
 // Gemma-4's presets: tiny ones that keep every feature (tiny-gemma4: the
 // vision encoder, K=V and KV-shared layers; tiny-gemma4-unified: the seed's
 // encoder-free embedders; tiny-gemma4-ple: per-layer embeddings as E2B /
-// E4B; tiny-gemma4-moe: experts as 26B-A4B) and the real shapes of the
+// E4B; tiny-gemma4-moe: experts as 26B-A4B; tiny-gemma4-256: -ple in rows
+// of whole K-quant blocks) and the real shapes of the
 // checkpoints, as convert_gemma4_weights.py configures them.
 #include "io/families/presets.h"
 
@@ -130,6 +131,22 @@ void tiny_ple(int vocab, const PresetTokenIds& s, PresetDraft& d) {
   conformer_audio(d, 32, 2, 4, 4, 24);
 }
 
+// tiny-gemma4-ple with rows of 256 and 512 (whole K-quant super-blocks, so
+// a Q4_K GGUF of it keeps its K-blocks, as tiny-gemma3-256) and no audio.
+void tiny_256(int vocab, const PresetTokenIds& s, PresetDraft& d) {
+  multimodal(d, s, 16);
+  causal(d);
+  d.layers = 6;
+  d.pattern = 3;
+  d.text.update({{"vocab_size", vocab}, {"hidden_size", 256}, {"intermediate_size", 512}, {"num_attention_heads", 4},
+                 {"num_key_value_heads", 1}, {"head_dim", 64}, {"global_head_dim", 128}, {"num_kv_shared_layers", 3},
+                 {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
+                 {"vocab_size_per_layer_input", vocab}, {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
+  vision(d, {{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
+             {"num_key_value_heads", 2}, {"head_dim", 16}, {"patch_size", 16}, {"pooling_kernel_size", 3},
+             {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6}, {"use_clipped_linears", true}});
+}
+
 // 26B-A4B in small: 8 experts, 2 per token, beside the dense MLP.
 void tiny_moe(int vocab, const PresetTokenIds& s, PresetDraft& d) {
   multimodal(d, s, 16);
@@ -223,6 +240,7 @@ std::vector<ModelPreset> gemma4_presets() {
           {"tiny-gemma4-unified", g, true, false, tiny_unified},
           {"tiny-gemma4-ple", g, true, false, tiny_ple},
           {"tiny-gemma4-moe", g, true, false, tiny_moe},
+          {"tiny-gemma4-256", g, true, false, tiny_256},
           {"gemma4-12b", g, false, true, gemma4_12b},
           {"gemma4-12b-attention", g, false, false, gemma4_12b_attention},
           {"gemma4-31b", g, false, true, gemma4_31b},

@@ -27,9 +27,9 @@ std::vector<int64_t> GgufKeys::per_layer(const std::string& key, std::optional<i
                                          int64_t layers) const {
   const GgufValue* v = f_.find(key);
   if (!v || v->type != GgufType::Array) return std::vector<int64_t>(size_t(layers), count(key, fallback, limit));
+  if (v->count != uint64_t(layers))  // before the entries are copied out
+    fail(key, "has " + std::to_string(v->count) + " entries for " + std::to_string(layers) + " layers");
   const std::vector<int64_t> values = f_.integers(key);
-  if (int64_t(values.size()) != layers)
-    fail(key, "has " + std::to_string(values.size()) + " entries for " + std::to_string(layers) + " layers");
   for (size_t i = 0; i < values.size(); ++i)
     if (values[i] < 1 || values[i] > limit)
       fail(key, "[" + std::to_string(i) + "] value " + std::to_string(values[i]) + " is outside [1, " + std::to_string(limit) + "]");
@@ -45,9 +45,9 @@ double GgufKeys::positive(const std::string& key, double fallback) const {
 std::vector<bool> GgufKeys::sliding_layers(const std::string& key, int64_t layers, int64_t default_period) const {
   const GgufValue* pattern = f_.find(key);
   if (pattern && pattern->type == GgufType::Array) {
-    std::vector<bool> p = f_.booleans(key);
-    if (int64_t(p.size()) != layers) fail(key, "has " + std::to_string(p.size()) + " entries for " + std::to_string(layers) + " layers");
-    return p;
+    if (pattern->count != uint64_t(layers))
+      fail(key, "has " + std::to_string(pattern->count) + " entries for " + std::to_string(layers) + " layers");
+    return f_.booleans(key);
   }
   const int64_t period = pattern ? count(key, default_period, 1024) : default_period;
   std::vector<bool> sliding(static_cast<size_t>(layers));
@@ -64,7 +64,14 @@ int64_t GgufKeys::table_rows(const std::string& name) const {
   return int64_t(t->ne[1]);
 }
 
-void GgufKeys::special_tokens(json& c, int64_t vocab, const std::string& end_of_turn) const {
+void GgufKeys::softcap(json& c, const std::string& key) const {
+  const std::optional<double> cap = f_.number(key);
+  if (!cap || *cap == 0) return;
+  if (!(*cap > 0) || !(*cap <= 1e30)) fail(key, "must be a positive finite number (or 0: none), got " + std::to_string(*cap));
+  c["final_logit_softcapping"] = *cap;
+}
+
+void GgufKeys::special_tokens(json& c, int64_t vocab, const std::vector<std::string>& end_of_generation) const {
   auto token_id = [&](const std::string& key, int64_t fallback) {
     const int64_t id = f_.integer(key).value_or(fallback);
     if (id < 0 || id >= vocab) fail(key, "value " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
@@ -79,7 +86,7 @@ void GgufKeys::special_tokens(json& c, int64_t vocab, const std::string& end_of_
   if (f_.find("tokenizer.ggml.eot_token_id")) add_eos(token_id("tokenizer.ggml.eot_token_id", 1));
   const std::vector<std::string_view> tokens = f_.strings("tokenizer.ggml.tokens");
   for (size_t id = 0; id < tokens.size() && int64_t(id) < vocab; ++id)
-    if (tokens[id] == end_of_turn) add_eos(int64_t(id));
+    if (std::find(end_of_generation.begin(), end_of_generation.end(), tokens[id]) != end_of_generation.end()) add_eos(int64_t(id));
   c["eos_token_id"] = eos;
 }
 

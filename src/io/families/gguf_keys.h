@@ -35,9 +35,11 @@ class GgufKeys {
   int64_t table_rows(const std::string& tensor) const;
   // bos/pad/eos token ids from tokenizer.ggml.*, checked against the
   // vocabulary. Generation also ends at the end-of-turn token when the file
-  // names one, and at the piece `end_of_turn` (llama.cpp stops on it by its
-  // text).
-  void special_tokens(nlohmann::json& config, int64_t vocab, const std::string& end_of_turn) const;
+  // names one, and at each of the pieces `end_of_generation` (llama.cpp
+  // stops on them by their text: llama-vocab.cpp).
+  void special_tokens(nlohmann::json& config, int64_t vocab, const std::vector<std::string>& end_of_generation) const;
+  // A positive finite softcap under `key`, absent or 0 meaning none (as llama.cpp).
+  void softcap(nlohmann::json& config, const std::string& key) const;
 
  private:
   const GgufFile& f_;

@@ -1,5 +1,6 @@
 #include "io/families/gguf_model.h"
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <vector>
@@ -74,7 +75,7 @@ std::string checkpoint_name(const std::string& gguf, bool gemma4) {
   if (gguf == "output.weight") return "lm_head.weight";
   for (const NamePair& n : top_names())
     if (gguf == n.gguf && (gemma4 || !n.gemma4_only)) return std::string("model.") + n.checkpoint;
-  static const std::regex layer(R"(blk\.(\d{1,4})\.([a-z0-9_]+\.(weight|scale)))");
+  static const std::regex layer(R"(blk\.(0|[1-9]\d{0,3})\.([a-z0-9_]+\.(weight|scale)))");
   std::smatch m;
   if (!std::regex_match(gguf, m, layer)) return "";
   for (const NamePair& n : layer_names())
@@ -147,6 +148,7 @@ TensorView gguf_tensor_view(const GgufFile& f, const GgufTensor& t) {
 std::map<std::string, TensorView> tensors_from_gguf(const GgufFile& f) {
   const bool gemma4 = architecture_of(f) == "gemma4";
   const char* model = gemma4 ? "Gemma-4" : "Gemma-3";
+  const std::optional<int64_t> blocks = f.integer((gemma4 ? "gemma4" : "gemma3") + std::string(".block_count"));
   std::map<std::string, TensorView> out;
   for (const GgufTensor& t : f.tensors()) {
     // Gemma-4's rope_freqs (proportional RoPE's unrotated dimensions) is read
@@ -158,6 +160,10 @@ std::map<std::string, TensorView> tensors_from_gguf(const GgufFile& f) {
                         (t.name.starts_with("v.") || t.name.starts_with("mm.") || t.name.starts_with("a.")
                              ? " (a media tower's: give the mmproj file as --mmproj)"
                              : ""));
+    // A layer past block_count would be read by nothing: refused, as llama.cpp does.
+    if (int layer = 0; blocks && std::sscanf(t.name.c_str(), "blk.%d.", &layer) == 1 && layer >= *blocks)
+      throw FormatError(f.name() + ": tensor '" + t.name + "' belongs to layer " + std::to_string(layer) + ", past block_count " +
+                        std::to_string(*blocks));
     if (!out.emplace(name, gguf_tensor_view(f, t)).second)
       throw FormatError(f.name() + ": tensors '" + out.at(name).name + "' and '" + t.name + "' are the same tensor of the model");
   }
