@@ -39,6 +39,7 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
         };
       if (std::filesystem::path(o->out_dir).extension() == ".gguf") {
         if (!o->keep.empty()) throw InputError("--keep is not taken when writing a GGUF (--out " + o->out_dir + ")");
+        check_gguf_weights(o->weights);  // before either file is written
         if (!mmproj_out->empty()) {  // first: it is the smaller file, and the one a folder may not have
           std::error_code ec;
           if (std::filesystem::weakly_canonical(*mmproj_out, ec) == std::filesystem::weakly_canonical(o->out_dir, ec))

@@ -18,7 +18,10 @@
 # side is whatever LLAMA_BIN_DIR was built for (say which in the results).
 # Rows: prefill 512 (one sequence, one chunk of 512 on both sides), decode 64
 # tokens at depth 512 and 4096, and 64 tokens for 4, 8 and 16 sequences of
-# 512 (aggregate tokens/s). Peak RSS of each side's prefill-512 run.
+# 512 (aggregate tokens/s); SHORT=1 keeps prefill 512 and decode @512. Peak
+# RSS of each side's prefill-512 run. PRESET=gemma4-e2b (with LAYERS 20 or
+# more, so its KV-shared layers start after a full layer) measures Gemma-4's
+# per-layer embeddings and KV sharing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 llama="${1:?usage: $0 LLAMA_BIN_DIR [BUILD_DIR] [LAYERS] [ROUNDS] [TYPES...]}"
@@ -84,6 +87,7 @@ for ty in "${types[@]}"; do
   for r in $(seq "$rounds"); do
     row "$ty" "$r" "prefill 512" "$(sd "$g" "$work/ids_512_1.json" prefill --chunk 512)" "$(lb "$g" -p 512 -n 0)"
     row "$ty" "$r" "decode @512" "$(sd "$g" "$work/ids_512_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 512)"
+    [ "${SHORT:-0}" = 1 ] && continue
     row "$ty" "$r" "decode @4096" "$(sd "$g" "$work/ids_4096_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 4096)"
     for b in 4 8 16; do
       row "$ty" "$r" "$b sequences" "$(sd "$g" "$work/ids_512_$b.json" decode)" "$(lbb "$g" "$b")"

@@ -904,6 +904,11 @@ TEST(Gguf, CommandsTakeAnMmproj) {
   EXPECT_NE(sq.output.find("intermediate_size equals its hidden_size"), std::string::npos) << sq.output;
   EXPECT_FALSE(fs::exists(square + "/m.gguf"));
   EXPECT_FALSE(fs::exists(square + "/t.gguf"));
+  // A --weights no GGUF is written in is refused before the mmproj (written first) exists.
+  const auto q3 = test::run_splitdec("quantize -m " + dir + " --out " + out + "/q3.gguf --out-mmproj " + out + "/q3-mmproj.gguf --weights q3_k");
+  EXPECT_NE(q3.exit_code, 0);
+  EXPECT_NE(q3.output.find("--weights q3_k"), std::string::npos) << q3.output;
+  EXPECT_FALSE(fs::exists(out + "/q3-mmproj.gguf"));
 }
 
 // The first mmproj files (llama.cpp's gemma3_convert_encoder_to_gguf.py)

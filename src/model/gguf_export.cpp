@@ -310,6 +310,8 @@ std::vector<float> gemma4_rope_freqs(const ModelConfig& config) {
 
 }  // namespace
 
+void check_gguf_weights(const std::string& weights) { types_named(weights); }
+
 GgufExportSummary export_gguf(const GgufExportOptions& o) {
   const Types types = types_named(o.weights);
   if (is_gguf_path(o.model_dir))

@@ -31,8 +31,12 @@ struct GgufExportSummary {
   uint64_t bytes_in = 0, bytes_out = 0;  // tensor bytes read and written
 };
 
-// InputError for a bad option or a model GGUF cannot express (Gemma-4, a
-// query scale llama.cpp would not use); FormatError for a bad source tensor.
+// InputError naming the --weights value when it is not one a GGUF is written in.
+void check_gguf_weights(const std::string& weights);
+
+// InputError for a bad option or a model GGUF cannot express (a query scale
+// or a KV-sharing layout llama.cpp would read otherwise); FormatError for a
+// bad source tensor.
 GgufExportSummary export_gguf(const GgufExportOptions& options);
 
 }  // namespace splitdec
