@@ -134,17 +134,10 @@ void tiny_ple(int vocab, const PresetTokenIds& s, PresetDraft& d) {
 // tiny-gemma4-ple with rows of 256 and 512 (whole K-quant super-blocks, so
 // a Q4_K GGUF of it keeps its K-blocks, as tiny-gemma3-256) and no audio.
 void tiny_256(int vocab, const PresetTokenIds& s, PresetDraft& d) {
-  multimodal(d, s, 16);
-  causal(d);
-  d.layers = 6;
-  d.pattern = 3;
-  d.text.update({{"vocab_size", vocab}, {"hidden_size", 256}, {"intermediate_size", 512}, {"num_attention_heads", 4},
-                 {"num_key_value_heads", 1}, {"head_dim", 64}, {"global_head_dim", 128}, {"num_kv_shared_layers", 3},
-                 {"use_double_wide_mlp", true}, {"hidden_size_per_layer_input", 256},
-                 {"vocab_size_per_layer_input", vocab}, {"sliding_window", 8}, {"rms_norm_eps", 1e-6}});
-  vision(d, {{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
-             {"num_key_value_heads", 2}, {"head_dim", 16}, {"patch_size", 16}, {"pooling_kernel_size", 3},
-             {"position_embedding_size", 10240}, {"rms_norm_eps", 1e-6}, {"use_clipped_linears", true}});
+  tiny_ple(vocab, s, d);
+  d.top.erase("audio_config");
+  d.text.update({{"hidden_size", 256}, {"intermediate_size", 512}, {"head_dim", 64}, {"global_head_dim", 128},
+                 {"hidden_size_per_layer_input", 256}});
 }
 
 // 26B-A4B in small: 8 experts, 2 per token, beside the dense MLP.
