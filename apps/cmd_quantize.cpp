@@ -44,8 +44,9 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
           std::error_code ec;
           if (std::filesystem::weakly_canonical(*mmproj_out, ec) == std::filesystem::weakly_canonical(o->out_dir, ec))
             throw InputError("--out-mmproj " + *mmproj_out + " is the --out file; the pair is two files");
-          const bool float_weights = o->weights == "f32" || o->weights == "f16" || o->weights == "bf16";
-          const MmprojExportOptions mo{o->model_dir, *mmproj_out, float_weights ? o->weights : "f16", o->progress};
+          // The tower in the weights' type where an mmproj has it (float or Q8_0), else F16.
+          const bool tower_type = o->weights == "f32" || o->weights == "f16" || o->weights == "bf16" || o->weights == "q8";
+          const MmprojExportOptions mo{o->model_dir, *mmproj_out, tower_type ? o->weights : "f16", o->progress};
           const int n = export_mmproj(mo);
           std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), mo.weights.c_str(), n);
         }

@@ -35,7 +35,7 @@ node -e 'const fs = require("fs"), p = process.argv[1], c = JSON.parse(fs.readFi
 steps=8
 echo "| mmproj | image | prompt ids equal | image rows max abs diff (rel RMS) | greedy tokens equal | max log-prob diff |"
 echo "|---|---|---|---|---|---|"
-for ty in f32 f16; do
+for ty in ${TYPES:-f32 f16}; do  # TYPES=q8: a Q8_0 tower
   "$bin" quantize --model "$work/model" --out "$work/text-$ty.gguf" --out-mmproj "$work/mmproj-$ty.gguf" --weights "$ty" >/dev/null
   for image in "$root/tests/data/media/pipeline/demo.png.siglip112.png" "$root/tests/data/media/pipeline/demo.jpg.siglip112.png" \
     "$root/data/demo.png"; do

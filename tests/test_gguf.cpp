@@ -778,6 +778,17 @@ TEST(Gguf, MmprojPairIsTheFoldersVisionModel) {
   }
   EXPECT_GT(num, 0.0);  // f16 matrices do round
   EXPECT_LT(std::sqrt(num / den), 1e-2);  // measured 4.4e-3 relative RMS on this random tower
+  // A Q8_0 tower (the converter's --outtype q8_0; the layers' matrices in
+  // blocks, run as stored): within Q8_0's rounding of the f32 rows.
+  const std::string q8_path = exported_mmproj(dir, "q8");
+  EXPECT_EQ(GgufFile::open(q8_path)->find_tensor("v.blk.0.attn_q.weight")->type, ggml_type::Q8_0);
+  const MediaRows q8 = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = q8_path})->embed_media(SIGLIP_PNG, Modality::Image);
+  ASSERT_EQ(q8.data.size(), want.data.size());
+  num = 0;
+  for (size_t k = 0; k < want.data.size(); ++k) num += double(q8.data[k] - want.data[k]) * (q8.data[k] - want.data[k]);
+  std::printf("q8 mmproj: image rows %.2e relative RMS from f32\n", std::sqrt(num / den));
+  EXPECT_GT(num, 0.0);
+  EXPECT_LT(std::sqrt(num / den), 3e-2);
   // Without the mmproj the text GGUF takes no image, and says what to give.
   try {
     Engine::load(text)->embed_media(SIGLIP_PNG, Modality::Image);

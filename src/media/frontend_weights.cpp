@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "kernels/block_rows.h"
 
 namespace splitdec {
 
@@ -180,18 +181,36 @@ void unified_tensors(const UnifiedVisionShape& s, UnifiedVisionWeights& w, std::
 }
 
 WeightMatrix load_matrix(const TensorView& v, bool transposed) {
-  if (!dtype_is_float(v.dtype))
+  const bool blocks = v.blocks != BlockType::None;  // an mmproj's quantized matrix [out, in]
+  if (!dtype_is_float(v.dtype) && !blocks)
     throw FormatError(v.file + ": tensor '" + v.name + "' is stored as " + dtype_name(v.dtype) +
-                      " (quantized block values); the media towers load F32, BF16 or F16 weights only");
+                      "; the media towers load F32, BF16, F16 or GGUF block weights");
   const int64_t rows = v.shape.empty() ? 1 : v.shape[0];
-  const int64_t cols = rows == 0 ? 0 : v.numel() / rows;
-  if (!transposed) return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(rows), int(cols), v.data);
+  const int64_t cols = v.shape.size() == 2 ? v.shape[1] : rows == 0 ? 0 : v.numel() / rows;
+  if (blocks && v.shape.size() != 2)
+    throw FormatError(v.file + ": tensor '" + v.name + "' is quantized but not a matrix");
+  std::vector<float> f;
+  if (blocks) {
+    // Expanded once to check the blocks' factors; those splitdec runs stay
+    // as stored (with f32 activations, as the towers' float weights), the
+    // others become f32.
+    f.resize(size_t(rows) * size_t(cols));
+    expand_block_rows(v.blocks, v.data, rows, cols, f.data());
+    for (size_t k = 0; k < f.size(); ++k)
+      if (!std::isfinite(f[k]))
+        throw FormatError(v.file + ": tensor '" + v.name + "' holds a non-finite value (NaN or Inf) at element " + std::to_string(k));
+    const std::optional<WeightFormat> as = weight_format_of_blocks(v.blocks);
+    if (!transposed) return as ? WeightMatrix::from_bytes(*as, int(rows), int(cols), v.data)
+                               : WeightMatrix::from_f32(WeightFormat::F32, int(rows), int(cols), f.data());
+  } else if (!transposed) {
+    return WeightMatrix::from_bytes(weight_format_of(v.dtype), int(rows), int(cols), v.data);
+  }
   // Stored [in, out] and used as x @ W: keep the nn.Linear [out, in] layout the kernels read.
-  const std::vector<float> f = v.to_f32();
+  if (!blocks) f = v.to_f32();
   std::vector<float> t(f.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = f[size_t(r * cols + c)];
-  return WeightMatrix::from_f32(weight_format_of(v.dtype), int(cols), int(rows), t.data());
+  return WeightMatrix::from_f32(blocks ? WeightFormat::F32 : weight_format_of(v.dtype), int(cols), int(rows), t.data());
 }
 
 }  // namespace

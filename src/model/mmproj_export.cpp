@@ -21,7 +21,8 @@ int export_mmproj(const MmprojExportOptions& o) {
   if (o.weights == "f32") matrix_type = ggml_type::F32;
   else if (o.weights == "f16") matrix_type = ggml_type::F16;
   else if (o.weights == "bf16") matrix_type = ggml_type::BF16;
-  else throw InputError("--out-mmproj is written with f32, f16 or bf16 matrices (splitdec's towers load float weights), not " + o.weights);
+  else if (o.weights == "q8") matrix_type = ggml_type::Q8_0;  // the converter's --outtype q8_0
+  else throw InputError("--out-mmproj is written with f32, f16, bf16 or q8 (Q8_0) matrices, not " + o.weights);
   if (is_gguf_path(o.model_dir)) throw InputError("--model " + o.model_dir + " is a GGUF; --out-mmproj writes a model folder's vision tower");
   const ModelConfig config = load_model_config(o.model_dir);
   const FrontendConfig frontend = load_frontend_config(o.model_dir, config);
@@ -42,7 +43,10 @@ int export_mmproj(const MmprojExportOptions& o) {
   fs::path folder(o.model_dir);
   if (!folder.has_filename()) folder = folder.parent_path();
   m.add_string("general.name", folder.filename().string());
-  m.add_u32("general.file_type", matrix_type == ggml_type::F32 ? 0 : matrix_type == ggml_type::F16 ? 1 : 32);
+  m.add_u32("general.file_type", matrix_type == ggml_type::F32    ? 0
+                                 : matrix_type == ggml_type::F16  ? 1
+                                 : matrix_type == ggml_type::Q8_0 ? 7
+                                                                  : 32);
   m.add_string("clip.projector_type", "gemma3");
   m.add_bool("clip.has_vision_encoder", true);
   m.add_u32("clip.vision.projection_dim", uint32_t(s.text_hidden));
@@ -78,7 +82,8 @@ int export_mmproj(const MmprojExportOptions& o) {
     const std::string name = mmproj_tensor_name(t.name);
     uint32_t type = ggml_type::F32;
     if (name == "mm.input_projection.weight") type = matrix_type == ggml_type::F32 ? ggml_type::F32 : ggml_type::F16;
-    else if (t.kind == FrontendTensor::Matrix && v->shape.size() == 2) type = matrix_type;
+    else if (t.kind == FrontendTensor::Matrix && v->shape.size() == 2)
+      type = matrix_type == ggml_type::Q8_0 && v->shape[1] % 32 != 0 ? ggml_type::F16 : matrix_type;  // rows of whole blocks
     entries.push_back({name, type, std::vector<uint64_t>(v->shape.rbegin(), v->shape.rend())});
     plans.push_back({v, type, t.kind == FrontendTensor::GainMinusOne});
   }
@@ -98,7 +103,10 @@ int export_mmproj(const MmprojExportOptions& o) {
     const int rows = int(p.view->shape[0]), cols = int(values.size() / size_t(rows));
     WeightMatrix w;
     try {
-      w = WeightMatrix::from_f32(p.type == ggml_type::F16 ? WeightFormat::F16 : WeightFormat::BF16, rows, cols, values.data());
+      const WeightFormat f = p.type == ggml_type::F16    ? WeightFormat::F16
+                             : p.type == ggml_type::Q8_0 ? WeightFormat::Q8_0
+                                                         : WeightFormat::BF16;
+      w = WeightMatrix::from_f32(f, rows, cols, values.data());
     } catch (const InputError& e) {
       throw InputError("tensor '" + p.view->name + "' cannot be written as " + ggml_type_name(p.type) + ": " + e.what());
     }

@@ -15,8 +15,8 @@ namespace splitdec {
 
 struct MmprojExportOptions {
   std::string model_dir, out_path;
-  // f32 | f16 | bf16: the layers' matrices in that type. Quantized types are
-  // refused (splitdec's towers load float weights only).
+  // f32 | f16 | bf16 | q8: the layers' matrices in that type (q8: Q8_0,
+  // F16 for rows that are not whole 32-value blocks).
   std::string weights = "f16";
   std::function<void(size_t done, size_t total)> progress;  // per tensor
 };

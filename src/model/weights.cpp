@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "io/ggml_block_formats.h"
 #include "io/safetensors.h"
+#include "kernels/block_rows.h"
 #include "core/env_switch.h"
 #include "model/quantized_tensors.h"
 
@@ -45,42 +46,8 @@ int64_t MappedTable::rows() const { return view_ ? view_->shape[0] : 0; }
 int64_t MappedTable::cols() const { return view_ ? view_->shape[1] : 0; }
 DType MappedTable::dtype() const { return view_ ? view_->dtype : DType::F32; }
 
-namespace {
-
-// A GGUF per-layer table's blocks (llama-quantize gives it the token
-// embedding's type): splitdec's own formats, or ggml's others, expanded a
-// row at a time. Bytes of one row of `n` values.
-size_t block_row_bytes(BlockType b, size_t n) {
-  switch (b) {
-    case BlockType::Q8_0: return weight_row_bytes(WeightFormat::Q8_0, int(n));
-    case BlockType::Q4_0: return weight_row_bytes(WeightFormat::Q4_0, int(n));
-    case BlockType::Q4_1: return n / 32 * ggml_block_layout(GgmlBlocks::Q4_1).bytes;
-    case BlockType::Q5_0: return n / 32 * ggml_block_layout(GgmlBlocks::Q5_0).bytes;
-    case BlockType::Q5_1: return n / 32 * ggml_block_layout(GgmlBlocks::Q5_1).bytes;
-    case BlockType::Q4_K: return n / 256 * ggml_block_layout(GgmlBlocks::Q4_K).bytes;
-    case BlockType::Q5_K: return n / 256 * ggml_block_layout(GgmlBlocks::Q5_K).bytes;
-    case BlockType::Q6_K: return n / 256 * ggml_block_layout(GgmlBlocks::Q6_K).bytes;
-    case BlockType::None: break;
-  }
-  return 0;
-}
-
-void expand_block_row(BlockType b, const uint8_t* src, float* dst, size_t n) {
-  switch (b) {
-    case BlockType::Q8_0: WeightMatrix::from_bytes(WeightFormat::Q8_0, 1, int(n), src).row_f32(0, dst); return;
-    case BlockType::Q4_0: WeightMatrix::from_bytes(WeightFormat::Q4_0, 1, int(n), src).row_f32(0, dst); return;
-    case BlockType::Q4_1: return dequantize_ggml_blocks(GgmlBlocks::Q4_1, src, dst, int64_t(n));
-    case BlockType::Q5_0: return dequantize_ggml_blocks(GgmlBlocks::Q5_0, src, dst, int64_t(n));
-    case BlockType::Q5_1: return dequantize_ggml_blocks(GgmlBlocks::Q5_1, src, dst, int64_t(n));
-    case BlockType::Q4_K: return dequantize_ggml_blocks(GgmlBlocks::Q4_K, src, dst, int64_t(n));
-    case BlockType::Q5_K: return dequantize_ggml_blocks(GgmlBlocks::Q5_K, src, dst, int64_t(n));
-    case BlockType::Q6_K: return dequantize_ggml_blocks(GgmlBlocks::Q6_K, src, dst, int64_t(n));
-    case BlockType::None: return;
-  }
-}
-
-}  // namespace
-
+// A GGUF's table may be blocks (llama-quantize gives it the token
+// embedding's type): expanded a row at a time.
 void MappedTable::row_f32(int64_t r, float* dst) const {
   const size_t n = size_t(cols()), esize = dtype_size(view_->dtype);
   const bool blocks = view_->blocks != BlockType::None;
@@ -101,7 +68,7 @@ void MappedTable::row_f32(int64_t r, float* dst) const {
     }
     src = buffer.data();
   }
-  if (blocks) expand_block_row(view_->blocks, src, dst, n);
+  if (blocks) expand_block_rows(view_->blocks, src, 1, int64_t(n), dst);
   else
     for (size_t i = 0; i < n; ++i) dst[i] = load_as_f32(view_->dtype, src + i * esize);
   // Read in place, so checked as read (the loader checks what it copies).

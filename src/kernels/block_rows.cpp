@@ -1,0 +1,47 @@
+#include "kernels/block_rows.h"
+
+#include "io/ggml_block_formats.h"
+
+namespace splitdec {
+
+namespace {
+
+bool ggml_only(BlockType b, GgmlBlocks* g) {
+  switch (b) {
+    case BlockType::Q4_1: return *g = GgmlBlocks::Q4_1, true;
+    case BlockType::Q5_0: return *g = GgmlBlocks::Q5_0, true;
+    case BlockType::Q5_1: return *g = GgmlBlocks::Q5_1, true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::optional<WeightFormat> weight_format_of_blocks(BlockType b) {
+  switch (b) {
+    case BlockType::Q8_0: return WeightFormat::Q8_0;
+    case BlockType::Q4_0: return WeightFormat::Q4_0;
+    case BlockType::Q4_K: return WeightFormat::Q4_K;
+    case BlockType::Q5_K: return WeightFormat::Q5_K;
+    case BlockType::Q6_K: return WeightFormat::Q6_K;
+    default: return std::nullopt;
+  }
+}
+
+size_t block_row_bytes(BlockType b, int64_t n) {
+  if (const std::optional<WeightFormat> f = weight_format_of_blocks(b)) return weight_row_bytes(*f, int(n));
+  GgmlBlocks g;
+  if (!ggml_only(b, &g)) return 0;
+  return size_t(n / ggml_block_layout(g).values) * ggml_block_layout(g).bytes;
+}
+
+void expand_block_rows(BlockType b, const uint8_t* src, int64_t rows, int64_t n, float* dst) {
+  if (const std::optional<WeightFormat> f = weight_format_of_blocks(b)) {
+    const WeightMatrix m = WeightMatrix::from_bytes(*f, int(rows), int(n), src);
+    for (int64_t r = 0; r < rows; ++r) m.row_f32(int(r), dst + r * n);
+    return;
+  }
+  if (GgmlBlocks g; ggml_only(b, &g)) dequantize_ggml_blocks(g, src, dst, rows * n);
+}
+
+}  // namespace splitdec
