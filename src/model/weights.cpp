@@ -204,21 +204,6 @@ void convert_rows(const TensorStore& store, const TensorView& v, int r0, int row
 
 namespace {
 
-// llama.cpp blocks splitdec has no kernels for (Q4_1, Q5_0, Q5_1; the
-// K-quants when --weights asks for another format): their format, or false for
-// every other tensor.
-bool converted_blocks(BlockType b, GgmlBlocks* f) {
-  switch (b) {
-    case BlockType::Q4_1: return *f = GgmlBlocks::Q4_1, true;
-    case BlockType::Q5_0: return *f = GgmlBlocks::Q5_0, true;
-    case BlockType::Q5_1: return *f = GgmlBlocks::Q5_1, true;
-    case BlockType::Q4_K: return *f = GgmlBlocks::Q4_K, true;
-    case BlockType::Q5_K: return *f = GgmlBlocks::Q5_K, true;
-    case BlockType::Q6_K: return *f = GgmlBlocks::Q6_K, true;
-    default: return false;
-  }
-}
-
 // What such blocks are stored as: the --weights format when one is asked
 // for, else Q8_0 (within 0.4% of the block's largest value of what the
 // file holds; a 4-bit target would round 4-bit values again).
@@ -281,16 +266,10 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
   // (splitdec's own), the K-quants Q4_K, Q5_K, Q6_K unless --weights asks for another
   // format; none for the other blocks (converted) and for float tensors.
   auto runs_as_stored = [&](const TensorView& v, bool embedding) -> std::optional<WeightFormat> {
-    switch (v.blocks) {
-      case BlockType::Q8_0: return WeightFormat::Q8_0;
-      case BlockType::Q4_0: return WeightFormat::Q4_0;
-      case BlockType::Q4_K:
-      case BlockType::Q5_K:
-      case BlockType::Q6_K:
-        if (embedding && loading.embedding_format ? loading.embedding_format : loading.format) return std::nullopt;
-        return v.blocks == BlockType::Q4_K ? WeightFormat::Q4_K : v.blocks == BlockType::Q5_K ? WeightFormat::Q5_K : WeightFormat::Q6_K;
-      default: return std::nullopt;
-    }
+    const std::optional<WeightFormat> f = weight_format_of_blocks(v.blocks);
+    const bool k_quant = f && weight_block_values(*f) == 256;
+    if (k_quant && (embedding && loading.embedding_format ? loading.embedding_format : loading.format)) return std::nullopt;
+    return f;
   };
   // Each tensor is copied out piece by piece, dropping the file's pages as
   // it goes (TensorStore::copy_out): peak memory is the weights, not the
@@ -321,7 +300,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
       m.int8_activations = !loading.f32_activations;
       return m;
     }
-    if (GgmlBlocks g; converted_blocks(stored.blocks, &g)) {  // blocks without kernels here: converted
+    if (GgmlBlocks g; ggml_blocks_of(stored.blocks, &g)) {  // blocks without kernels here: converted
       const TensorView& v = view(name, shape);
       const GgmlBlockLayout& l = ggml_block_layout(g);
       if (in % l.values != 0 || size_t(out) * size_t(in / l.values) * l.bytes != v.nbytes)
@@ -408,7 +387,7 @@ ModelWeights load_weights(const ModelConfig& c, const std::shared_ptr<const Tens
     if (v.shape.size() == 3) flat.shape = {v.shape[0] * v.shape[1], v.shape[2]};
     const std::optional<WeightFormat> to = it == converted.end() ? std::nullopt : target(flat, it->second);
     const bool embedding = it != converted.end() && it->second;
-    if (GgmlBlocks g; flat.shape.size() == 2 && converted_blocks(v.blocks, &g) && !runs_as_stored(v, embedding)) {
+    if (GgmlBlocks g; flat.shape.size() == 2 && ggml_blocks_of(v.blocks, &g) && !runs_as_stored(v, embedding)) {
       const WeightFormat as = converted_format(loading, embedding, int(flat.shape[1]));
       total += size_t(flat.shape[0]) * weight_row_bytes(as, int(flat.shape[1]));
     } else {
