@@ -193,10 +193,10 @@ TEST(KQuants, EveryKernelGivesTheContractsBitsAndTheDequantizedDot) {
       WeightMatrix grouped = rows;
       grouped.group_rows();
       std::vector<std::vector<float>> xs;
-      for (int r = 0; r < 4; ++r) xs.push_back(random_vec(rng, size_t(n), r == 3 ? 1e-3f : 2.f));
+      for (int r = 0; r < simd::kMaxGroupDotRows; ++r) xs.push_back(random_vec(rng, size_t(n), r == 3 ? 1e-3f : 2.f));
       const QRows x = quantized(xs, n);
       for (const simd::RowGroupKernels* k : simd::row_group_kernels_available())
-        for (int count = 1; count <= 4; ++count) {
+        for (int count = 1; count <= simd::kMaxGroupDotRows; ++count) {
           SCOPED_TRACE(std::string(f->name) + " " + k->name + " n " + std::to_string(n) + " rows " + std::to_string(count));
           std::vector<float> out(size_t(count) * 16, -1.f), wrow(static_cast<size_t>(n));
           (k->*f->kernel)(x.rows.data(), count, grouped.group(0), n, out.data());
@@ -240,12 +240,12 @@ TEST(KQuants, ExtremeWeightsAndActivationsStayExact) {
     grouped.group_rows();
     for (float sign : {1.f, -1.f}) {
       const std::vector<float> v(size_t(n), sign);
-      const QRows x = quantized({v, v, v, v}, n);
+      const QRows x = quantized(std::vector<std::vector<float>>(simd::kMaxGroupDotRows, v), n);
       ASSERT_EQ(x.q[0][0], int8_t(127 * sign));
       for (const simd::RowGroupKernels* k : simd::row_group_kernels_available())
-        for (int count = 1; count <= 4; ++count) {
+        for (int count = 1; count <= simd::kMaxGroupDotRows; ++count) {
           SCOPED_TRACE(std::string(f->name) + " " + k->name + " sign " + std::to_string(sign) + " rows " + std::to_string(count));
-          float outs[4 * 16];
+          float outs[simd::kMaxGroupDotRows * 16];
           (k->*f->kernel)(x.rows.data(), count, grouped.group(0), n, outs);
           for (int i = 0; i < 16 * count; ++i) EXPECT_EQ(outs[i], f->contract(rows.row(i % 16), x.rows[0], n));
           const float* out = outs + 16 * (count - 1);

@@ -1,6 +1,7 @@
 // Every SIMD table this CPU can run against the scalar table for every weight
 // format, and the linear layer (decode and BLAS paths, f32, bf16 and f16
 // weights) against ref::linear, on random inputs including odd sizes.
+#include <bit>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -484,6 +485,34 @@ TEST(Q8_0, IntegerDotMatchesTheExactBlockSumsAndDot4EqualsDot) {
         EXPECT_EQ(four[r], one) << "row " << r;
       }
     }
+  }
+}
+
+// Every table quantizes activations to the generic table's bytes and
+// scales: random rows, halfway products (round to even), NaN and infinite
+// activations (their block's values are 0), subnormal and zero blocks.
+TEST(Q8_0, EveryTableQuantizesActivationsAsTheGenericTable) {
+  std::mt19937 rng(11);
+  std::vector<float> x = random_vec(rng, 32 * 12);
+  for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j % 7) - 3.5f;          // ties after scaling by 127 / 3.5
+  x[32 + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[64 + 9] = std::numeric_limits<float>::infinity();
+  x[96 + 31] = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < 32; ++j) x[size_t(128 + j)] = 1e-39f * float(j - 16);  // subnormal
+  for (int j = 0; j < 32; ++j) x[size_t(160 + j)] = 0.f;
+  for (int j = 0; j < 32; ++j) x[size_t(192 + j)] = j == 3 ? -127.f : float(j);  // integers: q == x
+  std::vector<float> want_scale(12), scale(12);
+  std::vector<int8_t> want_q(x.size()), q(x.size());
+  simd::generic_table().quantize_q8_activations(x.data(), int(x.size()), want_scale.data(), want_q.data());
+  EXPECT_EQ(want_q[size_t(192 + 3)], -127);
+  EXPECT_EQ(want_q[size_t(192 + 31)], 31);
+  for (int j = 32; j < 128; ++j) EXPECT_EQ(want_q[size_t(j)], 0) << j;
+  for (const simd::KernelTable* t : simd::available()) {
+    SCOPED_TRACE(t->name);
+    t->quantize_q8_activations(x.data(), int(x.size()), scale.data(), q.data());
+    EXPECT_EQ(q, want_q);
+    for (size_t b = 0; b < scale.size(); ++b)
+      EXPECT_EQ(std::bit_cast<uint32_t>(scale[b]), std::bit_cast<uint32_t>(want_scale[b])) << "block " << b;
   }
 }
 

@@ -137,10 +137,10 @@ TEST(RowGroups, EveryKernelGivesTheExactBlockSumsInOrderBitForBit) {
       WeightMatrix grouped = rows;
       grouped.group_rows();
       std::vector<std::vector<float>> xs;
-      for (int r = 0; r < 4; ++r) xs.push_back(random_vec(rng, size_t(n), r == 3 ? 1e-3f : 2.f));
+      for (int r = 0; r < simd::kMaxGroupDotRows; ++r) xs.push_back(random_vec(rng, size_t(n), r == 3 ? 1e-3f : 2.f));
       const QRows x = quantized(xs, n);
       for (const simd::RowGroupKernels* k : simd::row_group_kernels_available())
-        for (int count = 1; count <= 4; ++count) {
+        for (int count = 1; count <= simd::kMaxGroupDotRows; ++count) {
           SCOPED_TRACE(std::string(k->name) + " " + weight_format_name(format) + " n " + std::to_string(n) + " rows " +
                        std::to_string(count));
           std::vector<float> out(size_t(count) * 16, -1.f);

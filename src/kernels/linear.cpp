@@ -291,7 +291,7 @@ simd::GroupDot group_dot(const simd::RowGroupKernels& kernels, WeightFormat f) {
 }
 
 // Units [u0, u1) for every quantized row: groups through the row-group
-// kernel (four rows per weight load), the rest through matvec_q8act_block.
+// kernel (up to kMaxGroupDotRows rows per weight load), the rest through matvec_q8act_block.
 void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
                         float* y, int64_t u0, int64_t u1) {
   const int64_t groups = w.grouped_rows / simd::kGroupRows;
@@ -299,11 +299,12 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
     const simd::RowGroupKernels& kernels = simd::row_group_kernels(t);
     const simd::GroupDot dot = group_dot(kernels, w.format);
     const size_t nb = size_t(w.in / 32);
-    simd::Q8Row xr[4];
-    float out[4 * simd::kGroupRows];
+    constexpr int kPass = simd::kMaxGroupDotRows;
+    simd::Q8Row xr[kPass];
+    float out[kPass * simd::kGroupRows];
     for (int64_t g = u0; g < std::min(u1, groups); ++g) {
-      for (int r = 0; r < rows; r += 4) {
-        const int n = std::min(4, rows - r);
+      for (int r = 0; r < rows; r += kPass) {
+        const int n = std::min(kPass, rows - r);
         for (int j = 0; j < n; ++j)
           xr[j] = {x.scale.data() + size_t(r + j) * nb, x.q.data() + size_t(r + j) * size_t(w.in),
                    x.q_offset.empty() ? nullptr : x.q_offset.data() + size_t(r + j) * size_t(w.in),

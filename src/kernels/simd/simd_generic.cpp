@@ -133,7 +133,10 @@ void quantize_q8_activations(const float* x, int n, float* xs, int8_t* xq) {
     const float s = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.f;  // NaN propagates
     const float inv = s >= std::numeric_limits<float>::min() ? 1.f / s : 0.f;
     xs[b] = s;
-    for (int j = 0; j < 32; ++j) xq[b * 32 + j] = int8_t(std::clamp(std::nearbyint(x[b * 32 + j] * inv), -127.f, 127.f));
+    for (int j = 0; j < 32; ++j) {
+      const float r = std::nearbyint(x[b * 32 + j] * inv);
+      xq[b * 32 + j] = r != r ? 0 : int8_t(std::clamp(r, -127.f, 127.f));  // NaN: a NaN or infinite activation
+    }
   }
 }
 void scale_axpy(float* y, float s, float a, const float* x, int n) {
