@@ -141,6 +141,26 @@ TEST(Sampling, GreedyByDefaultAndDeterministicUnderASeed) {
   EXPECT_THROW(o.validate(), InputError);
 }
 
+// greedy_choice against std::max_element: every length around its lane
+// count, ties (the first wins), -inf (banned) logits, the maximum anywhere.
+TEST(Sampling, GreedyChoiceIsMaxElement) {
+  std::mt19937 rng(5);
+  for (size_t n = 0; n < 40; ++n)
+    for (int trial = 0; trial < 30; ++trial) {
+      std::vector<float> l(n);
+      for (float& x : l) x = float(int(rng() % 7)) - 3.f;  // few values: many ties
+      if (n > 0 && trial % 3 == 0) l[rng() % n] = -std::numeric_limits<float>::infinity();
+      if (n > 0 && trial % 5 == 0) l[rng() % n] = 9.f;
+      if (trial == 1) std::fill(l.begin(), l.end(), -std::numeric_limits<float>::infinity());
+      const int want = n == 0 ? 0 : int(std::max_element(l.begin(), l.end()) - l.begin());
+      ASSERT_EQ(greedy_choice(l), want) << "n " << n << " trial " << trial;
+    }
+  std::vector<float> big(262144);
+  for (float& x : big) x = float(rng() % 1000);
+  big[262143] = 2000.f;
+  EXPECT_EQ(greedy_choice(big), 262143);
+}
+
 TEST(Sampling, TopKTopPMinPDistributions) {
   const std::vector<float> logits = {3.f, 2.5f, 2.f, 1.f, 0.f, -1.f};
   auto softmax_over = [&](std::vector<int> keep) {

@@ -71,6 +71,10 @@ class Sampler {
   std::mt19937_64 rng_;
 };
 
+// The greedy choice: the index of the first largest logit, as
+// std::max_element gives it (which it is tested against), faster.
+int greedy_choice(const std::vector<float>& logits);
+
 // HF's order: repetition penalty (divide positive logits, multiply negative
 // ones, once per distinct token seen).
 void apply_repetition_penalty(std::vector<float>& logits, const std::vector<int>& history, float penalty);
