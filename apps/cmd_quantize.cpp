@@ -40,20 +40,36 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
       if (std::filesystem::path(o->out_dir).extension() == ".gguf") {
         if (!o->keep.empty()) throw InputError("--keep is not taken when writing a GGUF (--out " + o->out_dir + ")");
         check_gguf_weights(o->weights);  // before either file is written
+        std::string mmproj_pending, tower_type_name;
+        int mmproj_tensors = 0;
         if (!mmproj_out->empty()) {  // first: it is the smaller file, and the one a folder may not have
           std::error_code ec;
           if (std::filesystem::weakly_canonical(*mmproj_out, ec) == std::filesystem::weakly_canonical(o->out_dir, ec))
             throw InputError("--out-mmproj " + *mmproj_out + " is the --out file; the pair is two files");
           // The tower in the weights' type where an mmproj has it (float or Q8_0), else F16.
           const bool tower_type = o->weights == "f32" || o->weights == "f16" || o->weights == "bf16" || o->weights == "q8";
-          const MmprojExportOptions mo{o->model_dir, *mmproj_out, tower_type ? o->weights : "f16", o->progress};
-          const int n = export_mmproj(mo);
-          std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), mo.weights.c_str(), n);
+          tower_type_name = tower_type ? o->weights : "f16";
+          // Under a pair name until the text model is written too: a pair
+          // whose second file failed leaves neither.
+          mmproj_pending = *mmproj_out + ".pair";
+          const MmprojExportOptions mo{o->model_dir, mmproj_pending, tower_type_name, o->progress};
+          mmproj_tensors = export_mmproj(mo);
         }
         GgufExportOptions g{o->model_dir, o->out_dir, o->weights, std::nullopt, o->progress};
         const ChatTemplate folder_template = ChatTemplate::from_model_dir(o->model_dir, "gemma3");
         if (!folder_template.is_builtin()) g.chat_template = folder_template.source();
-        const GgufExportSummary s = export_gguf(g);
+        GgufExportSummary s;
+        try {
+          s = export_gguf(g);
+        } catch (...) {
+          std::error_code ec;
+          if (!mmproj_pending.empty()) std::filesystem::remove(mmproj_pending, ec);
+          throw;
+        }
+        if (!mmproj_pending.empty()) {
+          std::filesystem::rename(mmproj_pending, *mmproj_out);
+          std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), tower_type_name.c_str(), mmproj_tensors);
+        }
         std::printf("wrote %s (%s): %d tensors; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(), s.tensors,
                     format_bytes(s.bytes_in).c_str(), format_bytes(s.bytes_out).c_str());
         return 0;

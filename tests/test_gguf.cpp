@@ -351,18 +351,24 @@ TEST(Gguf, BlockFormatsRoundTripWithinTheirStep) {
   }
 }
 
-// A writer that does not finish (an error while writing its tensors) leaves no file.
+// A writer that does not finish (an error while writing its tensors) leaves
+// no file, and a file that was at its path before stays as it was.
 TEST(Gguf, AWriterGivenUpOnLeavesNoFile) {
-  const std::string path = test::temp_dir("gguf-given-up") + "/half.gguf";
-  {
-    GgufMetadata m;
-    m.add_string("general.architecture", "gemma3");
-    GgufWriter w(path, m, {{"a", ggml_type::F32, {8}}, {"b", ggml_type::F32, {8}}});
-    const std::vector<float> a(8, 1.f);
-    w.write(a.data(), 32);
-    EXPECT_TRUE(fs::exists(path));
+  const std::string dir = test::temp_dir("gguf-given-up"), path = dir + "/half.gguf", kept = dir + "/kept.gguf";
+  test::write_file(kept, "the previous file");
+  for (const std::string& p : {path, kept}) {
+    {
+      GgufMetadata m;
+      m.add_string("general.architecture", "gemma3");
+      GgufWriter w(p, m, {{"a", ggml_type::F32, {8}}, {"b", ggml_type::F32, {8}}});
+      const std::vector<float> a(8, 1.f);
+      w.write(a.data(), 32);
+      EXPECT_TRUE(fs::exists(GgufWriter::partial_path(p)));
+    }
+    EXPECT_FALSE(fs::exists(GgufWriter::partial_path(p)));
   }
   EXPECT_FALSE(fs::exists(path));
+  EXPECT_EQ(test::read_file(kept), "the previous file");
 }
 
 // Values a format's f16 factors cannot hold, and NaN / Inf, are errors that
@@ -920,6 +926,17 @@ TEST(Gguf, CommandsTakeAnMmproj) {
   EXPECT_NE(q3.exit_code, 0);
   EXPECT_NE(q3.output.find("--weights q3_k"), std::string::npos) << q3.output;
   EXPECT_FALSE(fs::exists(out + "/q3-mmproj.gguf"));
+  // The text model failing after the mmproj was written (here: no
+  // tokenizer.json) leaves neither file of the pair.
+  const std::string untokenized = test::temp_dir("mmproj-no-tokenizer");
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().filename() != "tokenizer.json") fs::copy_file(f.path(), fs::path(untokenized) / f.path().filename());
+  const auto half = test::run_splitdec("quantize -m " + untokenized + " --out " + untokenized + "/t.gguf --out-mmproj " +
+                                       untokenized + "/m.gguf --weights f32");
+  EXPECT_NE(half.exit_code, 0);
+  EXPECT_NE(half.output.find("needs tokenizer.json"), std::string::npos) << half.output;
+  for (const char* left : {"/m.gguf", "/m.gguf.pair", "/m.gguf.pair.partial", "/t.gguf", "/t.gguf.partial"})
+    EXPECT_FALSE(fs::exists(untokenized + left)) << left;
 }
 
 // The first mmproj files (llama.cpp's gemma3_convert_encoder_to_gguf.py)

@@ -118,21 +118,24 @@ GgufWriter::GgufWriter(const std::string& path, const GgufMetadata& metadata, st
     offset += padded(n);
   }
   head.append(padded(head.size()) - head.size(), '\0');
-  s_->out.open(path, std::ios::binary | std::ios::trunc);
-  if (!s_->out) throw FormatError(path + ": cannot create file");
+  s_->out.open(partial_path(path), std::ios::binary | std::ios::trunc);
+  if (!s_->out) throw FormatError(path + ": cannot create file (" + partial_path(path) + ")");
   s_->out.write(head.data(), std::streamsize(head.size()));
   while (s_->current < s_->sizes.size() && s_->sizes[s_->current] == 0) ++s_->current;
 }
 
 // A writer given up on (an error while its tensors were written) leaves no
-// half file behind for a later load to trip over.
+// half file behind for a later load to trip over, and a file already at the
+// path as it was: the bytes go to PATH.partial, renamed by finish().
 GgufWriter::~GgufWriter() {
   if (s_ && !s_->finished) {
     s_->out.close();
     std::error_code ec;
-    std::filesystem::remove(s_->path, ec);
+    std::filesystem::remove(partial_path(s_->path), ec);
   }
 }
+
+std::string GgufWriter::partial_path(const std::string& path) { return path + ".partial"; }
 
 void GgufWriter::write(const void* bytes, size_t n) {
   const auto* p = static_cast<const uint8_t*>(bytes);
@@ -158,6 +161,9 @@ void GgufWriter::finish() {
     throw Error(s_->path + ": tensor '" + s_->entries[s_->current].name + "' was not written in full");
   s_->out.close();
   if (!s_->out) throw FormatError(s_->path + ": write failed (is the disk full?)");
+  std::error_code ec;
+  std::filesystem::rename(partial_path(s_->path), s_->path, ec);
+  if (ec) throw FormatError(s_->path + ": cannot move " + partial_path(s_->path) + " into place: " + ec.message());
   s_->finished = true;
 }
 

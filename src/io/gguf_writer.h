@@ -50,13 +50,17 @@ class GgufWriter {
   // The next bytes of the current tensor (a tensor is done when its byte
   // count is reached; a piece may not run past it).
   void write(const void* bytes, size_t n);
-  // Every tensor written: pads, flushes and closes. Error otherwise. A
-  // writer destroyed before finish() succeeds removes its file.
+  // Every tensor written: pads, flushes, closes and moves the file into
+  // place (it is written as partial_path(path)). Error otherwise. A writer
+  // destroyed before finish() succeeds removes its partial file and leaves
+  // whatever was at `path` untouched.
   void finish();
 
   // Bytes of a tensor of `type` and shape `ne` (Error for a type without a
   // known block size, or rows that are not whole blocks).
   static uint64_t tensor_bytes(uint32_t type, const std::vector<uint64_t>& ne);
+  // Where the bytes go until finish(): PATH.partial.
+  static std::string partial_path(const std::string& path);
 
  private:
   struct State;
