@@ -4,7 +4,7 @@
 
 #include "cli_common.h"
 #include "core/dtype.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "prompt/chat_template.h"
 
 namespace splitdec::cli {

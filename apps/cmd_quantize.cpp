@@ -6,9 +6,9 @@
 #include "cli_common.h"
 #include "core/error.h"
 #include "core/machine.h"
-#include "model/gguf_export.h"
-#include "model/mmproj_export.h"
-#include "model/quantize_model.h"
+#include "tools/gguf_export.h"
+#include "tools/mmproj_export.h"
+#include "tools/quantize_model.h"
 #include "prompt/chat_template.h"
 
 namespace splitdec::cli {

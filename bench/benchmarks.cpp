@@ -25,7 +25,7 @@
 #include "kernels/simd/kernel_table.h"
 #include "kv/kv_rows.h"
 #include "mask/chunk_mask.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "pipeline/session.h"
 #include "constraint_benchmarks.h"
 #include "media_benchmarks.h"

@@ -13,7 +13,7 @@
 #include "media/image_patches.h"
 #include "media/media_frontend.h"
 #include "model/gemma_model.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "pipeline/session.h"
 
 namespace splitdec::bench {

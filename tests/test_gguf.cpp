@@ -1,5 +1,5 @@
 // GGUF files (io/gguf.h, io/families/gemma3_gguf.h, io/gguf_tokenizer.h,
-// model/gguf_export.h): a tiny Gemma-3 folder written as a GGUF in each type
+// tools/gguf_export.h): a tiny Gemma-3 folder written as a GGUF in each type
 // loads to the folder's logits (bit for bit where the weights are the same
 // bytes), its vocabulary tokenizes as the folder's tokenizer does, the
 // commands take FILE.gguf, and a malformed file is an error that names the
@@ -28,9 +28,9 @@
 #include "io/model_config.h"
 #include "kernels/gemm_bf16.h"
 #include "io/tokenizer.h"
-#include "model/gguf_export.h"
-#include "model/mmproj_export.h"
-#include "model/make_model.h"
+#include "tools/gguf_export.h"
+#include "tools/mmproj_export.h"
+#include "tools/make_model.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
 #include "splitdec/batch.h"

@@ -19,7 +19,7 @@
 #include "io/gemma_tokenizer_json.h"
 #include "io/hf_tokenizer.h"
 #include "io/tokenizer.h"
-#include "model/preset_vocabulary.h"
+#include "tools/preset_vocabulary.h"
 #include "test_support.h"
 
 namespace splitdec {

@@ -1,4 +1,4 @@
-// `splitdec quantize` folders (model/quantize_model.h, model/quantized_tensors.h):
+// `splitdec quantize` folders (tools/quantize_model.h, model/quantized_tensors.h):
 // they load to exactly the matrices that quantizing at load gives, keep what
 // --keep names, copy the rest, and a damaged quantized tensor is an error
 // naming it.
@@ -18,8 +18,8 @@
 #include "io/safetensors.h"
 #include "kv/kv_rows.h"
 #include "model/gemma_model.h"
-#include "model/make_model.h"
-#include "model/quantize_model.h"
+#include "tools/make_model.h"
+#include "tools/quantize_model.h"
 #include "model/reference_forward.h"
 #include "test_prompts.h"
 #include "model/weights.h"

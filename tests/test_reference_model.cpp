@@ -12,7 +12,7 @@
 #include "io/safetensors.h"
 #include "generate/generator.h"
 #include "generate/reference_source.h"
-#include "model/make_model.h"
+#include "tools/make_model.h"
 #include "model/reference_forward.h"
 #include "test_support.h"
 

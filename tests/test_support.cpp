@@ -9,7 +9,7 @@
 #include <memory>
 #include <sstream>
 
-#include "model/make_model.h"
+#include "tools/make_model.h"
 
 namespace splitdec::test {
 

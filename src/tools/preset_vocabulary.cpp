@@ -1,4 +1,4 @@
-#include "model/preset_vocabulary.h"
+#include "tools/preset_vocabulary.h"
 
 #include <map>
 #include <string>

@@ -1,4 +1,4 @@
-#include "model/mmproj_export.h"
+#include "tools/mmproj_export.h"
 
 #include <filesystem>
 

@@ -1,4 +1,4 @@
-#include "model/make_model.h"
+#include "tools/make_model.h"
 
 #include <cmath>
 #include <cstring>
@@ -16,8 +16,8 @@
 #include "io/safetensors.h"
 #include "media/frontend_weights.h"
 #include "io/tokenizer.h"
-#include "model/preset_vocabulary.h"
-#include "model/quantize_model.h"
+#include "tools/preset_vocabulary.h"
+#include "tools/quantize_model.h"
 #include "model/quantized_tensors.h"
 #include "model/weights.h"
 

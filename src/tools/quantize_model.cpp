@@ -1,4 +1,4 @@
-#include "model/quantize_model.h"
+#include "tools/quantize_model.h"
 
 #include <fnmatch.h>
 

@@ -1,4 +1,4 @@
-#include "model/gguf_export.h"
+#include "tools/gguf_export.h"
 
 #include <sentencepiece_processor.h>
 
