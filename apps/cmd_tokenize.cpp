@@ -14,7 +14,7 @@
 
 #include "cli_common.h"
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "media/media_loader.h"
 #include "prompt/chat_prompt.h"
 #include "prompt/prompt_text.h"

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "generate/json_constraint.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace splitdec::bench {
 

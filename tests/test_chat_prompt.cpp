@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/npy.h"
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "prompt/chat_prompt.h"
 #include "test_support.h"
 

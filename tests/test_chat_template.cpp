@@ -21,7 +21,7 @@
 #include "serve/chat_input.h"
 #include "splitdec/splitdec.h"
 #include "api/api_internal.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace splitdec {

@@ -18,7 +18,7 @@
 #include "io/gguf.h"
 #include "io/families/gguf_model.h"
 #include "io/families/gemma3_mmproj.h"
-#include "io/gguf_tokenizer.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/media_embeddings.h"
 #include "io/safetensors.h"

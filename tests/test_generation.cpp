@@ -15,7 +15,7 @@
 #include "generate/token_logprobs.h"
 #include "io/media_embeddings.h"
 #include "io/safetensors.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 using namespace splitdec;

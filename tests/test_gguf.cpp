@@ -1,4 +1,4 @@
-// GGUF files (io/gguf.h, io/families/gemma3_gguf.h, io/gguf_tokenizer.h,
+// GGUF files (io/gguf.h, io/families/gemma3_gguf.h, tokenizer/gguf_tokenizer.h,
 // tools/gguf_export.h): a tiny Gemma-3 folder written as a GGUF in each type
 // loads to the folder's logits (bit for bit where the weights are the same
 // bytes), its vocabulary tokenizes as the folder's tokenizer does, the
@@ -23,11 +23,11 @@
 #include "io/families/gemma3_gguf.h"
 #include "io/families/gemma4_gguf.h"
 #include "io/families/gguf_model.h"
-#include "io/gguf_tokenizer.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/model_config.h"
 #include "kernels/gemm_bf16.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/gguf_export.h"
 #include "tools/mmproj_export.h"
 #include "tools/make_model.h"

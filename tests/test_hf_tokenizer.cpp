@@ -16,9 +16,9 @@
 
 #include "core/error.h"
 #include "generate/text_stream.h"
-#include "io/gemma_tokenizer_json.h"
-#include "io/hf_tokenizer.h"
-#include "io/tokenizer.h"
+#include "tokenizer/gemma_tokenizer_json.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "tools/preset_vocabulary.h"
 #include "test_support.h"
 

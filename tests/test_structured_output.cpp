@@ -17,7 +17,7 @@
 #include "generate/json_schema.h"
 #include "generate/sampler.h"
 #include "generate/token_trie.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace splitdec {

@@ -7,7 +7,7 @@
 
 #include "generate/stop_strings.h"
 #include "generate/text_stream.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "test_support.h"
 
 namespace splitdec {

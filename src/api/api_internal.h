@@ -8,7 +8,7 @@
 #include "generate/generator.h"
 #include "generate/json_schema.h"
 #include "generate/token_trie.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "media/media_frontend.h"
 #include "media/media_loader.h"
 #include "model/gemma_model.h"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace splitdec {
 

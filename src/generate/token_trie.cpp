@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace splitdec {
 

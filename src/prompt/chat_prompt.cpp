@@ -10,7 +10,7 @@
 #include "io/families/family.h"
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "prompt/prompt_text.h"
 
 namespace splitdec {

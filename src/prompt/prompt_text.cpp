@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "media/media_loader.h"
 
 namespace splitdec {

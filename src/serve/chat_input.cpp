@@ -3,7 +3,7 @@
 #include <map>
 
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "core/error.h"
 #include "prompt/chat_prompt.h"
 #include "prompt/prompt_text.h"

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "generate/json_schema.h"
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "media/frontend_config.h"
 #include "media/media_frontend.h"
 #include "media/media_loader.h"

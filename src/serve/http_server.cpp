@@ -17,7 +17,7 @@
 #include "generate/token_trie.h"
 #include "prompt/tool_call_format.h"
 #include "serve/chat_input.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
 #include "serve/http_listener.h"

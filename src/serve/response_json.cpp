@@ -6,7 +6,7 @@
 #include <random>
 #include <nlohmann/json.hpp>
 
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "prompt/tool_call_format.h"
 
 namespace splitdec::serve {

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "generate/json_constraint.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "prompt/prompt_text.h"
 #include "serve/prefill_pieces.h"
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "io/model_config.h"
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "serve/api_error.h"
 
 namespace splitdec::serve {

@@ -16,7 +16,7 @@
 #include "io/gguf.h"
 #include "io/families/gemma4_gguf.h"
 #include "io/families/gguf_model.h"
-#include "io/gguf_tokenizer.h"
+#include "tokenizer/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"

@@ -6,7 +6,7 @@
 // Google's; the layout and the file format are what the code paths see.
 #pragma once
 
-#include "io/gemma_tokenizer_json.h"
+#include "tokenizer/gemma_tokenizer_json.h"
 
 namespace splitdec {
 

@@ -1,4 +1,4 @@
-#include "io/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -15,8 +15,8 @@
 
 #include "core/error.h"
 #include "io/gguf.h"
-#include "io/gguf_tokenizer.h"
-#include "io/hf_tokenizer.h"
+#include "tokenizer/gguf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace splitdec {
 

@@ -1,9 +1,9 @@
-#include "io/gguf_tokenizer.h"
+#include "tokenizer/gguf_tokenizer.h"
 
 #include "core/error.h"
 #include "io/gguf.h"
-#include "io/hf_utf8.h"
-#include "io/tokenizer.h"
+#include "tokenizer/hf_utf8.h"
+#include "tokenizer/tokenizer.h"
 
 namespace splitdec {
 

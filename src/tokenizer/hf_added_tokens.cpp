@@ -1,8 +1,8 @@
-#include "io/hf_added_tokens.h"
+#include "tokenizer/hf_added_tokens.h"
 
 #include <algorithm>
 
-#include "io/hf_utf8.h"
+#include "tokenizer/hf_utf8.h"
 
 namespace splitdec::hf {
 

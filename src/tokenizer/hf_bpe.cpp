@@ -1,11 +1,11 @@
-#include "io/hf_bpe.h"
+#include "tokenizer/hf_bpe.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <functional>
 
 #include "core/error.h"
-#include "io/hf_utf8.h"
+#include "tokenizer/hf_utf8.h"
 
 namespace splitdec::hf {
 

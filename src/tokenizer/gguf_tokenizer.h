@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "io/gemma_tokenizer_json.h"
+#include "tokenizer/gemma_tokenizer_json.h"
 
 namespace splitdec {
 

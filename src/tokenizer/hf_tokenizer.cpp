@@ -1,4 +1,4 @@
-#include "io/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "io/hf_added_tokens.h"
-#include "io/hf_bpe.h"
-#include "io/hf_tokenizer_limits.h"
-#include "io/hf_utf8.h"
+#include "tokenizer/hf_added_tokens.h"
+#include "tokenizer/hf_bpe.h"
+#include "tokenizer/hf_tokenizer_limits.h"
+#include "tokenizer/hf_utf8.h"
 
 namespace splitdec {
 

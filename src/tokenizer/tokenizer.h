@@ -13,7 +13,7 @@ class Tokenizer {
  public:
   // Returns nullptr when the directory has neither tokenizer.json nor
   // tokenizer.model; a file that exists but cannot be parsed is a FormatError.
-  // A GGUF file's path gives the tokenizer of its metadata (io/gguf_tokenizer.h).
+  // A GGUF file's path gives the tokenizer of its metadata (tokenizer/gguf_tokenizer.h).
   static std::unique_ptr<Tokenizer> open_dir(const std::string& dir);
   static std::unique_ptr<Tokenizer> from_serialized(const std::string& proto, const std::string& source);
   static std::unique_ptr<Tokenizer> from_hf_json(const std::string& json, const std::string& source);

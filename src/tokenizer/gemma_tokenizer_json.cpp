@@ -1,4 +1,4 @@
-#include "io/gemma_tokenizer_json.h"
+#include "tokenizer/gemma_tokenizer_json.h"
 
 #include <sentencepiece_processor.h>
 
