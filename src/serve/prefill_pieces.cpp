@@ -2,26 +2,14 @@
 
 #include <algorithm>
 
+#include "pipeline/chunker.h"
+
 namespace splitdec::serve {
 
 std::vector<std::pair<int, int>> prefill_pieces(const PromptBatch& p, int budget) {
-  const std::vector<int> blocks = p.sequence_block_ids(0);
-  const int n = p.seq;
-  budget = std::max(1, budget);
+  // The session's own cutter (one rule for a block that must stay whole), on this prompt's one row.
   std::vector<std::pair<int, int>> out;
-  for (int begin = 0; begin < n;) {
-    int end = std::min(n, begin + budget);
-    auto inside_block = [&](int cut) { return cut < n && blocks[size_t(cut)] >= 0 && blocks[size_t(cut)] == blocks[size_t(cut - 1)]; };
-    if (inside_block(end)) {
-      int back = end;
-      while (back > begin && inside_block(back)) --back;
-      if (back > begin) end = back;  // the piece stops before the block
-      else
-        while (inside_block(end)) ++end;  // the block alone is longer than the budget
-    }
-    out.emplace_back(begin, end);
-    begin = end;
-  }
+  for (const ChunkSpan& c : split_into_chunks({p.sequence_block_ids(0)}, std::max(1, budget))) out.emplace_back(c.begin, c.end);
   return out;
 }
 
