@@ -156,7 +156,7 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
   std::optional<Sampler> sampler_before;  // a failed turn draws nothing from the stream
   using clock = std::chrono::steady_clock;
   Reply reply;
-  int id = -1, end_of_turn = -1;
+  int id = -1;
   try {
     sampler = c.sampler_for(api::sampling_options(o));
     sampler_before = *sampler;
@@ -167,9 +167,7 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     ro.stop_strings = o.stop;
     ro.max_new_tokens = o.max_new_tokens;
     ro.keep_step_logits = o.keep_step_logits;
-    ro.stop_tokens = c.config().eos_token_ids;
-    end_of_turn = tok ? SpecialTokens::resolve(c.config(), *tok).end_of_turn : -1;
-    if (end_of_turn >= 0) ro.stop_tokens.push_back(end_of_turn);
+    ro.stop_tokens = reply_stop_tokens(c.config(), tok);
     ro.on_text = on_text;
     if (const auto grammar = api::json_grammar(o))
       ro.constraint = std::make_shared<JsonConstraint>(grammar, api::vocabulary(*c.engine), ro.stop_tokens);

@@ -10,6 +10,13 @@
 
 namespace splitdec {
 
+std::vector<int> reply_stop_tokens(const ModelConfig& config, const Tokenizer* tokenizer) {
+  std::vector<int> stops = config.eos_token_ids;
+  const int end_of_turn = tokenizer ? SpecialTokens::resolve(config, *tokenizer).end_of_turn : -1;
+  if (end_of_turn >= 0) stops.push_back(end_of_turn);
+  return stops;
+}
+
 SpecialTokens SpecialTokens::resolve(const ModelConfig& c, const Tokenizer& tok) {
   SpecialTokens s;
   auto from_tok = [&](int config_id, const char* piece) { return config_id >= 0 ? config_id : tok.piece_id(piece); };

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/prompt_batch.h"
 
@@ -26,6 +27,10 @@ struct SpecialTokens {
   // Throws InputError naming the token when it is missing (-1).
   static int require(int id, const char* name);
 };
+
+// Where a chat reply ends: the model's EOS ids, then its end-of-turn token
+// when `tokenizer` (may be null) has one.
+std::vector<int> reply_stop_tokens(const ModelConfig& config, const Tokenizer* tokenizer);
 
 // One media block as the model sees it: the begin marker, one soft token
 // per row of `rows_data` ([rows, hidden]), the end marker; the rows ride

@@ -49,12 +49,7 @@ Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, SchedulerOp
   session_ = std::make_unique<Session>(model_, 0, so);
   source_ = std::make_unique<SessionSource>(*session_);
   steps_ = std::make_unique<StepGenerator>(*source_, model_.config(), tokenizer_);
-  stop_tokens_ = model_.config().eos_token_ids;
-  if (tokenizer_) {
-    // A chat reply ends where the model closes its turn.
-    const int end_of_turn = SpecialTokens::resolve(model_.config(), *tokenizer_).end_of_turn;
-    if (end_of_turn >= 0) stop_tokens_.push_back(end_of_turn);
-  }
+  stop_tokens_ = reply_stop_tokens(model_.config(), tokenizer_);
   thread_ = std::thread([this] { loop(); });
 }
 
