@@ -2,9 +2,16 @@
 // OpenAI client does (each turn resends every earlier turn and reply),
 // streamed, and prints JSON: per turn, the median time to first token and
 // the last chat's prompt, cached and completion tokens.
-//   node scripts/bench_prefix_cache.mjs URL CHATS TURNS MAX_TOKENS [TAG]
+//   node scripts/bench_prefix_cache.mjs URL CHATS TURNS MAX_TOKENS [TAG] [IMAGE]
 // TAG starts every chat's first message (a warm-up's chats share nothing with the measured ones).
-const [url, chats = "3", turns = "5", maxTokens = "32", tag = "Chat"] = process.argv.slice(2);
+// IMAGE (a PNG or JPEG file): the first user message of every chat holds it
+// before its text, as an image_url data URI, so every later turn resends it.
+import { readFileSync } from "node:fs";
+const [url, chats = "3", turns = "5", maxTokens = "32", tag = "Chat", image = ""] = process.argv.slice(2);
+const imagePart = image
+  ? { type: "image_url", image_url: { url: `data:image/${image.endsWith(".png") ? "png" : "jpeg"};base64,` +
+                                          readFileSync(image).toString("base64") } }
+  : null;
 
 // About 100 words per user turn.
 const words = "the sea is wide and the waves are long and grey under a low sky where birds turn ".repeat(6);
@@ -46,7 +53,8 @@ for (let c = 0; c < Number(chats); ++c) {
   const messages = [];
   last = [];
   for (let t = 0; t < Number(turns); ++t) {
-    messages.push({ role: "user", content: `${tag} ${c}, question ${t}: ${words}` });
+    const text = `${tag} ${c}, question ${t}: ${words}`;
+    messages.push({ role: "user", content: imagePart && t === 0 ? [imagePart, { type: "text", text }] : text });
     const r = await turn(messages);
     ttfts[t].push(r.ttft);
     messages.push({ role: "assistant", content: r.text });
