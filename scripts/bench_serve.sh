@@ -6,6 +6,8 @@
 #   scripts/bench_serve.sh [BUILD_DIR] [LAYERS] [MAX_TOKENS] [LEVELS...]
 # defaults: build 4 32 "1 4 8 16". The model is a gemma3-1b-shaped preset
 # (random weights, bf16) cut to LAYERS layers to keep a run to minutes.
+# PLANS="split" runs only that plan; WEIGHTS=q8 (or any serve --weights)
+# converts the weights at load.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -19,8 +21,9 @@ trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' E
 "$bin" make-model --preset gemma3-1b --layers "$layers" --out "$work/model" >/dev/null
 echo "| plan | clients | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms |"
 echo "|---|---|---|---|---|---|---|---|---|"
-for plan in split single; do
-  "$bin" serve --model "$work/model" --port 0 --plan "$plan" --max-sequences 16 --max-length 512 > "$work/out" 2> "$work/err" &
+for plan in ${PLANS:-split single}; do
+  "$bin" serve --model "$work/model" --port 0 --plan "$plan" --max-sequences 16 --max-length 512 \
+    ${WEIGHTS:+--weights "$WEIGHTS"} > "$work/out" 2> "$work/err" &
   echo $! > "$work/pid"
   for _ in $(seq 600); do grep -q http:// "$work/out" 2>/dev/null && break; sleep 0.1; done
   port="$(sed -n 's/.*http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/out" | head -1)"
