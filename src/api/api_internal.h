@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "api/engine_parts.h"
 #include "generate/generator.h"
 #include "generate/json_schema.h"
 #include "generate/token_trie.h"
@@ -35,8 +36,6 @@ namespace api {
 
 // GenerateOptions::json_schema compiled (null when empty); InputError naming the keyword.
 std::shared_ptr<const JsonGrammar> json_grammar(const GenerateOptions& o);
-// The engine's vocabulary trie (needs a tokenizer).
-std::shared_ptr<const TokenTrie> vocabulary(const Engine& e);
 
 SessionOptions session_options(const ConversationOptions& o, int sequences);
 SamplingOptions sampling_options(const GenerateOptions& o);

@@ -77,6 +77,11 @@ void set_threads(int threads) {
   ThreadPool::set_threads(threads);
 }
 
+EngineParts engine_parts(const Engine& e) {
+  const Engine::Impl& impl = e.impl();
+  return {impl.model, impl.tokenizer.get(), *impl.chat_template, impl.frontend};
+}
+
 namespace api {
 
 std::shared_ptr<const JsonGrammar> json_grammar(const GenerateOptions& o) {

@@ -11,7 +11,12 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
-#include "api/api_internal.h"
+#include "api/engine_parts.h"
+#include "media/media_frontend.h"
+#include "media/media_loader.h"
+#include "model/gemma_model.h"
+#include "prompt/chat_template.h"
+#include "splitdec/splitdec.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "generate/token_trie.h"
@@ -120,6 +125,7 @@ bool uses_tools(const CompletionRequest& r) { return r.chat && !r.tools.tools.is
 
 struct HttpServer::Impl {
   std::shared_ptr<const Engine> engine;
+  const EngineParts parts;  // the engine's, which it outlives
   ServerOptions options;
   Metrics metrics;
   Scheduler scheduler;
@@ -131,10 +137,10 @@ struct HttpServer::Impl {
   int64_t open_responses = 0;
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o, SchedulerOptions s)
-      : engine(std::move(e)), options(std::move(o)), metrics(s.max_sequences),
-        scheduler(engine->impl().model, engine->impl().tokenizer.get(), s, metrics),
+      : engine(std::move(e)), parts(engine_parts(*engine)), options(std::move(o)), metrics(s.max_sequences),
+        scheduler(parts.model, parts.tokenizer, s, metrics),
         encode_slots(std::clamp<std::ptrdiff_t>(options.max_concurrent_encodes, 1, 1024)) {
-    if (!engine->impl().tokenizer) throw InputError("serve needs the model's tokenizer (tokenizer.json or tokenizer.model)");
+    if (!parts.tokenizer) throw InputError("serve needs the model's tokenizer (tokenizer.json or tokenizer.model)");
     // Every generation holds a handler thread while it runs or waits for a
     // slot; a few more answer health checks, metrics and refusals meanwhile.
     // Slow clients never hold one: the listener's gate reads whole requests first.
@@ -150,7 +156,7 @@ struct HttpServer::Impl {
     // No tokenization puts more text bytes in one token than its piece
     // holds (twice that, for normalizers that shrink text): more text than
     // this cannot fit the context, whatever it tokenizes to.
-    const Tokenizer& tok = *engine->impl().tokenizer;
+    const Tokenizer& tok = *parts.tokenizer;
     size_t longest = 1;
     for (int i = 0; i < tok.piece_count(); ++i) longest = std::max(longest, tok.piece(i).size());
     max_text_bytes = size_t(s.session.capacity) * longest * 2 + 4096;
@@ -217,7 +223,7 @@ struct HttpServer::Impl {
   HttpResponse token_endpoint(const HttpRequest& req) const {
     try {
       check_json_limits(req.body, options.json);
-      const Engine::Impl& e = engine->impl();
+      const EngineParts& e = parts;
       const TokenEndpointContext ctx{*e.tokenizer, e.model.config(), max_text_bytes};
       return json_response(200, req.path == "/tokenize" ? tokenize_reply(req.body, ctx) : detokenize_reply(req.body, ctx));
     } catch (const ApiError& e) {
@@ -293,9 +299,9 @@ struct HttpServer::Impl {
     try {
       if (draining) throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       check_json_limits(req.body, options.json);
-      const Engine::Impl& e = engine->impl();
+      const EngineParts& e = parts;
       auto parse = [&](const MediaLoader& media) {
-        return parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), *e.chat_template, options.media_dir,
+        return parse_completion_request(req.body, chat, {*e.tokenizer, e.model.config(), e.chat_template, options.media_dir,
                                                          media, max_text_bytes, size_t(options.max_media), options.generation});
       };
       // First with media counted, not encoded (decoded and sized only): a
@@ -336,7 +342,7 @@ struct HttpServer::Impl {
         case Scheduler::Admission::Closed:
           throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       }
-      ResponseWriter writer(chat, options.model_name, std::move(r.echo), r.top_logprobs >= 0 ? e.tokenizer.get() : nullptr);
+      ResponseWriter writer(chat, options.model_name, std::move(r.echo), r.top_logprobs >= 0 ? e.tokenizer : nullptr);
       if (uses_tools(r)) writer.expect_tool_calls(tool_reply_prefix(r.tools));
       if (r.stream) return stream(job, std::move(writer), r.include_usage);
       return whole(req, *job, writer);
@@ -408,7 +414,7 @@ HttpServer::HttpServer(std::shared_ptr<const Engine> engine, ServerOptions optio
   // Bad defaults stop the server at startup, not every request that has an image.
   const ImageOptions& image = impl_->options.image;
   if (image.image_tokens != 0 || image.pan_and_scan) {
-    const auto& frontend = impl_->engine->impl().frontend;
+    const auto& frontend = impl_->parts.frontend;
     if (!frontend) throw InputError("--image-tokens / --pan-and-scan: this model has no vision frontend");
     frontend->check_image_options(image);
   }
