@@ -67,7 +67,12 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
           throw;
         }
         if (!mmproj_pending.empty()) {
-          std::filesystem::rename(mmproj_pending, *mmproj_out);
+          std::error_code ec;
+          std::filesystem::rename(mmproj_pending, *mmproj_out, ec);
+          if (ec) {
+            std::filesystem::remove(mmproj_pending, ec);
+            throw FormatError(*mmproj_out + ": cannot move " + mmproj_pending + " into place");
+          }
           std::printf("wrote %s (%s): %d tensors\n", mmproj_out->c_str(), tower_type_name.c_str(), mmproj_tensors);
         }
         std::printf("wrote %s (%s): %d tensors; %s -> %s\n", o->out_dir.c_str(), o->weights.c_str(), s.tensors,

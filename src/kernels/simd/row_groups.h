@@ -87,10 +87,9 @@ inline int32_t pack_half_sums(int32_t first, int32_t second) {
 
 // out[r * 16 + i] = x[r] . row i of the group, for `rows` (1 to
 // kMaxGroupDotRows) activation rows; n weights per row (a multiple of 32).
-// Why 4: one 8-row pass on 512-bit vectors (the kernels below take up to 8
-// there) did not move an 8-sequence decode step on the 2026-12-05 EPYC VM
-// and ran q8_0 prefill at 427-440 GFLOP/s against 469-523 in passes of 4
-// (bench --only linear). Raise it to measure again; the tests follow it.
+// Why 4: an 8-row pass on 512-bit vectors (tried 2026-12-05) did not move
+// an 8-sequence decode step on the EPYC VM and ran q8_0 prefill at 427-440
+// GFLOP/s against 469-523 in passes of 4 (bench --only linear).
 constexpr int kMaxGroupDotRows = 4;
 using GroupDot = void (*)(const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
 
