@@ -204,6 +204,51 @@ TEST(SessionSlots, AClosedSlotKeepsItsKvUntilOpenedEmpty) {
   }
 }
 
+// copy_sequence gives a second slot what the first holds (a prompt
+// prefilled once, several replies): each slot then goes on bit for bit as a
+// session that prefilled the prompt itself, under every plan and KV storage,
+// with sliding rings that wrapped and a media block a rewind may not cut.
+TEST(SessionSlots, ACopiedSlotGoesOnAsASessionThatPrefilledItself) {
+  const Model& m = test::tiny_model("tiny-gemma4");  // window 8
+  const ModelConfig& c = m.config();
+  const PromptBatch prompt = batch_of({SeqBuilder(c, 7).text(5).media(Modality::Image, 10).text(6)}, 0);
+  for (DType storage : {DType::F32, DType::BF16, DType::I8})
+    for (Plan plan : {Plan::Single, Plan::Split, Plan::SplitCopy, Plan::Unified}) {
+      SCOPED_TRACE(std::string(plan_name(plan)) + " " + dtype_name(storage));
+      SessionOptions o = options_for(plan, 3);
+      o.kv_dtype = storage;
+      o.chunk = 4;
+      o.max_chunk = 4;  // rings of 12 positions (the image's chunk grows them to 18): the decoded tail wraps them
+      Session s(m, 0, o), alone_a(m, 1, o), alone_b(m, 1, o);
+      const int a = s.open_sequence(), b = s.open_sequence();
+      s.append({b}, batch_of({SeqBuilder(c, 8).text(20)}, 0));  // b held something else before
+      EXPECT_EQ(s.append({a}, prompt), alone_a.append(prompt));
+      alone_b.append(prompt);
+      for (int t : {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52})
+        EXPECT_EQ(s.decode({a}, {t}), alone_a.decode({t})) << t;  // 35 positions: the rings wrapped
+      for (int t : {40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52}) alone_b.decode({t});
+      s.copy_sequence(a, b);
+      EXPECT_EQ(s.length(b), s.length(a));
+      // Apart from here: different tokens, one call and separate calls.
+      for (int k = 0; k < 4; ++k) {
+        const std::vector<float> both = s.decode({b, a}, {60 + k, 70 + k});
+        const std::vector<float> want_b = alone_b.decode({60 + k}), want_a = alone_a.decode({70 + k});
+        const size_t V = size_t(c.vocab_size);
+        EXPECT_TRUE(std::equal(want_b.begin(), want_b.end(), both.begin())) << "b, step " << k;
+        EXPECT_TRUE(std::equal(want_a.begin(), want_a.end(), both.begin() + long(V))) << "a, step " << k;
+      }
+      const PromptBatch more = batch_of({SeqBuilder(c, 9).no_bos().text(3).media(Modality::Image, 6).text(2)}, 0);
+      EXPECT_EQ(s.append({b}, more), alone_b.append(more));
+      // The media block came with the copy: a rewind into it is refused on b too.
+      EXPECT_FALSE(s.can_rewind(b, 8));
+    }
+  const Model& g3 = test::tiny_model("tiny-gemma3");
+  Session s(g3, 0, options_for(Plan::Split, 2));
+  const int a = s.open_sequence();
+  EXPECT_THROW(s.copy_sequence(a, 1), InputError);  // slot 1 is not open
+  EXPECT_THROW(s.copy_sequence(a, a), InputError);
+}
+
 TEST(SessionSlots, BadSequenceListsAreClearErrors) {
   const Model& m = test::tiny_model("tiny-gemma3");
   Session session(m, 2, options_for(Plan::Split, 2));

@@ -371,7 +371,7 @@ TEST(ServeUnits, EachFieldNamesItselfWithItsRange) {
   };
   refused_completion("logprobs", 6, {"logprobs: 6", "[0, 5]"});
   refused_completion("logprobs", "2", {"logprobs"});
-  refused_completion("best_of", 2, {"best_of: only best_of=1"});
+  refused_completion("best_of", 2, {"best_of: only best_of equal to n (1)"});
   refused_completion("best_of", -1, {"best_of"});
   refused_completion("suffix", "and the end.", {"suffix: not supported", "fill-in-the-middle"});
   refused_completion("suffix", 3, {"suffix: expected a string"});
@@ -869,7 +869,7 @@ TEST(Serve, CompletionsEchoAndRefusedFields) {
     expect_error(post(s, "/v1/completions", b.dump()), 400, "echo with logprobs");
   }
   refused("suffix", "The end.", "suffix: not supported");
-  refused("best_of", 3, "best_of: only best_of=1 is supported (got 3)");
+  refused("best_of", 3, "best_of: only best_of equal to n (1) is supported (got 3)");
   body = completion_body("The sea", 2);
   body["best_of"] = 1;
   body["suffix"] = nullptr;
@@ -939,8 +939,8 @@ TEST(Serve, RefusesBadRequestsAndKeepsServing) {
   bad["temperature"] = 7;
   expect_error(post(s, url, bad.dump()), 400, "out of range");
   bad = chat_body("hi", 4);
-  bad["n"] = 2;
-  expect_error(post(s, url, bad.dump()), 400, "n=1");
+  bad["n"] = 0;
+  expect_error(post(s, url, bad.dump()), 400, "n:");
   bad = chat_body("hi", 4);
   bad["stop"] = {1, 2};
   expect_error(post(s, url, bad.dump()), 400, "stop");
@@ -1562,6 +1562,102 @@ TEST(Serve, BatchedDecodeLogitsEqualSoloBitForBit) {
   }
   // Bit for bit: a request's logits do not depend on its batch.
   EXPECT_TRUE(identical_everywhere) << report;
+}
+
+// OpenAI's n: the prompt is prefilled once and copied to a slot per
+// choice; each choice is the reply a request with n = 1 gets (greedy: the
+// same; sampled: choice i is the n = 1 reply with seed + i), whole and
+// streamed, under every plan, with the prefix cache on and off.
+TEST(Serve, NChoicesShareOnePrefillAndEachIsItsSoloReply) {
+  auto texts = [](const Answer& a) {
+    std::vector<std::string> out;
+    for (const json& c : a.body["choices"]) out.push_back(c["message"]["content"]);
+    return out;
+  };
+  for (const char* plan : {"split", "single", "unified", "split-copy"})
+    for (bool cache : {true, false}) {
+      SCOPED_TRACE(std::string(plan) + (cache ? " cache" : " no cache"));
+      TestServerOptions o;
+      o.plan = plan;
+      o.max_sequences = 4;
+      o.prefix_cache = cache;
+      TestServer s(o);
+      const std::string url = "/v1/chat/completions";
+      const int image_rows = s.engine().impl().model.config().mm_tokens_per_image;
+      const std::string npy = test::npy_bytes(image_rows, s.engine().hidden_size(), 0.5f);
+      for (const json& content : {json("Tell me about the sea."), image_content(npy, "What is it?")}) {
+        json body = chat_body("", 8);
+        body["messages"][0]["content"] = content;
+        body["n"] = 3;
+        const Answer three = post(s, url, body.dump());  // first: nothing cached yet
+        ASSERT_EQ(three.status, 200) << three.raw;
+        body.erase("n");
+        const Answer one = post(s, url, body.dump());
+        ASSERT_EQ(one.status, 200) << one.raw;
+        const std::string solo = one.body["choices"][0]["message"]["content"];
+        EXPECT_FALSE(solo.empty());
+        ASSERT_EQ(three.body["choices"].size(), 3u);
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(three.body["choices"][i]["index"], i);
+        EXPECT_EQ(texts(three), std::vector<std::string>(3, solo));
+        EXPECT_EQ(three.body["usage"]["prompt_tokens"], one.body["usage"]["prompt_tokens"]);
+        EXPECT_EQ(three.body["usage"]["completion_tokens"].get<int>(), 3 * one.body["usage"]["completion_tokens"].get<int>());
+      }
+      // Sampled: choice i draws with seed + i.
+      json body = chat_body("Tell me a story.", 10);
+      body["temperature"] = 1.5;
+      body["seed"] = 11;
+      body["n"] = 2;
+      const Answer two = post(s, url, body.dump());
+      ASSERT_EQ(two.status, 200) << two.raw;
+      body.erase("n");
+      std::vector<std::string> solos;
+      for (int seed : {11, 12}) {
+        body["seed"] = seed;
+        const Answer a = post(s, url, body.dump());
+        ASSERT_EQ(a.status, 200) << a.raw;
+        solos.push_back(a.body["choices"][0]["message"]["content"]);
+      }
+      EXPECT_NE(solos[0], solos[1]);  // the seeds matter
+      EXPECT_EQ(texts(two), solos);
+      // Streamed: each chunk names its choice; every choice gets its finish_reason.
+      body["seed"] = 11;
+      body["n"] = 2;
+      body["stream"] = true;
+      body["stream_options"] = {{"include_usage", true}};
+      const Answer streamed = post(s, url, body.dump());
+      std::vector<std::string> parts(2), finish(2);
+      int64_t completion_tokens = -1;
+      for (size_t at = streamed.raw.find("data: {"); at != std::string::npos; at = streamed.raw.find("data: {", at + 1)) {
+        const json chunk = json::parse(streamed.raw.substr(at + 6, streamed.raw.find("\n\n", at) - at - 6));
+        if (chunk.contains("usage") && chunk["usage"].is_object()) completion_tokens = chunk["usage"]["completion_tokens"];
+        for (const json& c : chunk["choices"]) {
+          const size_t i = c["index"];
+          ASSERT_LT(i, 2u);
+          if (c["delta"].contains("content")) parts[i] += c["delta"]["content"].get<std::string>();
+          if (c["finish_reason"].is_string()) finish[i] = c["finish_reason"];
+        }
+      }
+      EXPECT_EQ(parts, solos);
+      EXPECT_EQ(finish, (std::vector<std::string>{two.body["choices"][0]["finish_reason"], two.body["choices"][1]["finish_reason"]}));
+      EXPECT_EQ(completion_tokens, two.body["usage"]["completion_tokens"]);
+      EXPECT_TRUE(wait_for_idle(s));
+    }
+  // More choices than slots, and best_of other than n, are refused by name.
+  TestServerOptions o;
+  o.max_sequences = 2;
+  TestServer s(o);
+  json body = chat_body("hi", 4);
+  body["n"] = 3;
+  expect_error(post(s, "/v1/chat/completions", body.dump()), 400, "n: 3 choices need as many sequence slots; this server has 2");
+  json c = completion_body("The sea", 4);
+  c["n"] = 2;
+  c["best_of"] = 2;
+  const Answer two = post(s, "/v1/completions", c.dump());
+  ASSERT_EQ(two.status, 200) << two.raw;
+  EXPECT_EQ(two.body["choices"].size(), 2u);
+  EXPECT_EQ(two.body["choices"][0]["text"], two.body["choices"][1]["text"]);
+  c["best_of"] = 3;
+  expect_error(post(s, "/v1/completions", c.dump()), 400, "best_of: only best_of equal to n (2)");
 }
 
 TEST(Serve, DisconnectMidStreamFreesTheSlot) {

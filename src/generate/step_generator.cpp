@@ -50,6 +50,12 @@ void StepGenerator::forget_sequence(int seq) {
   if (size_t(seq) < seqs_.size()) seqs_[size_t(seq)] = SequenceState{};
 }
 
+void StepGenerator::copy_sequence(int from, int to) {
+  forget_sequence(to);  // refuses a live request on `to`
+  const SequenceState copy = state(from);
+  state(to) = copy;
+}
+
 const Request& StepGenerator::request(int id) const {
   const auto it = requests_.find(id);
   if (it == requests_.end()) throw InputError("no request " + std::to_string(id));

@@ -101,6 +101,9 @@ class StepGenerator {
   // Keeps the first `size` tokens of the history of `seq` (after a rewind).
   void truncate_history(int seq, size_t size);
   void forget_sequence(int seq);
+  // Sequence `to` takes the state of `from` (history, pending token), after
+  // its caller gave it `from`'s KV (Session::copy_sequence).
+  void copy_sequence(int from, int to);
 
  private:
   struct SequenceState {

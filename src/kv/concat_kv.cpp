@@ -80,6 +80,23 @@ void ConcatKv::append_from(int layer, int seq, const KvView& src, int64_t to) {
   }
 }
 
+void ConcatKv::copy_sequence(int from, int to) {
+  if (from == to) return;
+  for (int l = 0; l < config_->num_layers; ++l) {
+    const Present& src = at(l, from);
+    Present& dst = at(l, to);
+    const size_t n = size_t(config_->layers[size_t(l)].num_kv_heads) * size_t(src.length) * size_t(config_->layers[size_t(l)].head_dim);
+    dst.k.reserve(n);
+    dst.v.reserve(n);
+    if (n > 0) {
+      std::memcpy(dst.k.data.get(), src.k.data.get(), n * 4);
+      std::memcpy(dst.v.data.get(), src.v.data.get(), n * 4);
+    }
+    dst.length = src.length;
+    traffic_.copied += int64_t(2 * n * 4);
+  }
+}
+
 KvView ConcatKv::view(int layer, int seq, KvLayout) const {
   const int src = config_->layers[size_t(layer)].kv_source;
   const LayerSpec& s = config_->layers[size_t(src)];

@@ -33,6 +33,7 @@ class ConcatKv : public KvStore {
   void check_rewind(int, int64_t, int64_t) const override {}  // keeps every position
   void rewind(int seq, int64_t length) override;
   void clear(int seq) override { rewind(seq, 0); }
+  void copy_sequence(int from, int to) override;
   KvMemory memory() const override { return {}; }  // nothing pre-allocated
 
   // Appends positions [length(seq), to) taken from another view (a hand-off

@@ -235,6 +235,40 @@ int64_t KvCache::first_needed(int64_t length, int64_t first_real) const {
 
 void KvCache::clear(int seq) { end_[size_t(seq)] = oldest_[size_t(seq)] = 0; }
 
+// Every sequence's block of a layer has the same geometry, so a position sits
+// at the same offset in both: the rows held (a ring's [oldest, end), a full
+// layer's [0, end)) are copied as they are stored (no rounding again).
+void KvCache::copy_sequence(int from, int to) {
+  if (from == to) return;
+  const int64_t first = oldest_[size_t(from)], end = end_[size_t(from)];
+  for (int l = 0; l < config_->num_layers; ++l) {
+    if (!owns(l)) continue;
+    const LayerSpec& s = config_->layers[size_t(l)];
+    Buffer& buf = buffers_[size_t(l)];
+    const KvView at = view(l, from);
+    const size_t hd = size_t(s.head_dim), src_base = seq_base(buf.slots, s, from), dst_base = seq_base(buf.slots, s, to);
+    const int64_t held = buf.ring ? std::max(first, end - buf.slots) : 0;  // a full layer holds every position
+    for (int h = 0; h < s.num_kv_heads; ++h)
+      for (int64_t p = held; p < end; ++p) {
+        const size_t off = size_t(at.offset(0, h, p)), src = src_base + off, dst = dst_base + off;
+        if (dtype_ == DType::I8) {
+          std::copy_n(buf.k8.data() + src, hd, buf.k8.data() + dst);
+          std::copy_n(buf.v8.data() + src, hd, buf.v8.data() + dst);
+          buf.ks[dst / hd] = buf.ks[src / hd], buf.vs[dst / hd] = buf.vs[src / hd];
+        } else if (dtype_ != DType::F32) {
+          std::copy_n(buf.k16.data() + src, hd, buf.k16.data() + dst);
+          std::copy_n(buf.v16.data() + src, hd, buf.v16.data() + dst);
+        } else {
+          std::copy_n(buf.k.data() + src, hd, buf.k.data() + dst);
+          std::copy_n(buf.v.data() + src, hd, buf.v.data() + dst);
+        }
+        traffic_.copied += int64_t(2 * kv_row_bytes(dtype_, s.head_dim));
+      }
+  }
+  oldest_[size_t(to)] = first;
+  end_[size_t(to)] = end;
+}
+
 // The buffers were sized by the same rule plan() computes.
 KvMemory KvCache::memory() const { return plan(*config_, sequences_, capacity_, max_chunk_, dtype_); }
 

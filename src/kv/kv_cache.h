@@ -46,6 +46,7 @@ class KvCache : public KvStore {
   void check_rewind(int seq, int64_t length, int64_t first_real) const override;
   void rewind(int seq, int64_t length) override;
   void clear(int seq) override;
+  void copy_sequence(int from, int to) override;
   KvMemory memory() const override;
   // Grows the rings to window + rows when rows is more than max_chunk().
   void fit_chunk(KvLayout, int rows) override;

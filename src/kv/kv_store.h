@@ -60,6 +60,11 @@ class KvStore {
   virtual void rewind(int seq, int64_t length) = 0;
   // Forgets `seq`: the slot starts empty for the next sequence.
   virtual void clear(int seq) = 0;
+  // Makes slot `to` hold what slot `from` holds (every layer, every layout,
+  // and what a rewind may still reach), so both go on from there apart: a
+  // prompt prefilled once serves several replies. The copy shows up in
+  // take_traffic().
+  virtual void copy_sequence(int from, int to) = 0;
   virtual KvMemory memory() const = 0;
 
   // Bytes allocated and copied since the last call.

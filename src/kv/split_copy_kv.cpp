@@ -67,6 +67,13 @@ void SplitCopyKv::clear(int seq) {
   present_valid_[size_t(seq)] = shared_valid_[size_t(seq)] = present_zero_end_[size_t(seq)] = 0;
 }
 
+void SplitCopyKv::copy_sequence(int from, int to) {
+  if (from == to) return;
+  shared_.copy_sequence(from, to);
+  present_.copy_sequence(from, to);
+  for (auto* v : {&present_valid_, &shared_valid_, &present_zero_end_}) (*v)[size_t(to)] = (*v)[size_t(from)];
+}
+
 KvTraffic SplitCopyKv::take_traffic() {
   KvTraffic t = KvStore::take_traffic();
   for (const KvTraffic& part : {shared_.take_traffic(), present_.take_traffic()})

@@ -24,6 +24,7 @@ class SplitCopyKv : public KvStore {
   void check_rewind(int seq, int64_t length, int64_t first_real) const override;
   void rewind(int seq, int64_t length) override;
   void clear(int seq) override;
+  void copy_sequence(int from, int to) override;
   KvMemory memory() const override { return shared_.memory(); }
   // Prefill chunks read the present, which holds every position: only a
   // chunk that reads the shared buffer can need larger rings.

@@ -182,6 +182,14 @@ void Session::close_sequence(int seq) {
   seqs_[size_t(seq)].closed_at = ++closes_;
 }
 
+void Session::copy_sequence(int from, int to) {
+  check_sequences({from, to}, 2, "copy_sequence");
+  kv_->copy_sequence(from, to);
+  const uint64_t closed_at = seqs_[size_t(to)].closed_at;
+  seqs_[size_t(to)] = seqs_[size_t(from)];
+  seqs_[size_t(to)].closed_at = closed_at;
+}
+
 bool Session::can_rewind(int seq, int64_t length) const {
   if (seq < 0 || size_t(seq) >= seqs_.size()) return false;
   try {

@@ -70,6 +70,10 @@ class Session {
   // Frees the slot. Its KV stays until the slot is opened again: empty
   // (open_sequence()) or as it was (open_sequence(seq)).
   void close_sequence(int seq);
+  // Live slot `to` takes what live slot `from` holds (length, KV, media
+  // blocks) and both go on apart: a prompt prefilled once serves several
+  // replies (a server's n > 1). Throws before changing anything.
+  void copy_sequence(int from, int to);
   // Whether rewind(seq, length) would succeed, live slot or free one: false
   // where it cuts a bidirectional media block or a sliding ring no longer
   // holds the window before `length` (check_rewind says which).

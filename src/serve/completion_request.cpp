@@ -204,13 +204,13 @@ int top_logprobs(const json& body, bool chat) {
 }
 
 // Features of the API this server does not implement: refused, not ignored.
-void refuse_unsupported(const json& body, bool chat) {
-  if (const auto n = integer(body, "n", 1, 128); n && *n != 1)
-    throw bad_field("n", "n: only n=1 is supported (got " + std::to_string(*n) + ")");
+void refuse_unsupported(const json& body, bool chat, int n) {
   if (!chat) {
-    // best_of generates that many and returns the best n: with n = 1 only best_of = 1 means anything here.
-    if (const auto best_of = integer(body, "best_of", 0, 128); best_of && *best_of != 1)
-      throw bad_field("best_of", "best_of: only best_of=1 is supported (got " + std::to_string(*best_of) + ")");
+    // best_of generates that many and returns the n with the highest mean
+    // log probability per token: only best_of = n (no ranking) is implemented.
+    if (const auto best_of = integer(body, "best_of", 1, 128); best_of && *best_of != n)
+      throw bad_field("best_of", "best_of: only best_of equal to n (" + std::to_string(n) + ") is supported (got " +
+                                     std::to_string(*best_of) + ")");
     if (const json* suffix = field(body, "suffix")) {
       if (!suffix->is_string()) throw wrong_type("suffix", "a string", *suffix);
       if (!suffix->get_ref<const std::string&>().empty())
@@ -460,7 +460,8 @@ CompletionRequest parse_completion_request(const std::string& body_text, bool ch
     if (!m->is_string()) throw wrong_type("model", "a string", *m);
     r.model = m->get<std::string>();
   }
-  refuse_unsupported(body, chat);
+  r.choices = int(integer(body, "n", 1, 128).value_or(1));
+  refuse_unsupported(body, chat, r.choices);
   r.sampling = sampling(body, ctx.config.vocab_size, ctx.defaults);
   r.stop = stop_strings(body);
   r.top_logprobs = top_logprobs(body, chat);

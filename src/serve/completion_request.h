@@ -30,6 +30,7 @@ struct CompletionRequest {
   SamplingOptions sampling;
   std::vector<std::string> stop;
   std::optional<int64_t> max_tokens;  // none: as many as the sequence holds
+  int choices = 1;  // n: replies to the prompt
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int top_logprobs = -1;  // >= 0: each token's log probability with this many alternatives

@@ -1,21 +1,23 @@
 // One request's channel between the HTTP handler thread that waits on it
-// and the scheduler thread that runs it: the scheduler pushes text and the
-// outcome; the handler takes them (blocking with a timeout) or cancels.
+// and the scheduler thread that runs it: the scheduler pushes each choice's
+// text and outcome; the handler takes them (blocking with a timeout) or cancels.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "generate/json_schema.h"
 #include "generate/sampler.h"
-#include "generate/token_trie.h"
 #include "generate/token_logprobs.h"
+#include "generate/token_trie.h"
 #include "model/prompt_batch.h"
 
 namespace splitdec::serve {
@@ -31,11 +33,14 @@ struct GenerationParams {
   // read through this vocabulary (both null: free text).
   std::shared_ptr<const JsonGrammar> json_grammar;
   std::shared_ptr<const TokenTrie> vocabulary;
+  // OpenAI's n: replies to the same prompt, each on its own KV slot after
+  // one shared prefill; choice i samples with seed + i.
+  int choices = 1;
 };
 
 struct GenerationOutcome {
-  std::string finish_reason;  // "stop" or "length"; empty on error or cancel
-  std::string text;           // the whole reply (stop strings cut)
+  std::string finish_reason;           // "stop" or "length"; empty on error or cancel
+  std::string text;                    // the whole reply (stop strings cut)
   std::vector<TokenLogprob> logprobs;  // when asked for: one per generated token
   int64_t prompt_tokens = 0, completion_tokens = 0;
   int64_t cached_tokens = 0;  // prompt tokens reused from the prefix cache, not prefilled
@@ -55,68 +60,109 @@ class GenerationJob {
   // `received`: when the request arrived (its parse and media encode count in its time to first token).
   explicit GenerationJob(GenerationParams params,
                          std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now())
-      : params_(std::move(params)), received_(received) {}
+      : params_(std::move(params)), received_(received), choices_(size_t(std::max(1, params_.choices))) {}
 
   const GenerationParams& params() const { return params_; }
+  int choices() const { return int(choices_.size()); }
   std::chrono::steady_clock::time_point received() const { return received_; }
 
   // --- Handler side ---
-  struct Update {
-    std::string text;  // final text since the last take
+  struct Delta {
+    std::string text;                    // final text since the last take
     std::vector<TokenLogprob> logprobs;  // the tokens chosen since the last take (when asked for)
+  };
+  struct Update {
+    std::vector<Delta> choices;  // one per choice, in index order
     bool done = false;
+    bool empty() const {
+      return std::all_of(choices.begin(), choices.end(),
+                         [](const Delta& d) { return d.text.empty() && d.logprobs.empty(); });
+    }
   };
   // Waits until text, log probabilities or the end arrive, or `timeout` passes.
   Update take(std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(m_);
-    cv_.wait_for(lock, timeout, [&] { return !text_.empty() || !logprobs_.empty() || done_; });
-    Update u{std::move(text_), std::move(logprobs_), done_};
-    text_.clear();
-    logprobs_.clear();
+    cv_.wait_for(lock, timeout, [&] { return news_ || done_locked(); });
+    news_ = false;
+    Update u;
+    u.done = done_locked();
+    for (Choice& c : choices_) {
+      u.choices.push_back({std::move(c.text), std::move(c.logprobs)});
+      c.text.clear();
+      c.logprobs.clear();
+    }
     return u;
   }
-  // Valid once take() reported done.
-  GenerationOutcome outcome() const {
+  // Valid once take() reported done: one per choice (or, when the request
+  // failed, one holding the error).
+  std::vector<GenerationOutcome> outcomes() const {
     std::lock_guard<std::mutex> lock(m_);
-    return outcome_;
+    if (failure_) return {*failure_};
+    std::vector<GenerationOutcome> out;
+    for (const Choice& c : choices_) out.push_back(c.outcome);
+    return out;
   }
   // The client is gone: the scheduler ends the request at its next step.
   void cancel() { cancelled_.store(true); }
 
   // --- Scheduler side ---
   bool cancelled() const { return cancelled_.load(); }
-  void push_text(const std::string& text) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      text_ += text;
-    }
-    cv_.notify_all();
+  // Whether fail() ended the request (its other choices stop too).
+  bool failed() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return failure_.has_value();
   }
-  void push_logprobs(std::vector<TokenLogprob>::const_iterator begin, std::vector<TokenLogprob>::const_iterator end) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      logprobs_.insert(logprobs_.end(), begin, end);
-    }
-    cv_.notify_all();
+  void push_text(int choice, const std::string& text) {
+    update([&] { choices_.at(size_t(choice)).text += text; });
   }
-  void finish(GenerationOutcome outcome) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      outcome_ = std::move(outcome);
-      done_ = true;
-    }
-    cv_.notify_all();
+  void push_logprobs(int choice, std::vector<TokenLogprob>::const_iterator begin,
+                     std::vector<TokenLogprob>::const_iterator end) {
+    update([&] {
+      auto& l = choices_.at(size_t(choice)).logprobs;
+      l.insert(l.end(), begin, end);
+    });
+  }
+  void finish(int choice, GenerationOutcome outcome) {
+    update([&] {
+      Choice& c = choices_.at(size_t(choice));
+      c.outcome = std::move(outcome);
+      c.finished = true;
+    });
+  }
+  // Ends the whole request with an error (the first failure wins).
+  void fail(GenerationOutcome outcome) {
+    update([&] {
+      if (!failure_) failure_ = std::move(outcome);
+    });
   }
 
  private:
+  struct Choice {
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    bool finished = false;
+    GenerationOutcome outcome;
+  };
+  template <typename F>
+  void update(F change) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      change();
+      news_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool done_locked() const {
+    return failure_ || std::all_of(choices_.begin(), choices_.end(), [](const Choice& c) { return c.finished; });
+  }
+
   const GenerationParams params_;
   const std::chrono::steady_clock::time_point received_;
   mutable std::mutex m_;
   std::condition_variable cv_;
-  std::string text_;
-  std::vector<TokenLogprob> logprobs_;
-  bool done_ = false;
-  GenerationOutcome outcome_;
+  std::vector<Choice> choices_;
+  std::optional<GenerationOutcome> failure_;
+  bool news_ = false;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -291,6 +291,11 @@ struct HttpServer::Impl {
     p.stop = r.stop;
     p.max_tokens = max_tokens;
     p.top_logprobs = r.top_logprobs;
+    if (r.choices > scheduler.max_sequences())
+      throw ApiError(400, "n: " + std::to_string(r.choices) + " choices need as many sequence slots; this server has " +
+                              std::to_string(scheduler.max_sequences()) + " (--max-sequences)",
+                     "n");
+    p.choices = r.choices;
     return p;
   }
 
@@ -342,7 +347,7 @@ struct HttpServer::Impl {
         case Scheduler::Admission::Closed:
           throw ApiError(503, "the server is shutting down", "", "shutting_down", "server_unavailable");
       }
-      ResponseWriter writer(chat, options.model_name, std::move(r.echo), r.top_logprobs >= 0 ? e.tokenizer : nullptr);
+      ResponseWriter writer(chat, options.model_name, std::move(r.echo), r.top_logprobs >= 0 ? e.tokenizer : nullptr, r.choices);
       if (uses_tools(r)) writer.expect_tool_calls(tool_reply_prefix(r.tools));
       if (r.stream) return stream(job, std::move(writer), r.include_usage);
       return whole(req, *job, writer);
@@ -363,9 +368,10 @@ struct HttpServer::Impl {
         return json_response(499, "");
       }
     }
-    const GenerationOutcome o = job.outcome();
-    if (!o.error.empty()) throw ApiError(o.error_status, o.error, "", "", status_type(o.error_status));
-    return json_response(200, writer.completion(o));
+    const std::vector<GenerationOutcome> outcomes = job.outcomes();
+    for (const GenerationOutcome& o : outcomes)
+      if (!o.error.empty()) throw ApiError(o.error_status, o.error, "", "", status_type(o.error_status));
+    return json_response(200, writer.completion(outcomes));
   }
 
   HttpResponse stream(std::shared_ptr<GenerationJob> job, ResponseWriter writer, bool include_usage) {
@@ -384,10 +390,14 @@ struct HttpServer::Impl {
       int quiet_polls = 0;
       for (;;) {
         const GenerationJob::Update u = job->take(250ms);
-        if (!u.text.empty() || !u.logprobs.empty()) {
+        if (!u.empty()) {
           quiet_polls = 0;
-          const std::string event = writer.text_event(u.text, u.logprobs);
-          if (!event.empty() && !out.write(event)) return;
+          for (size_t c = 0; c < u.choices.size(); ++c) {
+            const GenerationJob::Delta& d = u.choices[c];
+            if (d.text.empty() && d.logprobs.empty()) continue;
+            const std::string event = writer.text_event(d.text, d.logprobs, int(c));
+            if (!event.empty() && !out.write(event)) return;
+          }
         } else if (!u.done && ++quiet_polls >= 8) {
           // An SSE comment while waiting (queued, or a long prefill): a
           // client that left is found out by the failed write.
@@ -396,12 +406,14 @@ struct HttpServer::Impl {
         }
         if (u.done) break;
       }
-      const GenerationOutcome o = job->outcome();
-      if (!o.error.empty()) {
-        if (!out.write(ResponseWriter::error_event(o.error, status_type(o.error_status)))) return;
+      const std::vector<GenerationOutcome> outcomes = job->outcomes();
+      const auto failed = std::find_if(outcomes.begin(), outcomes.end(), [](const GenerationOutcome& o) { return !o.error.empty(); });
+      if (failed != outcomes.end()) {
+        if (!out.write(ResponseWriter::error_event(failed->error, status_type(failed->error_status)))) return;
       } else {
-        if (!out.write(writer.finish_event(o.finish_reason))) return;
-        if (include_usage && !out.write(writer.usage_event(o))) return;
+        for (size_t c = 0; c < outcomes.size(); ++c)
+          if (!out.write(writer.finish_event(outcomes[c].finish_reason, int(c)))) return;
+        if (include_usage && !out.write(writer.usage_event(outcomes))) return;
       }
       out.write(ResponseWriter::done_event());
     };

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <random>
 #include <nlohmann/json.hpp>
+#include <random>
 
-#include "tokenizer/tokenizer.h"
 #include "prompt/tool_call_format.h"
+#include "tokenizer/tokenizer.h"
 
 namespace splitdec::serve {
 
@@ -17,29 +17,42 @@ namespace {
 std::string new_id(bool chat) {
   static std::atomic<uint64_t> counter{0};
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  return std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) +
-         "-" + std::to_string(counter.fetch_add(1));
+  return std::string(chat ? "chatcmpl-" : "cmpl-") +
+         std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now).count()) + "-" +
+         std::to_string(counter.fetch_add(1));
 }
 std::string event(const json& j) {
   // Invalid UTF-8 from a tokenizer's byte pieces is replaced, never thrown on.
   return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
-json usage(const GenerationOutcome& o) {
-  return {{"prompt_tokens", o.prompt_tokens},
-          {"completion_tokens", o.completion_tokens},
-          {"total_tokens", o.prompt_tokens + o.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
+// The prompt is prefilled once for every choice: its counts come from the
+// first; the completion tokens are every choice's.
+json usage(const std::vector<GenerationOutcome>& choices) {
+  const GenerationOutcome& first = choices.at(0);
+  int64_t completion = 0;
+  for (const GenerationOutcome& o : choices) completion += o.completion_tokens;
+  return {{"prompt_tokens", first.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", first.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}};
 }
 }  // namespace
 
-ResponseWriter::ResponseWriter(bool chat, std::string model, std::string echo, const Tokenizer* logprobs)
-    : chat_(chat), model_(std::move(model)), id_(new_id(chat)), echo_(std::move(echo)),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()),
-      tokenizer_(logprobs), text_offset_(echo_.size()) {}
+ResponseWriter::ResponseWriter(bool chat, std::string model, std::string echo, const Tokenizer* logprobs, int choices)
+    : chat_(chat),
+      model_(std::move(model)),
+      id_(new_id(chat)),
+      echo_(std::move(echo)),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
+      tokenizer_(logprobs),
+      choices_(size_t(std::max(1, choices)), ChoiceState{echo_.size(), {}, 0}) {}
+
+ResponseWriter::ChoiceState& ResponseWriter::state(int choice) const { return choices_.at(size_t(choice)); }
 
 // OpenAI's shapes: chat {"content": [{token, logprob, bytes, top_logprobs}]};
 // completions {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}.
-json ResponseWriter::logprobs_json(const std::vector<TokenLogprob>& entries) const {
+json ResponseWriter::logprobs_json(ChoiceState& state, const std::vector<TokenLogprob>& entries) const {
   if (!tokenizer_) return nullptr;
   auto text = [&](int id) { return tokenizer_->decode({id}); };
   auto bytes = [](const std::string& t) {
@@ -68,16 +81,16 @@ json ResponseWriter::logprobs_json(const std::vector<TokenLogprob>& entries) con
     json top = json::object();
     for (const auto& [id, lp] : e.top) top[text(id)] = lp;
     top_logprobs.push_back(top);
-    offsets.push_back(text_offset_);
-    text_offset_ += t.size();
+    offsets.push_back(state.text_offset);
+    state.text_offset += t.size();
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
+  return {
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
 void ResponseWriter::expect_tool_calls(std::string reply_prefix) {
   tools_ = true;
-  tool_text_ = std::move(reply_prefix);
-  tool_streamed_ = 0;
+  for (ChoiceState& c : choices_) c.tool_text = reply_prefix, c.tool_streamed = 0;
 }
 
 namespace {
@@ -94,9 +107,11 @@ std::string tool_call_id() {
 json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
   json out = json::array();
   for (size_t i = 0; i < calls.size(); ++i) {
-    json call = {{"id", tool_call_id()}, {"type", "function"},
-                 {"function", {{"name", calls[i].name},
-                               {"arguments", calls[i].arguments.dump(-1, ' ', false, json::error_handler_t::replace)}}}};
+    json call = {{"id", tool_call_id()},
+                 {"type", "function"},
+                 {"function",
+                  {{"name", calls[i].name},
+                   {"arguments", calls[i].arguments.dump(-1, ' ', false, json::error_handler_t::replace)}}}};
     if (indexed) call["index"] = i;  // a stream's deltas say which call they extend
     out.push_back(std::move(call));
   }
@@ -105,34 +120,38 @@ json tool_calls_json(const std::vector<ToolCall>& calls, bool indexed) {
 
 }  // namespace
 
-std::string ResponseWriter::completion(const GenerationOutcome& o) const {
-  json choice = {{"index", 0}, {"finish_reason", o.finish_reason}, {"logprobs", logprobs_json(o.logprobs)}};
-  if (chat_ && tools_) {
-    const ToolCallReply r = parse_tool_calls(tool_text_ + o.text);
-    choice["message"] = {{"role", "assistant"}, {"content", r.content.empty() && !r.calls.empty() ? json(nullptr) : json(r.content)}};
-    if (!r.calls.empty()) {
-      choice["message"]["tool_calls"] = tool_calls_json(r.calls, false);
-      choice["finish_reason"] = "tool_calls";
+std::string ResponseWriter::completion(const std::vector<GenerationOutcome>& outcomes) const {
+  json choices = json::array();
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const GenerationOutcome& o = outcomes[i];
+    ChoiceState& st = state(int(i));
+    json choice = {{"index", i}, {"finish_reason", o.finish_reason}, {"logprobs", logprobs_json(st, o.logprobs)}};
+    if (chat_ && tools_) {
+      const ToolCallReply r = parse_tool_calls(st.tool_text + o.text);
+      choice["message"] = {{"role", "assistant"},
+                           {"content", r.content.empty() && !r.calls.empty() ? json(nullptr) : json(r.content)}};
+      if (!r.calls.empty()) {
+        choice["message"]["tool_calls"] = tool_calls_json(r.calls, false);
+        choice["finish_reason"] = "tool_calls";
+      }
+    } else if (chat_) {
+      choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+    } else {
+      choice["text"] = echo_ + o.text;
     }
-  } else if (chat_) {
-    choice["message"] = {{"role", "assistant"}, {"content", o.text}};
-  } else {
-    choice["text"] = echo_ + o.text;
+    choices.push_back(std::move(choice));
   }
-  const json body = {{"id", id_},
-                     {"object", chat_ ? "chat.completion" : "text_completion"},
-                     {"created", created_},
-                     {"model", model_},
-                     {"choices", json::array({choice})},
-                     {"usage", usage(o)}};
+  const json body = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
+                     {"created", created_}, {"model", model_},
+                     {"choices", choices},  {"usage", usage(outcomes)}};
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string ResponseWriter::chunk(const std::string& text, const char* finish_reason, bool role,
+std::string ResponseWriter::chunk(int index, const std::string& text, const char* finish_reason, bool role,
                                   const std::vector<TokenLogprob>* logprobs) const {
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)},
-                 {"logprobs", logprobs ? logprobs_json(*logprobs) : json(nullptr)}};
+                 {"logprobs", logprobs ? logprobs_json(state(index), *logprobs) : json(nullptr)}};
   if (chat_) {
     json delta = json::object();
     if (role) delta["role"] = "assistant";
@@ -149,37 +168,52 @@ std::string ResponseWriter::chunk(const std::string& text, const char* finish_re
 }
 
 std::string ResponseWriter::first_event() const {
-  if (chat_) return chunk("", nullptr, true);
-  return echo_.empty() ? std::string() : chunk(echo_, nullptr, false);
+  std::string events;
+  for (int c = 0; c < int(choices_.size()); ++c) {
+    if (chat_)
+      events += chunk(c, "", nullptr, true);
+    else if (!echo_.empty())
+      events += chunk(c, echo_, nullptr, false);
+  }
+  return events;
 }
-std::string ResponseWriter::text_event(const std::string& text, const std::vector<TokenLogprob>& logprobs) const {
-  if (!tools_) return chunk(text, nullptr, false, tokenizer_ ? &logprobs : nullptr);
-  tool_text_ += text;
+std::string ResponseWriter::text_event(const std::string& text, const std::vector<TokenLogprob>& logprobs,
+                                       int index) const {
+  if (!tools_) return chunk(index, text, nullptr, false, tokenizer_ ? &logprobs : nullptr);
+  ChoiceState& st = state(index);
+  st.tool_text += text;
   // Only the part not sent yet can hold the first marker (scanning from there
   // keeps a long reply linear).
-  const size_t held = std::min(tool_streamed_, tool_text_.size());
-  const size_t ready = held + content_before_tool_calls(tool_text_.substr(held));
+  const size_t held = std::min(st.tool_streamed, st.tool_text.size());
+  const size_t ready = held + content_before_tool_calls(st.tool_text.substr(held));
   std::string now;
-  if (ready > tool_streamed_) now = tool_text_.substr(tool_streamed_, ready - tool_streamed_), tool_streamed_ = ready;
+  if (ready > st.tool_streamed)
+    now = st.tool_text.substr(st.tool_streamed, ready - st.tool_streamed), st.tool_streamed = ready;
   if (now.empty() && (logprobs.empty() || !tokenizer_)) return "";
-  return chunk(now, nullptr, false, tokenizer_ ? &logprobs : nullptr);
+  return chunk(index, now, nullptr, false, tokenizer_ ? &logprobs : nullptr);
 }
 
-std::string ResponseWriter::finish_event(const std::string& reason) const {
-  if (!tools_) return chunk("", reason.c_str(), false);
-  const ToolCallReply r = parse_tool_calls(tool_text_);
+std::string ResponseWriter::finish_event(const std::string& reason, int index) const {
+  if (!tools_) return chunk(index, "", reason.c_str(), false);
+  const ChoiceState& st = state(index);
+  const ToolCallReply r = parse_tool_calls(st.tool_text);
   std::string events;
   // What was held back and is not a call (a marker that never became one).
-  if (r.content.size() > tool_streamed_) events += chunk(r.content.substr(tool_streamed_), nullptr, false);
-  if (r.calls.empty()) return events + chunk("", reason.c_str(), false);
-  json choice = {{"index", 0}, {"finish_reason", nullptr}, {"logprobs", nullptr},
+  if (r.content.size() > st.tool_streamed) events += chunk(index, r.content.substr(st.tool_streamed), nullptr, false);
+  if (r.calls.empty()) return events + chunk(index, "", reason.c_str(), false);
+  json choice = {{"index", index},
+                 {"finish_reason", nullptr},
+                 {"logprobs", nullptr},
                  {"delta", {{"tool_calls", tool_calls_json(r.calls, true)}}}};
-  events += event({{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", model_},
+  events += event({{"id", id_},
+                   {"object", "chat.completion.chunk"},
+                   {"created", created_},
+                   {"model", model_},
                    {"choices", json::array({choice})}});
-  return events + chunk("", "tool_calls", false);
+  return events + chunk(index, "", "tool_calls", false);
 }
 
-std::string ResponseWriter::usage_event(const GenerationOutcome& o) const {
+std::string ResponseWriter::usage_event(const std::vector<GenerationOutcome>& o) const {
   return event({{"id", id_},
                 {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
                 {"created", created_},

@@ -1,26 +1,32 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "generate/json_constraint.h"
-#include "tokenizer/tokenizer.h"
 #include "prompt/prompt_text.h"
 #include "serve/prefill_pieces.h"
+#include "tokenizer/tokenizer.h"
 
 namespace splitdec::serve {
 
 using Clock = std::chrono::steady_clock;
 
-// A request that holds a KV slot: prefilling piece by piece, then decoding.
+// One choice of a request, on its own KV slot: prefilling piece by piece,
+// then decoding. A request with n choices is n of these: choice 0 (the
+// leader) prefills the prompt but its last token or media block, each other
+// choice takes a copy of that KV, and every choice then feeds the tail itself.
 struct Scheduler::Live {
   std::shared_ptr<GenerationJob> job;
+  int choice = 0;
+  std::shared_ptr<int> group_left;  // choices of the job still live (the last one to end ends the job)
   int seq = -1;
-  int64_t cached = 0;  // prompt positions its slot already held (the prefix cache)
+  int64_t cached = 0;                       // prompt positions its slot already held (the prefix cache)
   std::vector<std::pair<int, int>> pieces;  // prompt positions still to prefill, in order
   size_t next_piece = 0;
-  int request = -1;  // the step generator's id once the last piece started
+  int request = -1;      // the step generator's id once the last piece started
   bool refused = false;  // its prompt was refused (the job is finished already)
   size_t tokens_seen = 0;
   size_t logprobs_sent = 0;
@@ -29,17 +35,30 @@ struct Scheduler::Live {
   // The log probabilities of the tokens chosen since the last call, to the handler.
   void send_logprobs(const Request& r) {
     if (r.logprobs.size() <= logprobs_sent) return;
-    job->push_logprobs(r.logprobs.begin() + ptrdiff_t(logprobs_sent), r.logprobs.end());
+    job->push_logprobs(choice, r.logprobs.begin() + ptrdiff_t(logprobs_sent), r.logprobs.end());
     logprobs_sent = r.logprobs.size();
   }
 };
 
 namespace {
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Where the tail of a one-row prompt starts: its last token, or the whole
+// media block it ends inside (a block is fed whole). Never before `from`.
+int tail_begin(const PromptBatch& p, int from) {
+  const std::vector<int> ids = p.sequence_block_ids(0);
+  int t = p.seq - 1;
+  while (t > from && ids[size_t(t)] >= 0 && ids[size_t(t - 1)] == ids[size_t(t)]) --t;
+  return t;
+}
 }  // namespace
 
 Scheduler::Scheduler(const Model& model, const Tokenizer* tokenizer, SchedulerOptions options, Metrics& metrics)
-    : model_(model), tokenizer_(tokenizer), options_(std::move(options)), metrics_(metrics), cache_(options_.max_sequences) {
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
+      metrics_(metrics),
+      cache_(options_.max_sequences) {
   if (options_.max_sequences < 1) throw InputError("--max-sequences must be >= 1");
   if (options_.prefill_budget < 1) throw InputError("--prefill-budget must be >= 1");
   if (options_.max_queue < 0) throw InputError("--max-queue must be >= 0");
@@ -64,6 +83,9 @@ Scheduler::~Scheduler() {
 }
 
 Scheduler::Admission Scheduler::submit(std::shared_ptr<GenerationJob> job) {
+  if (job->choices() > options_.max_sequences)
+    throw InputError("n: " + std::to_string(job->choices()) + " choices need as many sequence slots; this server has " +
+                     std::to_string(options_.max_sequences) + " (--max-sequences)");
   {
     std::lock_guard<std::mutex> lock(m_);
     if (!accepting_) return Admission::Closed;
@@ -95,14 +117,17 @@ void Scheduler::loop() {
       std::unique_lock<std::mutex> lock(m_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
       if (stopping_) {
-        for (auto& job : queue_) job->finish(GenerationOutcome::failed("the server is shutting down", 503));
+        for (auto& job : queue_) job->fail(GenerationOutcome::failed("the server is shutting down", 503));
         running_ -= int64_t(queue_.size());
         queue_.clear();
         lock.unlock();
         fail_all("the server is shutting down", 503);
         return;
       }
-      while (!queue_.empty() && live_.size() + admitted.size() < size_t(options_.max_sequences)) {
+      // First come, first served: a request with n choices waits for n free slots.
+      size_t slots = live_.size();
+      while (!queue_.empty() && slots + size_t(queue_.front()->choices()) <= size_t(options_.max_sequences)) {
+        slots += size_t(queue_.front()->choices());
         admitted.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -126,21 +151,37 @@ void Scheduler::loop() {
 void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
   int64_t failed = 0;
   for (auto& job : admitted) {
-    auto l = std::make_unique<Live>();
-    l->job = std::move(job);
+    std::vector<std::unique_ptr<Live>> group;
+    auto left = std::make_shared<int>(job->choices());
     try {
-      open_slot(*l);  // a slot is free: admission counted them
-      // Pieces are cut from where the slot's content ends, so a cached prefix is never fed again.
-      const PromptBatch& p = l->job->params().prompt;
-      l->pieces = prefill_pieces(prompt_slice(p, int(l->cached), p.seq), options_.prefill_budget);
-      for (auto& [begin, end] : l->pieces) begin += int(l->cached), end += int(l->cached);
+      for (int c = 0; c < job->choices(); ++c) {
+        group.push_back(std::make_unique<Live>());
+        Live& l = *group.back();
+        l.job = job;
+        l.choice = c;
+        l.group_left = left;
+        if (c > 0) {  // a copy of the leader's KV comes before its tail (prefill())
+          l.seq = session_->open_sequence();
+          cache_.forget(l.seq);
+          steps_->forget_sequence(l.seq);
+          continue;
+        }
+        open_slot(l);  // a slot is free: admission counted them
+        // Pieces are cut from where the slot's content ends, so a cached prefix is never fed again.
+        const PromptBatch& p = job->params().prompt;
+        const int end = job->choices() > 1 ? tail_begin(p, int(l.cached)) : p.seq;
+        l.pieces = prefill_pieces(prompt_slice(p, int(l.cached), end), options_.prefill_budget);
+        for (auto& [b, e] : l.pieces) b += int(l.cached), e += int(l.cached);
+        if (end < p.seq) l.pieces.emplace_back(end, p.seq);
+      }
     } catch (const std::exception& e) {
-      if (l->seq >= 0 && session_->live(l->seq)) session_->close_sequence(l->seq);
-      l->job->finish(GenerationOutcome::failed(std::string("internal error: ") + e.what(), 500));
+      for (auto& l : group)
+        if (l->seq >= 0 && session_->live(l->seq)) session_->close_sequence(l->seq);
+      job->fail(GenerationOutcome::failed(std::string("internal error: ") + e.what(), 500));
       ++failed;
       continue;
     }
-    live_.push_back(std::move(l));
+    for (auto& l : group) live_.push_back(std::move(l));
   }
   metrics_.set_kv_slots_used(int64_t(live_.size()));
   if (failed > 0) {
@@ -183,46 +224,65 @@ void Scheduler::open_slot(Live& l) {
 
 // Whole pieces, first admitted first, while the budget lasts; the first
 // piece of an iteration always runs (a media block may exceed the budget).
+// A request's last piece starts its reply: with n choices, the leader's
+// slot is copied to the other choices first and each feeds the last piece.
 void Scheduler::prefill() {
   int64_t budget = options_.prefill_budget;
   bool ran = false;
   for (auto& l : live_) {
-    while (l->request < 0 && !l->refused && !l->job->cancelled()) {
+    while (l->choice == 0 && l->request < 0 && !l->refused && !l->job->cancelled() && !l->job->failed()) {
       const auto [begin, end] = l->pieces[l->next_piece];
       if (ran && end - begin > budget) return;
       const GenerationParams& p = l->job->params();
       const bool last = l->next_piece + 1 == l->pieces.size();
-      RequestOptions ro;
-      ro.sampling = p.sampling;
-      ro.stop_tokens = stop_tokens_;
-      if (last) {
-        ro.stop_strings = p.stop;
-        ro.max_new_tokens = int(p.max_tokens);
-        ro.top_logprobs = p.top_logprobs;
-        if (p.json_grammar) ro.constraint = std::make_shared<JsonConstraint>(p.json_grammar, p.vocabulary, stop_tokens_);
-        ro.on_text = [job = l->job.get()](const std::string& text) { job->push_text(text); };
-      } else {
-        ro.max_new_tokens = 0;  // a prompt piece: prefilled, nothing chosen
-      }
+      std::vector<Live*> group{l.get()};
+      if (last)
+        for (auto& other : live_)
+          if (other->job == l->job && other->choice > 0) group.push_back(other.get());
       try {
-        const int id = steps_->start({l->seq}, prompt_slice(p.prompt, begin, end), {ro})[0];
-        if (last) {
-          l->request = id;
-          l->last_token = Clock::now();
-          metrics_.observe_time_to_first_token(seconds(l->last_token - l->job->received()));
-          l->tokens_seen = steps_->request(id).tokens.size();
-          l->send_logprobs(steps_->request(id));
-        } else {
-          steps_->release(id);
+        for (Live* g : group)  // before the leader feeds its tail
+          if (g != l.get()) {
+            session_->copy_sequence(l->seq, g->seq);
+            steps_->copy_sequence(l->seq, g->seq);
+          }
+        for (Live* g : group) {
+          RequestOptions ro;
+          ro.sampling = p.sampling;
+          ro.sampling.seed += uint64_t(g->choice);  // choice 0 is what n = 1 would give
+          ro.stop_tokens = stop_tokens_;
+          if (last) {
+            ro.stop_strings = p.stop;
+            ro.max_new_tokens = int(p.max_tokens);
+            ro.top_logprobs = p.top_logprobs;
+            if (p.json_grammar)
+              ro.constraint = std::make_shared<JsonConstraint>(p.json_grammar, p.vocabulary, stop_tokens_);
+            ro.on_text = [job = g->job.get(), c = g->choice](const std::string& text) { job->push_text(c, text); };
+          } else {
+            ro.max_new_tokens = 0;  // a prompt piece: prefilled, nothing chosen
+          }
+          const int id = steps_->start({g->seq}, prompt_slice(p.prompt, begin, end), {ro})[0];
+          if (!last) {
+            steps_->release(id);
+            continue;
+          }
+          g->request = id;
+          g->last_token = Clock::now();
+          if (g->choice == 0) metrics_.observe_time_to_first_token(seconds(g->last_token - g->job->received()));
+          g->tokens_seen = steps_->request(id).tokens.size();
+          g->send_logprobs(steps_->request(id));
         }
       } catch (const Error& e) {
-        // The prompt was refused (its checks run before anything is fed).
-        l->job->finish(GenerationOutcome::failed(e.what(), 400));
-        l->refused = true;
+        // The prompt was refused (its checks run before anything is fed):
+        // every choice ends with it.
+        l->job->fail(GenerationOutcome::failed(e.what(), 400));
+        for (Live* g : group) {
+          if (g->request >= 0 && !steps_->request(g->request).finished) steps_->cancel(g->request);
+          g->refused = g->request < 0;
+        }
         break;
       }
       ++l->next_piece;
-      budget -= end - begin;
+      budget -= int64_t(group.size()) * (end - begin);
       ran = true;
       if (budget <= 0) return;
     }
@@ -231,7 +291,8 @@ void Scheduler::prefill() {
 
 void Scheduler::decode() {
   for (auto& l : live_)
-    if (l->request >= 0 && l->job->cancelled() && !steps_->request(l->request).finished) steps_->cancel(l->request);
+    if (l->request >= 0 && (l->job->cancelled() || l->job->failed()) && !steps_->request(l->request).finished)
+      steps_->cancel(l->request);
   int64_t stepping = 0;
   for (auto& l : live_) stepping += l->request >= 0 && !steps_->request(l->request).finished;
   metrics_.set_batch(stepping);
@@ -252,7 +313,7 @@ void Scheduler::decode() {
 }
 
 void Scheduler::reap() {
-  int64_t ended = 0;
+  int64_t ended = 0;  // jobs
   for (auto it = live_.begin(); it != live_.end();) {
     Live& l = **it;
     bool done = false;
@@ -267,34 +328,42 @@ void Scheduler::reap() {
         o.completion_tokens = int64_t(r.tokens.size());
         switch (r.stop_reason) {
           case StopReason::StopToken:
-          case StopReason::StopString: o.finish_reason = "stop"; break;
+          case StopReason::StopString:
+            o.finish_reason = "stop";
+            break;
           case StopReason::MaxTokens:
-          case StopReason::Length: o.finish_reason = "length"; break;
-          case StopReason::Cancelled: o.error = "cancelled", o.error_status = 499; break;
-          case StopReason::NonFinite: o.error = "the model produced NaN or Inf logits", o.error_status = 500; break;
+          case StopReason::Length:
+            o.finish_reason = "length";
+            break;
+          case StopReason::Cancelled:
+            o.error = "cancelled", o.error_status = 499;
+            break;
+          case StopReason::NonFinite:
+            o.error = "the model produced NaN or Inf logits", o.error_status = 500;
+            break;
           case StopReason::NoAllowedToken:
             o.error = "response_format: no token of the vocabulary continues the reply's JSON", o.error_status = 500;
             break;
         }
-        metrics_.count_tokens(o.prompt_tokens, o.completion_tokens);
+        metrics_.count_tokens(l.choice == 0 ? o.prompt_tokens : 0, o.completion_tokens);
         // Its slot keeps what its KV holds: the prompt, then the tokens fed after it.
         if (options_.prefix_cache && r.stop_reason != StopReason::NonFinite)
           cache_.remember(l.seq, l.job->params().prompt, r.tokens, session_->length(l.seq));
-        l.job->finish(std::move(o));
+        l.job->finish(l.choice, std::move(o));
         steps_->release(l.request);
         done = true;
       }
-    } else if (l.refused) {
+    } else if (l.refused || l.job->failed()) {
       done = true;
     } else if (l.job->cancelled()) {  // left while its prompt was being prefilled
-      l.job->finish(GenerationOutcome::failed("cancelled", 499));
+      l.job->fail(GenerationOutcome::failed("cancelled", 499));
       done = true;
     }
     if (done) {
       session_->close_sequence(l.seq);
       if (!options_.prefix_cache) steps_->forget_sequence(l.seq);
+      ended += --*l.group_left == 0;  // the job ends with its last choice
       it = live_.erase(it);
-      ++ended;
     } else {
       ++it;
     }
@@ -314,15 +383,17 @@ void Scheduler::fail_all(const std::string& why, int status) {
       if (!steps_->request(l->request).finished) steps_->cancel(l->request);
       steps_->release(l->request);
     }
-    l->job->finish(GenerationOutcome::failed(why, status));
+    l->job->fail(GenerationOutcome::failed(why, status));
     try {
       session_->close_sequence(l->seq);
       steps_->forget_sequence(l->seq);
     } catch (const std::exception&) {
     }
   }
+  std::set<const GenerationJob*> jobs;
+  for (auto& l : live_) jobs.insert(l->job.get());
   std::lock_guard<std::mutex> lock(m_);
-  running_ -= int64_t(live_.size());
+  running_ -= int64_t(jobs.size());
   metrics_.set_active(running_);
   live_.clear();
   if (running_ == 0) idle_.notify_all();

@@ -53,6 +53,7 @@ class Scheduler {
   // Blocks until no job is queued or running.
   void wait_idle();
   int64_t capacity() const { return options_.session.capacity; }
+  int max_sequences() const { return options_.max_sequences; }
 
  private:
   struct Live;
