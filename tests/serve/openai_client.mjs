@@ -1,6 +1,6 @@
 // The official OpenAI client against a running `splitdec serve`:
 //   node openai_client.mjs BASE_URL API_KEY [PNG]
-// Non-streamed and streamed chat (greedy: the same text both ways), a
+// Non-streamed and streamed chat (greedy: the same text both ways), n = 3, a
 // completion (and its echo), the model list and one model by id, logit_bias
 // and the penalties, a multi-turn chat about the PNG whose later turns find
 // the earlier ones in the prefix cache, and refused requests. Prints one
@@ -44,6 +44,13 @@ for await (const chunk of stream) {
 if (streamed !== choice.message.content) fail(`streamed ${JSON.stringify(streamed)} != ${JSON.stringify(choice.message.content)}`);
 if (finish !== choice.finish_reason) fail("stream finish_reason " + finish);
 if (!usage || usage.completion_tokens !== whole.usage.completion_tokens) fail("stream usage " + JSON.stringify(usage));
+
+// n choices: greedy, every one is the n = 1 reply; the prompt counted once.
+const three = await client.chat.completions.create({ model: modelId, messages, temperature: 0, max_tokens: 12, n: 3 });
+if (three.choices.length !== 3 || three.choices.some((c, i) => c.index !== i || c.message.content !== choice.message.content))
+  fail("n: 3 gave " + JSON.stringify(three.choices));
+if (three.usage.prompt_tokens !== whole.usage.prompt_tokens || three.usage.completion_tokens !== 3 * whole.usage.completion_tokens)
+  fail("n: 3 usage " + JSON.stringify(three.usage));
 
 const completion = await client.completions.create({ model: modelId, prompt: "The sea", temperature: 0, max_tokens: 6 });
 if (completion.object !== "text_completion" || typeof completion.choices[0].text !== "string") fail("completion " + JSON.stringify(completion));
