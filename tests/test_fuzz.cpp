@@ -18,6 +18,7 @@
 #include "io/gguf.h"
 #include "io/families/gguf_model.h"
 #include "io/families/gemma3_mmproj.h"
+#include "io/families/mmproj.h"
 #include "tokenizer/gguf_tokenizer.h"
 #include "io/gguf_writer.h"
 #include "io/media_embeddings.h"
@@ -183,6 +184,26 @@ TEST(Fuzz, MmprojFiles) {
     for (const auto& [name, view] : gemma3_tensors_from_mmproj(f)) view.first_non_finite();
     parse_frontend_config(gemma3_config_from_gguf_pair(*text, f), decoder, "fuzz-mmproj.gguf");
     // The whole load: the pair's config, then the tower's weights.
+    test::write_file(mutated, bytes);
+    MediaFrontend::load_mmproj(work + "/text.gguf", mutated, load_model_config(work + "/text.gguf", mutated));
+  });
+}
+
+// A Gemma-4 mmproj (gemma4v and gemma4a towers), mutated: the keys, the
+// sizes read off tensor shapes and the two rewritten tensors are checked
+// before use, then the whole pair loads or is refused by name.
+TEST(Fuzz, Gemma4MmprojFiles) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4-ple", 0, "f32");
+  const std::string work = test::temp_dir("fuzz-gemma4-mmproj");
+  export_gguf(GgufExportOptions{.model_dir = dir, .out_path = work + "/text.gguf", .weights = "f32", .chat_template = {}, .progress = {}});
+  export_mmproj(MmprojExportOptions{.model_dir = dir, .out_path = work + "/mmproj.gguf", .weights = "f16", .progress = {}});
+  const auto text = GgufFile::open(work + "/text.gguf");
+  const ModelConfig decoder = load_model_config(work + "/text.gguf", work + "/mmproj.gguf");
+  const std::string mutated = work + "/mutated.gguf";
+  fuzz(test::read_file(work + "/mmproj.gguf"), 17, [&](const std::string& bytes) {
+    const GgufFile f = GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "fuzz-mmproj.gguf");
+    for (const auto& [name, view] : tensors_from_mmproj(f).views) view.first_non_finite();
+    parse_frontend_config(config_from_gguf_pair(*text, f), decoder, "fuzz-mmproj.gguf");
     test::write_file(mutated, bytes);
     MediaFrontend::load_mmproj(work + "/text.gguf", mutated, load_model_config(work + "/text.gguf", mutated));
   });

@@ -1195,11 +1195,11 @@ TEST(Gguf, LlamaCppAgreesOnGemma4) {
                             (dir == dense ? "dense-" : dir == ple ? "ple-" : dir == moe ? "moe-" : "256-") + weights, tolerance);
 }
 
-// A Gemma-4 GGUF is the text model: an mmproj, an image or audio for it are
-// errors that say Gemma-4's mmproj files are not read yet.
-TEST(Gguf, Gemma4MediaSayWhatIsNotReadYet) {
+// A Gemma-4 GGUF alone is the text model: an image or audio for it say to
+// give the mmproj; the text file given as its own mmproj is refused by name.
+TEST(Gguf, Gemma4TextFileAloneSaysToGiveTheMmproj) {
   const std::string path = exported(test::tiny_model_dir("tiny-gemma4-ple"), "f32");
-  EXPECT_NE(load_error(path, path).find("Gemma-4 GGUF, whose mmproj files"), std::string::npos) << load_error(path, path);
+  EXPECT_NE(load_error(path, path).find("media tower file (architecture clip)"), std::string::npos) << load_error(path, path);
   const auto engine = Engine::load(path);
   for (const bool image : {true, false}) {
     try {
@@ -1208,7 +1208,125 @@ TEST(Gguf, Gemma4MediaSayWhatIsNotReadYet) {
       engine->encode_chat(turn);
       ADD_FAILURE() << "accepted " << (image ? "an image" : "audio");
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("Gemma-4 mmproj files"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--mmproj"), std::string::npos) << e.what();
     }
   }
+}
+
+namespace {
+
+double relative_rms(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double num = 0, den = 0;
+  for (size_t k = 0; k < std::min(got.size(), want.size()); ++k) {
+    num += double(got[k] - want[k]) * (got[k] - want[k]);
+    den += double(want[k]) * want[k];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// Half a second of a tone and noise at 16 kHz (the conformer needs more than a few frames).
+std::string speech_wav() {
+  static const std::string path = [] {
+    std::vector<float> samples(8000);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> noise(-0.2f, 0.2f);
+    for (size_t i = 0; i < samples.size(); ++i) samples[i] = 0.3f * float(std::sin(0.031 * double(i))) + noise(rng);
+    const std::string p = test::temp_dir("gguf-wav") + "/clip.wav";
+    test::write_wav(p, samples);
+    return p;
+  }();
+  return path;
+}
+
+BatchResult run_media_turn(const std::shared_ptr<const Engine>& e, bool image) {
+  ChatTurn turn{.system = "", .images = {}, .audio = {}, .text = "What is it?", .media = {}};
+  (image ? turn.images : turn.audio).push_back(image ? SIGLIP_PNG : speech_wav());
+  return run_turn(e, e->encode_chat(turn), 8, 1024);
+}
+
+}  // namespace
+
+// A Gemma-4 text GGUF and its mmproj (gemma4v, and gemma4a where the model
+// has audio) are the folder's multimodal model: in f32 the same image rows
+// and image-turn logits bit for bit (the patch embedding's permutation is
+// undone exactly), audio rows within the softplus round trip of
+// per_dim_scale; bidirectional image attention where the folder has it
+// (tiny-gemma4), causal for the per-layer-input model (tiny-gemma4-ple);
+// f16 and Q8_0 towers within their rounding.
+TEST(Gguf, Gemma4MmprojPairIsTheFoldersMultimodalModel) {
+  MakeModelOptions four;
+  four.preset = "tiny-gemma4";
+  four.out_dir = test::temp_dir("gguf-gemma4-mmproj");
+  four.layers = 4;  // its 6-layer KV sharing is not llama.cpp's
+  make_model(four);
+  for (const std::string& dir : {four.out_dir, test::tiny_model_dir("tiny-gemma4-ple", 0, "f32")}) {
+    SCOPED_TRACE(dir);
+    const bool audio = dir != four.out_dir;
+    const auto folder = Engine::load(dir);
+    const std::string text = exported(dir, "f32"), mmproj = exported_mmproj(dir, "f32");
+    const auto pair = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = mmproj});
+    EXPECT_EQ(pair->model_type(), "gemma4");
+    EXPECT_NE(pair->describe_media().find("Gemma-4 vision encoder"), std::string::npos) << pair->describe_media();
+    const MediaRows want = folder->embed_media(SIGLIP_PNG, Modality::Image), got = pair->embed_media(SIGLIP_PNG, Modality::Image);
+    EXPECT_EQ(got.rows, want.rows);
+    EXPECT_EQ(got.data, want.data);
+    EXPECT_EQ(max_difference(run_media_turn(folder, true), run_media_turn(pair, true)), 0.f);
+    if (audio) {
+      const MediaRows a = folder->embed_media(speech_wav(), Modality::Audio), b = pair->embed_media(speech_wav(), Modality::Audio);
+      EXPECT_EQ(a.rows, b.rows);
+      const double rms = relative_rms(b.data, a.data);
+      std::printf("gemma4a f32 mmproj: audio rows %.2e relative RMS from the folder's\n", rms);
+      EXPECT_LT(rms, 1e-5);
+      EXPECT_LT(max_difference(run_media_turn(folder, false), run_media_turn(pair, false)), 1e-3f);
+    }
+    for (const auto& [weights, limit] : {std::pair<const char*, double>{"f16", 1e-2}, {"q8", 3e-2}}) {
+      const auto rounded = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = exported_mmproj(dir, weights)});
+      const double rms = relative_rms(rounded->embed_media(SIGLIP_PNG, Modality::Image).data, want.data);
+      std::printf("gemma4v %s mmproj: image rows %.2e relative RMS from f32\n", weights, rms);
+      EXPECT_GT(rms, 0.0);
+      EXPECT_LT(rms, limit);
+    }
+  }
+  // A Gemma-3 text model with a Gemma-4 tower is refused by name.
+  const std::string gemma3 = exported(test::tiny_model_dir("tiny-gemma3", 0, "f32"), "f32");
+  const std::string error = load_error(gemma3, exported_mmproj(four.out_dir, "f32"));
+  EXPECT_NE(error.find("holds Gemma-4's towers"), std::string::npos) << error;
+}
+
+// What the Gemma-4 mmproj says, against what the converter's
+// Gemma4VisionAudioModel writes (docs/gemma4-mmproj-facts.md).
+TEST(Gguf, Gemma4MmprojExportWritesTheConvertersKeysAndNames) {
+  const std::string dir = test::tiny_model_dir("tiny-gemma4-ple", 0, "f32");
+  const auto file = GgufFile::open(exported_mmproj(dir, "f16"));
+  EXPECT_EQ(file->string("general.architecture"), "clip");
+  EXPECT_EQ(file->string("clip.vision.projector_type"), "gemma4v");
+  EXPECT_EQ(file->string("clip.audio.projector_type"), "gemma4a");
+  EXPECT_EQ(file->boolean("clip.has_vision_encoder"), true);
+  EXPECT_EQ(file->boolean("clip.has_audio_encoder"), true);
+  EXPECT_FALSE(file->string("clip.projector_type").has_value());  // the converter never writes it
+  EXPECT_EQ(file->integer("clip.vision.image_size"), 224);
+  const TensorStore folder = TensorStore::open_dir(dir);
+  const int64_t E = folder.get("model.vision_tower.patch_embedder.input_proj.weight").shape[0];
+  const GgufTensor* patch = file->find_tensor("v.patch_embd.weight");
+  ASSERT_NE(patch, nullptr);
+  EXPECT_EQ(patch->ne.size(), 4u);
+  EXPECT_EQ(patch->ne[2], 3u);
+  EXPECT_EQ(int64_t(patch->ne[3]), E);
+  EXPECT_EQ(patch->type, ggml_type::F16);  // F16 when the converter's outtype is f16
+  for (const char* name : {"v.position_embd.weight", "a.conv1d.0.weight", "a.input_projection.weight", "a.blk.0.conv_dw.weight",
+                           "a.blk.0.per_dim_scale.weight", "v.blk.0.ln1.weight"})
+    EXPECT_EQ(file->find_tensor(name)->type, ggml_type::F32) << name;
+  for (const char* name : {"v.blk.0.attn_q.weight", "a.blk.0.ffn_up.weight", "mm.input_projection.weight", "mm.a.input_projection.weight"})
+    EXPECT_EQ(file->find_tensor(name)->type, ggml_type::F16) << name;
+  EXPECT_EQ(file->find_tensor("a.blk.0.conv_dw.weight")->ne.size(), 2u);  // [kernel, hidden]: the singleton axis squeezed
+  // lconv1d's norms under each other's names, as tensor_mapping.py has them.
+  EXPECT_EQ(TensorStore::open_mmproj(file->name()).get("model.audio_tower.layers.0.lconv1d.pre_layer_norm.weight").name,
+            "a.blk.0.conv_norm.weight");
+  // per_dim_scale stored after its softplus.
+  const std::vector<float> raw = folder.get("model.audio_tower.layers.0.self_attn.per_dim_scale").to_f32();
+  const TensorView stored_view = gguf_tensor_view(*file, *file->find_tensor("a.blk.0.per_dim_scale.weight"));
+  const std::vector<float> stored = stored_view.to_f32();
+  ASSERT_EQ(stored.size(), raw.size());
+  for (size_t k = 0; k < raw.size(); ++k) EXPECT_NEAR(stored[k], std::log1p(std::exp(raw[k])), 1e-6) << k;
 }

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -79,6 +81,20 @@ std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+void write_wav(const std::string& path, const std::vector<float>& samples) {
+  std::ofstream out(path, std::ios::binary);
+  auto u32 = [&](uint32_t v) { out.write(reinterpret_cast<const char*>(&v), 4); };
+  auto u16 = [&](uint16_t v) { out.write(reinterpret_cast<const char*>(&v), 2); };
+  const uint32_t bytes = uint32_t(samples.size() * 2);
+  out.write("RIFF", 4), u32(36 + bytes), out.write("WAVE", 4);
+  out.write("fmt ", 4), u32(16), u16(1), u16(1), u32(16000), u32(32000), u16(2), u16(16);
+  out.write("data", 4), u32(bytes);
+  for (float s : samples) {
+    const int16_t v = int16_t(std::lround(std::clamp(s, -1.f, 1.f) * 32767.f));
+    out.write(reinterpret_cast<const char*>(&v), 2);
+  }
 }
 
 void write_file(const std::string& path, const std::string& content) {

@@ -23,6 +23,8 @@ struct CommandResult {
 CommandResult run_splitdec(const std::string& args);
 
 std::string read_file(const std::string& path);
+// A mono 16-bit PCM WAV at 16 kHz of `samples` (clamped to [-1, 1]).
+void write_wav(const std::string& path, const std::vector<float>& samples);
 void write_file(const std::string& path, const std::string& content);
 
 }  // namespace splitdec::test

@@ -8,7 +8,7 @@
 #include "io/families/family.h"
 #include "io/gguf.h"
 #include "io/families/gguf_model.h"
-#include "io/families/gemma3_mmproj.h"
+#include "io/families/mmproj.h"
 
 namespace splitdec {
 
@@ -57,12 +57,7 @@ void check_mmproj_pairing(const std::string& model_dir, const std::string& mmpro
 ModelConfig load_model_config(const std::string& model_dir, const std::string& mmproj) {
   if (!mmproj.empty()) {
     check_mmproj_pairing(model_dir, mmproj);
-    const auto text = GgufFile::open(model_dir);
-    if (text->string("general.architecture") == "gemma4")
-      throw ConfigError("--mmproj " + mmproj + ": " + model_dir +
-                        " is a Gemma-4 GGUF, whose mmproj files (gemma4v / gemma4a towers) splitdec does not read yet; "
-                        "run the text model without --mmproj, or the Hugging Face folder for images and audio");
-    return gemma3_model_config_from_gguf_pair(*text, *GgufFile::open(mmproj));
+    return model_config_from_gguf_pair(*GgufFile::open(model_dir), *GgufFile::open(mmproj));
   }
   // Say what a model is when the path is something else (a GGUF file, a
   // typo), rather than "DIR/config.json: cannot open".

@@ -11,7 +11,7 @@
 #include "core/mapped_file.h"
 #include "io/gguf.h"
 #include "io/families/gguf_model.h"
-#include "io/families/gemma3_mmproj.h"
+#include "io/families/mmproj.h"
 
 namespace splitdec {
 
@@ -202,7 +202,9 @@ TensorStore TensorStore::open_gguf(const std::string& path) {
 TensorStore TensorStore::open_mmproj(const std::string& path) {
   const std::shared_ptr<const GgufFile> gguf = GgufFile::open(path);
   TensorStore s;
-  s.tensors_ = gemma3_tensors_from_mmproj(*gguf);
+  MmprojTensors t = tensors_from_mmproj(*gguf);
+  s.tensors_ = std::move(t.views);
+  s.owned_.assign(t.owned.begin(), t.owned.end());  // tensors the reader rewrote point here
   s.files_.push_back(std::shared_ptr<const MappedFile>(gguf, gguf->mapped()));
   return s;
 }

@@ -55,7 +55,7 @@ class TensorStore {
   // A GGUF file's tensors under checkpoint names (io/families/gguf_model.h).
   // open_dir takes a .gguf path too and comes here.
   static TensorStore open_gguf(const std::string& path);
-  // An mmproj GGUF's vision tower under checkpoint names (io/families/gemma3_mmproj.h).
+  // An mmproj GGUF's media towers under checkpoint names (io/families/mmproj.h).
   static TensorStore open_mmproj(const std::string& path);
 
   TensorStore(TensorStore&&) noexcept;
@@ -81,6 +81,7 @@ class TensorStore {
   TensorStore();
   void add_file(const std::string& path);
   std::vector<std::shared_ptr<const MappedFile>> files_;
+  std::vector<std::shared_ptr<const void>> owned_;  // values some views point to instead of a file
   std::map<std::string, TensorView> tensors_;
 };
 

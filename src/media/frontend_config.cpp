@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "io/gguf.h"
 #include "io/families/gguf_model.h"
-#include "io/families/gemma3_mmproj.h"
+#include "io/families/mmproj.h"
 #include "io/config_fields.h"
 #include "io/model_config.h"
 
@@ -236,19 +236,15 @@ FrontendConfig load_frontend_config(const std::string& model_dir, const ModelCon
   namespace fs = std::filesystem;
   if (!mmproj.empty()) {
     check_mmproj_pairing(model_dir, mmproj);
-    return parse_frontend_config(gemma3_config_from_gguf_pair(*GgufFile::open(model_dir), *GgufFile::open(mmproj)), decoder,
-                                 mmproj);
+    return parse_frontend_config(config_from_gguf_pair(*GgufFile::open(model_dir), *GgufFile::open(mmproj)), decoder, mmproj);
   }
   // A GGUF holds the text model only (its vision tower is a separate mmproj file).
   if (is_gguf_path(model_dir)) {
     FrontendConfig f = parse_frontend_config(config_from_gguf(*GgufFile::open(model_dir)), decoder, model_dir);
-    f.vision_missing = model_dir + " holds the text model only: " +
-                       (decoder.family == Family::Gemma4
-                            ? std::string("Gemma-4 mmproj files are not read yet; use the Hugging Face folder for images")
-                            : std::string("give its vision tower (llama.cpp's mmproj GGUF) as --mmproj FILE.gguf"));
+    f.vision_missing = model_dir + " holds the text model only: give its vision tower (llama.cpp's mmproj GGUF) as --mmproj FILE.gguf";
     if (decoder.family == Family::Gemma4)
-      f.audio_unsupported = model_dir + " holds the text model only: Gemma-4 mmproj files (its audio tower) are not read yet; "
-                                        "use the Hugging Face folder for audio";
+      f.audio_unsupported = model_dir + " holds the text model only: give its audio tower (llama.cpp's mmproj GGUF of E2B / E4B) "
+                                        "as --mmproj FILE.gguf";
     return f;
   }
   const fs::path path = fs::path(model_dir) / "config.json";

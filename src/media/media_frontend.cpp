@@ -4,7 +4,8 @@
 #include <set>
 
 #include "core/error.h"
-#include "io/families/gemma3_mmproj.h"
+#include "io/families/mmproj.h"
+#include "io/gguf.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "media/image_patches.h"
@@ -25,26 +26,33 @@ std::shared_ptr<const MediaFrontend> MediaFrontend::load(const std::string& mode
 std::shared_ptr<const MediaFrontend> MediaFrontend::load_mmproj(const std::string& model_path, const std::string& mmproj,
                                                                 const ModelConfig& decoder) {
   FrontendConfig config = load_frontend_config(model_path, decoder, mmproj);
-  if (config.vision == VisionFrontend::None) throw ConfigError(mmproj + ": holds no vision tower this model can use");
+  if (config.vision == VisionFrontend::None && config.audio == AudioFrontend::None)
+    throw ConfigError(mmproj + ": holds no media tower this model can use");
   FrontendWeights weights;
   size_t bytes = 0;
   const TensorStore store = TensorStore::open_mmproj(mmproj);
+  const auto file = GgufFile::open(mmproj);
   // Every tensor the config asks for, by the file's names, and nothing else:
   // a tensor left over means the keys and the tensors disagree.
+  std::string layers;  // what the keys say, for the messages
+  const int vision_layers = config.vision == VisionFrontend::Siglip          ? config.siglip.layers
+                            : config.vision == VisionFrontend::Gemma4Encoder ? config.gemma4.layers
+                                                                             : -1;
+  if (vision_layers >= 0) layers = "clip.vision.block_count says " + std::to_string(vision_layers) + " layers";
+  if (config.audio == AudioFrontend::Conformer)
+    layers += (layers.empty() ? "" : ", ") + std::string("clip.audio.block_count says ") + std::to_string(config.conformer.layers) + " layers";
   std::set<std::string> wanted;
   for (const FrontendTensor& t : frontend_tensors(config, weights)) {
     wanted.insert(t.name);
     if (!store.find(t.name))
-      throw FormatError(mmproj + ": tensor '" + mmproj_tensor_name(t.name) + "' is missing (clip.vision.block_count says " +
-                        std::to_string(config.siglip.layers) + " layers)");
+      throw FormatError(mmproj + ": tensor '" + mmproj_name_in(*file, t.name) + "' is missing (" + layers + ")");
   }
   for (const auto& [name, view] : store.tensors())
     if (!wanted.count(name))
-      throw FormatError(mmproj + ": tensor '" + view.name + "' is not part of the tower the metadata describes (" +
-                        std::to_string(config.siglip.layers) + " layers, clip.vision.block_count)");
+      throw FormatError(mmproj + ": tensor '" + view.name + "' is not part of the tower the metadata describes (" + layers + ")");
   weights = FrontendWeights{};
   if (!load_frontend_weights(config, store, weights, &bytes))
-    throw FormatError(mmproj + ": none of the vision tower's tensors are in the file");
+    throw FormatError(mmproj + ": none of the towers' tensors are in the file");
   weights.siglip.soft_emb_norm_adds_one = false;  // the converter stored 1 + w
   return std::make_shared<const MediaFrontend>(std::move(config), std::move(weights), true, bytes);
 }

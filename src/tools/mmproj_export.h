@@ -1,11 +1,15 @@
-// `splitdec quantize --out-mmproj FILE.gguf`: a Gemma-3 folder's vision
-// tower written as the mmproj GGUF that llama.cpp's converter
-// (convert_hf_to_gguf.py --mmproj, class Gemma3VisionModel) writes for it:
-// `general.architecture` clip, the clip.vision.* keys, llama.cpp's tensor
-// names (io/families/gemma3_mmproj.h), mm.soft_emb_norm stored as 1 + w.
-// Types as the converter chooses them: the patch and position embeddings
-// and every 1-D tensor in F32, mm.input_projection in F16 (F32 when the
-// matrices are), the layers' matrices in the type asked.
+// `splitdec quantize --out-mmproj FILE.gguf`: a folder's media towers
+// written as the mmproj GGUF that llama.cpp's converter writes for it:
+// `general.architecture` clip, the clip.* keys, llama.cpp's tensor names.
+//  - Gemma-3 (Gemma3VisionModel): the SigLIP tower (io/families/gemma3_mmproj.h),
+//    mm.soft_emb_norm stored as 1 + w; the patch and position embeddings
+//    and every 1-D tensor in F32, mm.input_projection in F16 (F32 when the
+//    matrices are), the layers' matrices in the type asked.
+//  - Gemma-4 (Gemma4VisionAudioModel): the vision encoder (gemma4v) and the
+//    conformer audio encoder (gemma4a) where the folder has them
+//    (io/families/gemma4_mmproj.h): the patch embedding as a conv kernel
+//    (F16 when asked for f16, else F32), per_dim_scale after its softplus,
+//    the audio convs, norms, tables and bounds in F32, the rest in the type asked.
 #pragma once
 
 #include <functional>
