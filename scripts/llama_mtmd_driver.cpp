@@ -1,7 +1,7 @@
 // llama.cpp's multimodal library (libmtmd) on a text GGUF, its mmproj and
 // one image, for scripts/peer_llama_mmproj.sh: prints one JSON object with
-// the prompt's token ids (-1 for each image position), the image's rows as
-// the projector gives them, and `steps` greedy steps (token, and the
+// the prompt's token ids (-1 for each media position), the media's rows as
+// the projector gives them (image_rows: an image's or an audio clip's), and `steps` greedy steps (token, and the
 // log-probabilities of the top 8 tokens), and the image encode's time
 // (encode_ms, the tower and projector). Built by that script against a
 // llama.cpp checkout; not part of splitdec's build.
@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   tp.use_gpu = false;
   tp.n_threads = 2;
   tp.warmup = false;
+  // A Gemma-4 image smaller than clip.cpp's 70-token floor stays its size
+  // (as Hugging Face's processor keeps it) when this is set lower.
+  if (const char* min_tokens = std::getenv("MTMD_IMAGE_MIN_TOKENS")) tp.image_min_tokens = std::atoi(min_tokens);
   mtmd_context* ctx = mtmd_init_from_file(argv[2], model, tp);
   if (!lctx || !ctx) return 1;
   mtmd_helper_bitmap_wrapper image = mtmd_helper_bitmap_init_from_file(ctx, argv[3], false, mtmd_helper_init_opt_default());
