@@ -255,7 +255,8 @@ std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::str
 
 void add_mmproj_option(CLI::App& cmd, std::string& mmproj) {
   cmd.add_option("--mmproj", mmproj,
-                 "with a GGUF --model: the vision tower as llama.cpp's converter writes it (mmproj-*.gguf; Gemma-3)");
+                 "with a GGUF --model: the media towers as llama.cpp's converter writes them (mmproj-*.gguf; Gemma-3 vision, "
+                 "Gemma-4 vision and audio)");
 }
 
 void print_trace(const std::vector<TraceStep>& trace, size_t from) {

@@ -28,8 +28,8 @@ void add_quantize(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--keep", o->keep, "tensor-name glob kept as stored, e.g. '*embed_tokens*' (repeatable)");
   auto mmproj_out = std::make_shared<std::string>();
   cmd->add_option("--out-mmproj", *mmproj_out,
-                  "with --out FILE.gguf: also write the Gemma-3 vision tower as an mmproj GGUF (as llama.cpp's converter "
-                  "--mmproj does; matrices in --weights when it is f32, f16 or bf16, else F16)");
+                  "with --out FILE.gguf: also write the media towers (Gemma-3 vision; Gemma-4 vision and audio) as an mmproj GGUF "
+                  "(as llama.cpp's converter --mmproj does; matrices in --weights when it is f32, f16, bf16 or q8, else F16)");
   cmd->callback([o, mmproj_out, &run] {
     run = [o, mmproj_out] {
       if (::isatty(2))
