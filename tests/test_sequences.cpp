@@ -359,6 +359,50 @@ TEST(StepGenerator, HistoryFollowsPositionsAcrossRequests) {
   EXPECT_EQ(two.length(1), 2);
 }
 
+// prefill() feeds a prompt piece (after the pending token) and chooses
+// nothing: a prompt fed in pieces then started gives the tokens and logits
+// of the whole prompt started at once; a live request's sequence is refused
+// before anything is fed.
+TEST(StepGenerator, PrefilledPiecesThenStartEqualStartingWhole) {
+  const Model& m = test::tiny_model("tiny-gemma4");
+  const PromptBatch whole = batch_of({SeqBuilder(m.config(), 90).text(5).media(Modality::Image, 6).text(4)}, 0);
+  const int image = int(std::find(whole.modality.begin(), whole.modality.end(), Modality::Image) - whole.modality.begin());
+  RequestOptions ro;
+  ro.max_new_tokens = 5;
+  ro.stop_tokens = {-5};
+  ro.keep_step_logits = true;
+  auto run = [&](bool pieces) {
+    Session s(m, 1, options_for(Plan::Split, 1));
+    SessionSource src(s);
+    StepGenerator g(src, m.config(), nullptr);
+    int id = -1;
+    if (pieces) {
+      g.prefill({0}, whole.slice(0, image));
+      EXPECT_EQ(g.history(0).size(), size_t(image));
+      EXPECT_EQ(g.pending(0), -1);
+      g.prefill({0}, whole.slice(image, image + 6));  // the image whole
+      id = g.start({0}, whole.slice(image + 6, whole.seq), {ro})[0];
+    } else {
+      id = g.start({0}, whole, {ro})[0];
+    }
+    while (g.step()) {
+    }
+    if (pieces) {
+      EXPECT_THROW(g.prefill({0, 0}, whole), InputError);  // rows and sequences disagree
+    }
+    return g.request(id);
+  };
+  const Request a = run(false), b = run(true);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.step_logits, b.step_logits);
+  Session s(m, 1, options_for(Plan::Split, 1));
+  SessionSource src(s);
+  StepGenerator g(src, m.config(), nullptr);
+  g.start({0}, whole.slice(0, image), {ro});
+  EXPECT_THROW(g.prefill({0}, whole.slice(image, image + 6)), InputError);  // sequence 0 has a live request
+  EXPECT_EQ(s.length(0), image);
+}
+
 // A property test: random appends (text and images, some longer than the
 // rings were sized for, some image runs joined by a video run), decode
 // steps, rewinds and calls that must fail, on a session with small rings, checked after

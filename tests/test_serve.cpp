@@ -236,9 +236,38 @@ TEST(ServeUnits, PrefillPiecesNeverSplitAMediaBlock) {
   EXPECT_EQ(serve::prefill_pieces(p, 8), (Pieces{{0, 5}, {5, 13}, {13, 20}}));
   EXPECT_EQ(serve::prefill_pieces(p, 4), (Pieces{{0, 4}, {4, 5}, {5, 12}, {12, 16}, {16, 20}}));
   EXPECT_EQ(serve::prefill_pieces(p, 100), (Pieces{{0, 20}}));
-  const PromptBatch s = serve::prompt_slice(p, 4, 8);
+  const PromptBatch s = p.slice(4, 8);
   EXPECT_EQ(s.seq, 4);
   EXPECT_EQ(s.media.size(), 3u * 2);
+}
+
+// A slice of a batch keeps each row's positions and exactly their media
+// rows (batch-major), and joined back with concat gives the batch again.
+TEST(ServeUnits, PromptSliceKeepsEachRowsMediaRows) {
+  PromptBatch p;
+  p.batch = 2;
+  p.seq = 10;
+  const int H = 3;
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 10; ++i) {
+      p.tokens.push_back(100 * b + i);
+      const bool media = b == 0 ? (i >= 2 && i < 5) : (i >= 6 && i < 9);
+      p.modality.push_back(media ? Modality::Image : Modality::Text);
+      if (media)
+        for (int h = 0; h < H; ++h) p.media.push_back(float(100 * b + i) + 0.1f * float(h));
+    }
+  p.attention_mask.assign(20, 1);
+  const PromptBatch s = p.slice(3, 7);
+  EXPECT_EQ(s.batch, 2);
+  EXPECT_EQ(s.tokens, (std::vector<int>{3, 4, 5, 6, 103, 104, 105, 106}));
+  // Row 0 keeps positions 3 and 4 of its image, row 1 position 6 of its.
+  EXPECT_EQ(s.media, (std::vector<float>{3.f, 3.1f, 3.2f, 4.f, 4.1f, 4.2f, 106.f, 106.1f, 106.2f}));
+  const PromptBatch joined = p.slice(0, 3).concat(s).concat(p.slice(7, 10));
+  EXPECT_EQ(joined.tokens, p.tokens);
+  EXPECT_EQ(joined.media, p.media);
+  EXPECT_THROW(p.slice(5, 5), InputError);
+  EXPECT_THROW(p.slice(0, 11), InputError);
+  EXPECT_EQ(p.slice(0, 10).tokens, p.tokens);
 }
 
 // The server's chat form is the CLI's Gemma form: system text before the

@@ -68,36 +68,16 @@ bool StepGenerator::any_live() const {
   return std::any_of(requests_.begin(), requests_.end(), [](const auto& r) { return !r.second->finished; });
 }
 
-std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const PromptBatch& prompt,
-                                      const std::vector<RequestOptions>& options, std::vector<float>* prompt_logits) {
+// Each sequence's pending token is fed first, as the first position of its
+// prompt row: one batch when every sequence has one (or none), two when only
+// some do (their rows are one position longer). Every group is checked
+// before any is fed.
+std::vector<float> StepGenerator::feed(const std::vector<int>& seqs, const PromptBatch& prompt, std::vector<float>* prompt_logits,
+                                       std::vector<int64_t>* fed) {
   const int n = int(seqs.size());
-  if (n == 0 || prompt.batch != n || int(options.size()) != n)
-    throw InputError("start: " + std::to_string(n) + " sequences, " + std::to_string(prompt.batch) + " prompt rows and " +
-                     std::to_string(options.size()) + " request options must agree");
-  // Everything that can be checked is checked before anything is fed.
-  std::vector<std::unique_ptr<Request>> made;
-  for (int b = 0; b < n; ++b) {
-    const RequestOptions& o = options[size_t(b)];
-    if (o.max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0");
-    if (o.top_logprobs > 20) throw InputError("top_logprobs must lie in [0, 20]");
-    if (!o.stop_strings.empty() && !tok_) throw InputError("stop strings need the model's tokenizer");
-    auto r = std::make_unique<Request>();
-    r->seq = seqs[size_t(b)];
-    r->options = o;
-    o.sampling.validate();
-    o.sampling.check_vocabulary(c_.vocab_size);
-    if (!r->options.sampler) r->options.sampler = std::make_shared<Sampler>(o.sampling);
-    if (r->options.stop_tokens.empty()) r->options.stop_tokens = c_.eos_token_ids;
-    r->stops = StopStrings(o.stop_strings);  // throws on an empty string
-    made.push_back(std::move(r));
-  }
   for (int seq : seqs)
     for (const auto& [id, r] : requests_)
       if (r->seq == seq && !r->finished) throw InputError("sequence " + std::to_string(seq) + " already has a live request");
-
-  // Each sequence's pending token is fed first, as the first position of its
-  // prompt row: one batch when every sequence has one (or none), two when
-  // only some do (their rows are one position longer).
   std::vector<int> with, without;
   for (int b = 0; b < n; ++b) (pending(seqs[size_t(b)]) >= 0 ? with : without).push_back(b);
   if (prompt_logits && !with.empty() && !without.empty())
@@ -132,18 +112,59 @@ std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const Prompt
   }
 
   // Histories gain the prompt's real tokens (a pending token is in its history already).
-  std::vector<int> ids;
+  fed->assign(size_t(n), 0);
   for (int b = 0; b < n; ++b) {
     SequenceState& st = state(seqs[size_t(b)]);
-    Request& r = *made[size_t(b)];
-    if (st.pending >= 0) ++r.prompt_tokens;
+    if (st.pending >= 0) ++(*fed)[size_t(b)];
     st.pending = -1;
     for (int s = 0; s < prompt.seq; ++s) {
       const size_t at = size_t(b) * size_t(prompt.seq) + size_t(s);
       if (!prompt.attention_mask[at]) continue;
       st.history.push_back(prompt.tokens[at]);
-      ++r.prompt_tokens;
+      ++(*fed)[size_t(b)];
     }
+  }
+  return last;
+}
+
+void StepGenerator::prefill(const std::vector<int>& seqs, const PromptBatch& prompt) {
+  if (seqs.empty() || prompt.batch != int(seqs.size()))
+    throw InputError("prefill: " + std::to_string(seqs.size()) + " sequences and " + std::to_string(prompt.batch) +
+                     " prompt rows must agree");
+  std::vector<int64_t> fed;
+  feed(seqs, prompt, nullptr, &fed);
+}
+
+std::vector<int> StepGenerator::start(const std::vector<int>& seqs, const PromptBatch& prompt,
+                                      const std::vector<RequestOptions>& options, std::vector<float>* prompt_logits) {
+  const int n = int(seqs.size());
+  if (n == 0 || prompt.batch != n || int(options.size()) != n)
+    throw InputError("start: " + std::to_string(n) + " sequences, " + std::to_string(prompt.batch) + " prompt rows and " +
+                     std::to_string(options.size()) + " request options must agree");
+  // Everything that can be checked is checked before anything is fed.
+  std::vector<std::unique_ptr<Request>> made;
+  for (int b = 0; b < n; ++b) {
+    const RequestOptions& o = options[size_t(b)];
+    if (o.max_new_tokens < 0) throw InputError("max_new_tokens must be >= 0");
+    if (o.top_logprobs > 20) throw InputError("top_logprobs must lie in [0, 20]");
+    if (!o.stop_strings.empty() && !tok_) throw InputError("stop strings need the model's tokenizer");
+    auto r = std::make_unique<Request>();
+    r->seq = seqs[size_t(b)];
+    r->options = o;
+    o.sampling.validate();
+    o.sampling.check_vocabulary(c_.vocab_size);
+    if (!r->options.sampler) r->options.sampler = std::make_shared<Sampler>(o.sampling);
+    if (r->options.stop_tokens.empty()) r->options.stop_tokens = c_.eos_token_ids;
+    r->stops = StopStrings(o.stop_strings);  // throws on an empty string
+    made.push_back(std::move(r));
+  }
+  std::vector<int64_t> fed;
+  const std::vector<float> last = feed(seqs, prompt, prompt_logits, &fed);
+  const size_t V = size_t(c_.vocab_size);
+  std::vector<int> ids;
+  for (int b = 0; b < n; ++b) {
+    Request& r = *made[size_t(b)];
+    r.prompt_tokens = fed[size_t(b)];
     if (tok_) r.stream.emplace(*tok_, r.stops);
     ids.push_back(next_id_++);
     requests_.emplace(ids.back(), std::move(made[size_t(b)]));

@@ -80,6 +80,11 @@ class StepGenerator {
   // later, or an on_text callback throws, the new requests are cancelled.
   std::vector<int> start(const std::vector<int>& seqs, const PromptBatch& prompt, const std::vector<RequestOptions>& options,
                          std::vector<float>* prompt_logits = nullptr);
+  // Appends row i of `prompt` to seqs[i] after its pending token and
+  // chooses nothing: the pieces of a long prompt fed over several calls (a
+  // server's prefill budget) before the piece that starts the request. None
+  // of the sequences may have a live request; checked before anything is fed.
+  void prefill(const std::vector<int>& seqs, const PromptBatch& prompt);
   // Feeds the last token of every live request in one decode call and
   // chooses the next; a request whose sequence has no room left ends with
   // StopReason::Length instead. Returns false (and does nothing) when none is live.
@@ -111,6 +116,12 @@ class StepGenerator {
     std::vector<int> history;
   };
   SequenceState& state(int seq);
+  // Feeds prompt rows after each sequence's pending token (start, prefill):
+  // returns each row's last logits [n, vocab] (every position's in
+  // *prompt_logits when given); histories gain the prompt, fed[b] counts
+  // the positions fed to seqs[b].
+  std::vector<float> feed(const std::vector<int>& seqs, const PromptBatch& prompt, std::vector<float>* prompt_logits,
+                          std::vector<int64_t>* fed);
   Request& live_request(int id);
   // Chooses request `id`'s next token from `logits` [vocab]; ends it when a
   // stop is reached. Returns the text that became final (streamed by the

@@ -94,6 +94,33 @@ PromptBatch PromptBatch::select(const std::vector<int>& rows) const {
   return out;
 }
 
+PromptBatch PromptBatch::slice(int begin, int end) const {
+  if (begin < 0 || end > seq || begin >= end)
+    throw InputError("positions [" + std::to_string(begin) + ", " + std::to_string(end) + ") are not a part of a " +
+                     std::to_string(seq) + "-position prompt");
+  if (begin == 0 && end == seq) return *this;
+  PromptBatch out;
+  out.batch = batch;
+  out.seq = end - begin;
+  const int64_t H = media.empty() ? 0 : int64_t(media.size()) / std::max<int64_t>(1, media_positions());
+  int64_t media_row = 0;  // media rows are batch-major: count the non-text positions before each part
+  for (int b = 0; b < batch; ++b) {
+    const long row = long(b) * seq, first = row + begin, last = row + end;
+    auto non_text = [&](long from, long to) {
+      return int64_t(std::count_if(modality.begin() + from, modality.begin() + to, [](Modality m) { return m != Modality::Text; }));
+    };
+    media_row += non_text(row, first);
+    out.tokens.insert(out.tokens.end(), tokens.begin() + first, tokens.begin() + last);
+    out.modality.insert(out.modality.end(), modality.begin() + first, modality.begin() + last);
+    out.attention_mask.insert(out.attention_mask.end(), attention_mask.begin() + first, attention_mask.begin() + last);
+    if (!block_ids.empty()) out.block_ids.insert(out.block_ids.end(), block_ids.begin() + first, block_ids.begin() + last);
+    const int64_t inside = non_text(first, last);
+    if (H > 0) out.media.insert(out.media.end(), media.begin() + long(media_row * H), media.begin() + long((media_row + inside) * H));
+    media_row += inside + non_text(last, row + seq);
+  }
+  return out;
+}
+
 PromptBatch PromptBatch::text_column(const std::vector<int>& tokens) {
   PromptBatch p;
   p.batch = int(tokens.size());

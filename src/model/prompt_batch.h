@@ -36,6 +36,8 @@ struct PromptBatch {
   PromptBatch concat(const PromptBatch& tail) const;
   // Sequences `rows` of this batch, in that order (their media rows with them).
   PromptBatch select(const std::vector<int>& rows) const;
+  // Positions [begin, end) of every sequence (their media rows with them).
+  PromptBatch slice(int begin, int end) const;
   // One text token per sequence (a decode step, or a pending token).
   static PromptBatch text_column(const std::vector<int>& tokens);
 };

@@ -14,7 +14,4 @@ namespace splitdec::serve {
 // [begin, end) of each piece of a one-row prompt, in order.
 std::vector<std::pair<int, int>> prefill_pieces(const PromptBatch& prompt, int budget);
 
-// Positions [begin, end) of a one-row prompt, with their media rows.
-PromptBatch prompt_slice(const PromptBatch& prompt, int begin, int end);
-
 }  // namespace splitdec::serve

@@ -170,7 +170,7 @@ void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
         // Pieces are cut from where the slot's content ends, so a cached prefix is never fed again.
         const PromptBatch& p = job->params().prompt;
         const int end = job->choices() > 1 ? tail_begin(p, int(l.cached)) : p.seq;
-        l.pieces = prefill_pieces(prompt_slice(p, int(l.cached), end), options_.prefill_budget);
+        if (end > int(l.cached)) l.pieces = prefill_pieces(p.slice(int(l.cached), end), options_.prefill_budget);
         for (auto& [b, e] : l.pieces) b += int(l.cached), e += int(l.cached);
         if (end < p.seq) l.pieces.emplace_back(end, p.seq);
       }
@@ -245,26 +245,18 @@ void Scheduler::prefill() {
             session_->copy_sequence(l->seq, g->seq);
             steps_->copy_sequence(l->seq, g->seq);
           }
-        for (Live* g : group) {
+        if (!last) steps_->prefill({l->seq}, p.prompt.slice(begin, end));  // a prompt piece: fed, nothing chosen
+        for (Live* g : last ? group : std::vector<Live*>{}) {
           RequestOptions ro;
           ro.sampling = p.sampling;
           ro.sampling.seed += uint64_t(g->choice);  // choice 0 is what n = 1 would give
           ro.stop_tokens = stop_tokens_;
-          if (last) {
-            ro.stop_strings = p.stop;
-            ro.max_new_tokens = int(p.max_tokens);
-            ro.top_logprobs = p.top_logprobs;
-            if (p.json_grammar)
-              ro.constraint = std::make_shared<JsonConstraint>(p.json_grammar, p.vocabulary, stop_tokens_);
-            ro.on_text = [job = g->job.get(), c = g->choice](const std::string& text) { job->push_text(c, text); };
-          } else {
-            ro.max_new_tokens = 0;  // a prompt piece: prefilled, nothing chosen
-          }
-          const int id = steps_->start({g->seq}, prompt_slice(p.prompt, begin, end), {ro})[0];
-          if (!last) {
-            steps_->release(id);
-            continue;
-          }
+          ro.stop_strings = p.stop;
+          ro.max_new_tokens = int(p.max_tokens);
+          ro.top_logprobs = p.top_logprobs;
+          if (p.json_grammar) ro.constraint = std::make_shared<JsonConstraint>(p.json_grammar, p.vocabulary, stop_tokens_);
+          ro.on_text = [job = g->job.get(), c = g->choice](const std::string& text) { job->push_text(c, text); };
+          const int id = steps_->start({g->seq}, p.prompt.slice(begin, end), {ro})[0];
           g->request = id;
           g->last_token = Clock::now();
           if (g->choice == 0) metrics_.observe_time_to_first_token(seconds(g->last_token - g->job->received()));
