@@ -179,6 +179,64 @@ TEST(Router, OtherPlansShowTheirCosts) {
   EXPECT_EQ(copy[3].kv_bytes_copied, 0);
 }
 
+// The plan table: one row per plan, names round-trip, and each row's router
+// and layouts are the plan's contract (split: only media prefill chunks
+// masked, one shared buffer; split-copy: every prefill chunk through its
+// own present; single: dense bias on a present every call; unified: one
+// kernel, one buffer); only the concat store reserves nothing up front.
+TEST(Router, ThePlanTableHoldsEachPlansRouteLayoutAndStore) {
+  const Model& m = test::tiny_model("tiny-gemma3");
+  const KvStoreShape shape{2, 64, 16, DType::F32};
+  ASSERT_EQ(plan_table().size(), 4u);
+  for (const PlanSpec& spec : plan_table()) {
+    SCOPED_TRACE(spec.name);
+    EXPECT_EQ(parse_plan(spec.name), spec.plan);
+    EXPECT_STREQ(plan_name(spec.plan), spec.name);
+    EXPECT_EQ(&plan_spec(spec.plan), &spec);
+    const auto store = spec.make_store(m.config(), shape);
+    ASSERT_NE(store, nullptr);
+    const KvMemory reserved = spec.reserved(m.config(), shape);
+    if (spec.plan == Plan::Single) {
+      EXPECT_EQ(reserved.full_bytes + reserved.sliding_bytes, 0u);
+    } else {
+      EXPECT_EQ(reserved.full_bytes, KvCache::plan(m.config(), 2, 64, 16).full_bytes);
+      EXPECT_EQ(store->memory().full_bytes, reserved.full_bytes);
+    }
+    for (bool media : {false, true}) {
+      const AttentionPath prefill = spec.route(media, false), decode = spec.route(false, true);
+      switch (spec.plan) {
+        case Plan::Single:
+          EXPECT_EQ(prefill, AttentionPath::DenseBias);
+          EXPECT_EQ(decode, AttentionPath::DenseBias);
+          EXPECT_EQ(spec.layout(prefill), KvLayout::Present);
+          break;
+        case Plan::Split:
+          EXPECT_EQ(prefill, media ? AttentionPath::Masked : AttentionPath::Gqa);
+          EXPECT_EQ(decode, AttentionPath::Gqa);
+          EXPECT_EQ(spec.layout(prefill), KvLayout::Shared);
+          break;
+        case Plan::SplitCopy:
+          EXPECT_EQ(prefill, AttentionPath::Masked);
+          EXPECT_EQ(decode, AttentionPath::Gqa);
+          EXPECT_EQ(spec.layout(prefill), KvLayout::Present);
+          EXPECT_EQ(spec.layout(decode), KvLayout::Shared);
+          break;
+        case Plan::Unified:
+          EXPECT_EQ(prefill, AttentionPath::Unified);
+          EXPECT_EQ(decode, AttentionPath::Unified);
+          EXPECT_EQ(spec.layout(prefill), KvLayout::Shared);
+          break;
+      }
+    }
+  }
+  try {
+    parse_plan("fast");
+    ADD_FAILURE() << "accepted an unknown plan";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("valid: single, split, split-copy, unified"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SessionErrors, CapacityExhaustedThenUsable) {
   const Model& m = test::tiny_model("tiny-gemma3");
   const PromptBatch p = image_prompt(m.config(), 4);

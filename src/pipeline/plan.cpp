@@ -1,26 +1,70 @@
 #include "pipeline/plan.h"
 
 #include "core/error.h"
+#include "io/model_config.h"
+#include "kv/concat_kv.h"
+#include "kv/kv_cache.h"
+#include "kv/split_copy_kv.h"
 
 namespace splitdec {
 
-Plan parse_plan(const std::string& name) {
-  if (name == "single") return Plan::Single;
-  if (name == "split") return Plan::Split;
-  if (name == "split-copy") return Plan::SplitCopy;
-  if (name == "unified") return Plan::Unified;
-  throw InputError("unknown plan '" + name + "' (valid: single, split, split-copy, unified)");
+namespace {
+
+std::unique_ptr<KvStore> shared_buffer(const ModelConfig& c, const KvStoreShape& s) {
+  return std::make_unique<KvCache>(c, s.sequences, s.capacity, s.max_chunk, s.dtype);
+}
+KvMemory shared_buffer_bytes(const ModelConfig& c, const KvStoreShape& s) {
+  return KvCache::plan(c, s.sequences, s.capacity, s.max_chunk, s.dtype);
+}
+KvLayout always_shared(AttentionPath) { return KvLayout::Shared; }
+
+}  // namespace
+
+const std::vector<PlanSpec>& plan_table() {
+  static const std::vector<PlanSpec> table = {
+      {Plan::Single, "single",
+       // A static export's one graph: a dense bias over concat(past, new), every call.
+       [](bool, bool) { return AttentionPath::DenseBias; },
+       [](AttentionPath) { return KvLayout::Present; },
+       [](const ModelConfig& c, const KvStoreShape& s) -> std::unique_ptr<KvStore> {
+         return std::make_unique<ConcatKv>(c, s.sequences, s.dtype);
+       },
+       [](const ModelConfig&, const KvStoreShape&) { return KvMemory{}; }},
+      {Plan::Split, "split",
+       // Media chunks through the masked kernel, everything else GQA, one in-place buffer.
+       [](bool media, bool decode) { return media && !decode ? AttentionPath::Masked : AttentionPath::Gqa; },
+       always_shared, shared_buffer, shared_buffer_bytes},
+      {Plan::SplitCopy, "split-copy",
+       // A prefill graph with its own present (every prompt chunk), a decode graph on the buffer.
+       [](bool, bool decode) { return decode ? AttentionPath::Gqa : AttentionPath::Masked; },
+       [](AttentionPath path) { return path == AttentionPath::Masked ? KvLayout::Present : KvLayout::Shared; },
+       [](const ModelConfig& c, const KvStoreShape& s) -> std::unique_ptr<KvStore> {
+         return std::make_unique<SplitCopyKv>(c, s.sequences, s.capacity, s.max_chunk, s.dtype);
+       },
+       shared_buffer_bytes},
+      {Plan::Unified, "unified",
+       // One mask-aware GQA kernel for every chunk and step.
+       [](bool, bool) { return AttentionPath::Unified; }, always_shared, shared_buffer, shared_buffer_bytes},
+  };
+  return table;
 }
 
-const char* plan_name(Plan p) {
-  switch (p) {
-    case Plan::Single: return "single";
-    case Plan::Split: return "split";
-    case Plan::SplitCopy: return "split-copy";
-    case Plan::Unified: return "unified";
-  }
-  return "?";
+const PlanSpec& plan_spec(Plan plan) {
+  for (const PlanSpec& s : plan_table())
+    if (s.plan == plan) return s;
+  throw InputError("no such plan");
 }
+
+Plan parse_plan(const std::string& name) {
+  std::string valid;
+  for (const PlanSpec& s : plan_table()) {
+    if (name == s.name) return s.plan;
+    valid += (valid.empty() ? "" : ", ") + std::string(s.name);
+  }
+  throw InputError("unknown plan '" + name + "' (valid: " + valid + ")");
+}
+
+const char* plan_name(Plan p) { return plan_spec(p).name; }
 
 const char* path_name(AttentionPath p) {
   switch (p) {
@@ -32,14 +76,6 @@ const char* path_name(AttentionPath p) {
   return "?";
 }
 
-AttentionPath route_chunk(Plan plan, bool media, bool decode) {
-  switch (plan) {
-    case Plan::Single: return AttentionPath::DenseBias;
-    case Plan::Unified: return AttentionPath::Unified;
-    case Plan::Split: return media && !decode ? AttentionPath::Masked : AttentionPath::Gqa;
-    case Plan::SplitCopy: return decode ? AttentionPath::Gqa : AttentionPath::Masked;
-  }
-  return AttentionPath::Gqa;
-}
+AttentionPath route_chunk(Plan plan, bool media, bool decode) { return plan_spec(plan).route(media, decode); }
 
 }  // namespace splitdec

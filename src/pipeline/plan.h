@@ -1,9 +1,21 @@
-// Execution plans and the attention path each chunk or step takes.
+// The execution plans as one table: each row says, for one plan, which
+// attention path a chunk or step takes, which KV layout each path reads,
+// the KV store the session runs on and what that store pre-allocates.
+// Session asks the row of its plan and nothing else; a new plan is a new
+// row (docs/architecture.md, "The plan table").
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kv/kv_store.h"
 
 namespace splitdec {
+
+struct ModelConfig;
 
 enum class Plan {
   Single,     // dense bias + concat(past, new) for every chunk and step (today's static export)
@@ -14,14 +26,36 @@ enum class Plan {
 
 enum class AttentionPath { Masked, Gqa, DenseBias, Unified };
 
+// What a plan's store is sized by (SessionOptions' fields).
+struct KvStoreShape {
+  int sequences = 1;
+  int64_t capacity = 0;
+  int max_chunk = 0;
+  DType dtype = DType::F32;
+};
+
+struct PlanSpec {
+  Plan plan;
+  const char* name;  // as --plan takes it
+  // The router: the path a chunk takes. `media`: the chunk holds a media
+  // block that is bidirectional on some layer under the policy; a decode
+  // step never does.
+  AttentionPath (*route)(bool media, bool decode);
+  // The KV layout a path reads under this plan.
+  KvLayout (*layout)(AttentionPath path);
+  std::unique_ptr<KvStore> (*make_store)(const ModelConfig& config, const KvStoreShape& shape);
+  // What make_store allocates up front (nothing for a store that grows per call).
+  KvMemory (*reserved)(const ModelConfig& config, const KvStoreShape& shape);
+};
+
+// Every plan, in --plan's order.
+const std::vector<PlanSpec>& plan_table();
+const PlanSpec& plan_spec(Plan plan);
+
 Plan parse_plan(const std::string& name);  // InputError listing the valid names
 const char* plan_name(Plan p);
 const char* path_name(AttentionPath p);
-
-// The router: which path a chunk takes under a plan. `media` means the chunk
-// holds a media block that is bidirectional on some layer under the policy;
-// a decode step never does. split-copy's prefill stage is one graph that
-// takes every prompt chunk.
+// plan_spec(plan).route(media, decode).
 AttentionPath route_chunk(Plan plan, bool media, bool decode);
 
 }  // namespace splitdec

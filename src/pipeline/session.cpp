@@ -6,9 +6,6 @@
 #include "core/error.h"
 #include "core/machine.h"
 #include "kernels/attention.h"
-#include "kv/concat_kv.h"
-#include "kv/kv_cache.h"
-#include "kv/split_copy_kv.h"
 #include "mask/chunk_mask.h"
 #include "model/embedding.h"
 #include "pipeline/chunker.h"
@@ -81,16 +78,6 @@ class SessionAttention : public AttentionStage {
 
 namespace {
 
-std::unique_ptr<KvStore> make_kv_store(const ModelConfig& c, const SessionOptions& o) {
-  switch (o.plan) {
-    case Plan::Single: return std::make_unique<ConcatKv>(c, o.max_sequences, o.kv_dtype);
-    case Plan::SplitCopy: return std::make_unique<SplitCopyKv>(c, o.max_sequences, o.capacity, o.max_chunk, o.kv_dtype);
-    case Plan::Split:
-    case Plan::Unified: break;
-  }
-  return std::make_unique<KvCache>(c, o.max_sequences, o.capacity, o.max_chunk, o.kv_dtype);
-}
-
 // Refuses a KV cache larger than the machine's memory, before it is allocated.
 void check_fits_memory(const KvMemory& m, const std::string& what, const std::string& remedy) {
   const uint64_t need = std::max(m.full_bytes, m.sliding_bytes) > UINT64_MAX / 2 ? UINT64_MAX : uint64_t(m.full_bytes) + m.sliding_bytes;
@@ -132,12 +119,13 @@ Session::Session(const Model& model, int batch, SessionOptions options)
   for (const LayerSpec& l : c.layers)
     if (c.num_heads / l.num_kv_heads > 64) throw ConfigError("more than 64 query heads per KV head is not supported");
   policy_ = options_.policy.value_or(c.default_policy);
-  if (options_.plan != Plan::Single)
-    check_fits_memory(KvCache::plan(c, options_.max_sequences, options_.capacity, options_.max_chunk, options_.kv_dtype),
-                      "a KV cache of " + std::to_string(options_.capacity) + " positions x " +
-                          std::to_string(options_.max_sequences) + " sequences",
-                      "lower --max-length, or --max-new-tokens that sizes it");
-  kv_ = make_kv_store(c, options_);
+  const PlanSpec& plan = plan_spec(options_.plan);
+  const KvStoreShape shape{options_.max_sequences, options_.capacity, options_.max_chunk, options_.kv_dtype};
+  check_fits_memory(plan.reserved(c, shape),
+                    "a KV cache of " + std::to_string(options_.capacity) + " positions x " + std::to_string(options_.max_sequences) +
+                        " sequences",
+                    "lower --max-length, or --max-new-tokens that sizes it");
+  kv_ = plan.make_store(c, shape);
   seqs_.resize(size_t(options_.max_sequences));
   for (int b = 0; b < batch; ++b) seqs_[size_t(b)].live = true;
 }
@@ -146,10 +134,7 @@ Session::~Session() = default;
 
 KvMemory Session::memory() const { return kv_->memory(); }
 
-KvLayout Session::layout_for(AttentionPath path) const {
-  const bool present = path == AttentionPath::DenseBias || (options_.plan == Plan::SplitCopy && path == AttentionPath::Masked);
-  return present ? KvLayout::Present : KvLayout::Shared;
-}
+KvLayout Session::layout_for(AttentionPath path) const { return plan_spec(options_.plan).layout(path); }
 
 int Session::open_sequence() {
   int pick = -1;
