@@ -46,38 +46,7 @@ for ty in ${TYPES:-f32 f16}; do  # TYPES=q8: a Q8_0 tower
     "$bin" embed-media "${pair[@]}" --image "$image" --out "$work/rows.npy" 2>/dev/null
     "$bin" generate "${pair[@]}" -p "Look: <image:$image> what is it?" -n "$steps" --step-logits "$work/steps.npy" -t 2 \
       >"$work/generate.txt" 2>&1
-    node - "$work" "$ty" "$(basename "$image")" <<'EOF'
-const fs = require("fs"), [work, ty, image] = process.argv.slice(2);
-const npy = (p) => {  // float32, C order
-  const b = fs.readFileSync(p), header = b.readUInt16LE(8);
-  return new Float32Array(b.buffer.slice(b.byteOffset + 10 + header, b.byteOffset + b.length));
-};
-const theirs = JSON.parse(fs.readFileSync(`${work}/llama.json`));
-const ours = JSON.parse(fs.readFileSync(`${work}/ids.json`));
-const soft = ours.tokens.map((t, i) => (ours.pieces[i] === "<image_soft_token>" ? -1 : t));
-const idsEqual = JSON.stringify(soft) === JSON.stringify(theirs.tokens);
-const rows = npy(`${work}/rows.npy`), theirRows = theirs.image_rows.flat();
-let worst = 0, num = 0, den = 0;
-for (let k = 0; k < rows.length; ++k) {
-  const d = rows[k] - theirRows[k];
-  worst = Math.max(worst, Math.abs(d)), num += d * d, den += theirRows[k] * theirRows[k];
-}
-const sizeOk = rows.length === theirRows.length;
-const text = fs.readFileSync(`${work}/generate.txt`, "utf8");
-const ourTokens = text.match(/\[0\] tokens: (.*)/)[1].trim().split(/\s+/).map(Number);
-const logits = npy(`${work}/steps.npy`), V = logits.length / ourTokens.length;
-let lpWorst = 0;
-theirs.steps.forEach((s, i) => {
-  const l = logits.subarray(i * V, (i + 1) * V);
-  let top = -Infinity, sum = 0;
-  for (const x of l) top = Math.max(top, x);
-  for (const x of l) sum += Math.exp(x - top);
-  for (const [id, lp] of Object.entries(s.logprobs)) lpWorst = Math.max(lpWorst, Math.abs(l[+id] - top - Math.log(sum) - lp));
-});
-const tokensEqual = JSON.stringify(ourTokens) === JSON.stringify(theirs.steps.map((s) => s.token));
-console.log(`| ${ty} | ${image} | ${idsEqual ? "yes" : "NO"} | ${sizeOk ? `${worst.toExponential(1)} (${Math.sqrt(num / den).toExponential(1)})` : "SIZE"} | ` +
-  `${tokensEqual ? "yes" : `NO (${ourTokens} / ${theirs.steps.map((s) => s.token)})`} | ${lpWorst.toExponential(1)} |`);
-EOF
+    node "$root/scripts/peer_mtmd_compare.mjs" "$work" "<image_soft_token>" "$ty" "$(basename "$image")"
   done
 done
 

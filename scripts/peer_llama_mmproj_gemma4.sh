@@ -64,43 +64,7 @@ for m in dense ple; do
       "$bin" embed-media "${pair[@]}" $flag --out "$work/rows.npy" 2>/dev/null
       "$bin" generate "${pair[@]}" -p "Look: $tag what is it?" --image-tokens 70 -n "$steps" --step-logits "$work/steps.npy" -t 2 \
         >"$work/generate.txt" 2>&1
-      node - "$work" "$m" "$ty" "$media" <<'JS'
-const fs = require("fs"), [work, m, ty, media] = process.argv.slice(2);
-const npy = (p) => {  // float32, C order
-  const b = fs.readFileSync(p), header = b.readUInt16LE(8);
-  return new Float32Array(b.buffer.slice(b.byteOffset + 10 + header, b.byteOffset + b.length));
-};
-const theirs = JSON.parse(fs.readFileSync(`${work}/llama.json`));
-const ours = JSON.parse(fs.readFileSync(`${work}/ids.json`));
-const soft = ours.tokens.map((t, i) => (ours.pieces[i] === "<|image|>" || ours.pieces[i] === "<|audio|>" ? -1 : t));
-const idsEqual = JSON.stringify(soft) === JSON.stringify(theirs.tokens);
-const rows = npy(`${work}/rows.npy`), theirRows = theirs.image_rows.flat();
-let worst = 0, num = 0, den = 0;
-for (let k = 0; k < rows.length; ++k) {
-  const d = rows[k] - theirRows[k];
-  worst = Math.max(worst, Math.abs(d)), num += d * d, den += theirRows[k] * theirRows[k];
-}
-const sizeOk = rows.length === theirRows.length;
-const text = fs.readFileSync(`${work}/generate.txt`, "utf8");
-const match = text.match(/\[0\] tokens: (.*)/);
-const ourTokens = match ? match[1].trim().split(/\s+/).map(Number) : [];
-let lpWorst = NaN;
-if (match) {
-  const logits = npy(`${work}/steps.npy`), V = logits.length / ourTokens.length;
-  lpWorst = 0;
-  theirs.steps.forEach((s, i) => {
-    const l = logits.subarray(i * V, (i + 1) * V);
-    let top = -Infinity, sum = 0;
-    for (const x of l) top = Math.max(top, x);
-    for (const x of l) sum += Math.exp(x - top);
-    for (const [id, lp] of Object.entries(s.logprobs)) lpWorst = Math.max(lpWorst, Math.abs(l[+id] - top - Math.log(sum) - lp));
-  });
-}
-const tokensEqual = JSON.stringify(ourTokens) === JSON.stringify(theirs.steps.map((s) => s.token));
-console.log(`| ${m} | ${ty} | ${media} | ${idsEqual ? "yes" : `NO (${soft.length} / ${theirs.tokens.length})`} | ` +
-  `${sizeOk ? `${worst.toExponential(1)} (${Math.sqrt(num / den).toExponential(1)})` : `SIZE ${rows.length} / ${theirRows.length}`} | ` +
-  `${tokensEqual ? "yes" : `NO (${ourTokens} / ${theirs.steps.map((s) => s.token)})`} | ${lpWorst.toExponential(1)} |`);
-JS
+      node "$root/scripts/peer_mtmd_compare.mjs" "$work" "<|image|>,<|audio|>" "$m" "$ty" "$media"
     done
   done
 done

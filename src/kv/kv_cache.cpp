@@ -108,17 +108,7 @@ void KvCache::fit_chunk(KvLayout, int rows) {
         for (int64_t p = oldest_[size_t(seq)]; p < end_[size_t(seq)]; ++p) {
           const size_t src = seq_base(old.slots, s, seq) + size_t(from.offset(0, h, p));
           const size_t dst = seq_base(grown.slots, s, seq) + size_t(to.offset(0, h, p));
-          if (dtype_ == DType::I8) {
-            std::copy_n(old.k8.data() + src, hd, grown.k8.data() + dst);
-            std::copy_n(old.v8.data() + src, hd, grown.v8.data() + dst);
-            grown.ks[dst / hd] = old.ks[src / hd], grown.vs[dst / hd] = old.vs[src / hd];
-          } else if (dtype_ != DType::F32) {
-            std::copy_n(old.k16.data() + src, hd, grown.k16.data() + dst);
-            std::copy_n(old.v16.data() + src, hd, grown.v16.data() + dst);
-          } else {
-            std::copy_n(old.k.data() + src, hd, grown.k.data() + dst);
-            std::copy_n(old.v.data() + src, hd, grown.v.data() + dst);
-          }
+          copy_row(old, src, grown, dst, hd);
           traffic_.copied += int64_t(2 * row);
         }
     old = std::move(grown);
@@ -187,6 +177,21 @@ size_t KvCache::copy_from(int layer, int seq, const KvView& src, int64_t from, i
   return bytes;
 }
 
+// One position's K and V rows as stored (and its scales, for q8), element offsets.
+void KvCache::copy_row(const Buffer& from, size_t src, Buffer& to, size_t dst, size_t hd) const {
+  if (dtype_ == DType::I8) {
+    std::copy_n(from.k8.data() + src, hd, to.k8.data() + dst);
+    std::copy_n(from.v8.data() + src, hd, to.v8.data() + dst);
+    to.ks[dst / hd] = from.ks[src / hd], to.vs[dst / hd] = from.vs[src / hd];
+  } else if (dtype_ != DType::F32) {
+    std::copy_n(from.k16.data() + src, hd, to.k16.data() + dst);
+    std::copy_n(from.v16.data() + src, hd, to.v16.data() + dst);
+  } else {
+    std::copy_n(from.k.data() + src, hd, to.k.data() + dst);
+    std::copy_n(from.v.data() + src, hd, to.v.data() + dst);
+  }
+}
+
 void KvCache::store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd) {
   if (dtype_ == DType::I8) {
     buf.ks[dst / size_t(hd)] = quantize_kv_row(k, hd, buf.k8.data() + dst);
@@ -251,17 +256,7 @@ void KvCache::copy_sequence(int from, int to) {
     for (int h = 0; h < s.num_kv_heads; ++h)
       for (int64_t p = held; p < end; ++p) {
         const size_t off = size_t(at.offset(0, h, p)), src = src_base + off, dst = dst_base + off;
-        if (dtype_ == DType::I8) {
-          std::copy_n(buf.k8.data() + src, hd, buf.k8.data() + dst);
-          std::copy_n(buf.v8.data() + src, hd, buf.v8.data() + dst);
-          buf.ks[dst / hd] = buf.ks[src / hd], buf.vs[dst / hd] = buf.vs[src / hd];
-        } else if (dtype_ != DType::F32) {
-          std::copy_n(buf.k16.data() + src, hd, buf.k16.data() + dst);
-          std::copy_n(buf.v16.data() + src, hd, buf.v16.data() + dst);
-        } else {
-          std::copy_n(buf.k.data() + src, hd, buf.k.data() + dst);
-          std::copy_n(buf.v.data() + src, hd, buf.v.data() + dst);
-        }
+        copy_row(buf, src, buf, dst, hd);
         traffic_.copied += int64_t(2 * kv_row_bytes(dtype_, s.head_dim));
       }
   }

@@ -77,6 +77,7 @@ class KvCache : public KvStore {
   bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
   void allocate(Buffer& buf, const LayerSpec& s, int64_t slots);
   void store_row(Buffer& buf, size_t dst, const float* k, const float* v, int hd);
+  void copy_row(const Buffer& from, size_t src, Buffer& to, size_t dst, size_t hd) const;
   void note_written(int seq, int64_t first, int64_t end);
   const ModelConfig* config_;
   int sequences_;
