@@ -143,7 +143,7 @@ void add_serve(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("--port", f->port, "port (default 8080; 0: any free port, printed at start)");
   cmd->add_option("--max-sequences", f->max_sequences, "KV slots: requests decoded together (default 16)");
   cmd->add_option("-c,--max-length,--ctx-size", f->max_length, "positions per sequence: prompt + reply (default 4096)");
-  cmd->add_option("--max-queue", f->max_queue, "requests that may wait for a slot before 429 (default 64)");
+  cmd->add_option("--max-queue", f->max_queue, "requests that may wait for a slot before 429, counted by their choices (n) (default 64)");
   cmd->add_option("--prefill-budget", f->prefill_budget, "prompt positions prefilled per scheduler iteration (default 512)");
   cmd->add_option("--prefix-cache", f->prefix_cache,
                   "on | off (default on): a finished request's KV slot keeps its KV, and a request whose prompt shares its "

@@ -1740,6 +1740,28 @@ TEST(Serve, CapacityExhaustedAnswers429WithRetryAfter) {
   EXPECT_EQ(after.status, 200) << after.raw << "\n" << s.client().Get("/metrics")->body;
 }
 
+// A request with n choices takes n places: with 2 slots and no queue, a
+// running n = 2 request leaves no place for another request.
+TEST(Serve, ARequestsChoicesEachTakeAPlace) {
+  TestServerOptions o;
+  o.max_sequences = 2;
+  o.max_queue = 0;
+  o.max_length = 4096;
+  TestServer s(o);
+  RawConnection busy(s.port());
+  json two = chat_body("Tell me a long story.", 4000, true);
+  two["n"] = 2;
+  busy.send_all(test::post_request("/v1/chat/completions", two.dump()));
+  ASSERT_NE(busy.read_until_events(3).find("200"), std::string::npos);
+  auto c = s.client();
+  auto r = c.Post("/v1/chat/completions", chat_body("hi", 2).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429) << r->body;
+  busy.close();
+  EXPECT_TRUE(wait_for_idle(s));
+  EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("hi", 2).dump()).status, 200);
+}
+
 std::string node_runner_problem(const std::string& dir) {
   if (std::system("node --version > /dev/null 2>&1") != 0) return "node is not installed";
   if (!std::filesystem::exists(dir + "/node_modules/openai/package.json")) return "tests/serve/node_modules/openai is missing";

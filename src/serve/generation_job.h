@@ -73,6 +73,9 @@ class GenerationJob {
   };
   struct Update {
     std::vector<Delta> choices;  // one per choice, in index order
+    // Choices that ended well since the last take, with their outcome (a
+    // stream sends each one's finish_reason as it ends).
+    std::vector<std::pair<int, GenerationOutcome>> ended;
     bool done = false;
     bool empty() const {
       return std::all_of(choices.begin(), choices.end(),
@@ -86,10 +89,15 @@ class GenerationJob {
     news_ = false;
     Update u;
     u.done = done_locked();
-    for (Choice& c : choices_) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      Choice& c = choices_[i];
       u.choices.push_back({std::move(c.text), std::move(c.logprobs)});
       c.text.clear();
       c.logprobs.clear();
+      if (c.finished && !c.reported && !failure_ && c.outcome.error.empty()) {
+        u.ended.emplace_back(int(i), c.outcome);
+        c.reported = true;
+      }
     }
     return u;
   }
@@ -140,7 +148,7 @@ class GenerationJob {
   struct Choice {
     std::string text;
     std::vector<TokenLogprob> logprobs;
-    bool finished = false;
+    bool finished = false, reported = false;  // reported: handed to take() in `ended`
     GenerationOutcome outcome;
   };
   template <typename F>

@@ -388,16 +388,22 @@ struct HttpServer::Impl {
     res.stream = [job, writer = std::move(writer), include_usage, guard](ResponseStream& out) {
       if (!out.write(writer.first_event())) return;  // the client left: the guard cancels
       int quiet_polls = 0;
+      std::vector<bool> finished(size_t(job->choices()), false);  // finish_reason sent
       for (;;) {
         const GenerationJob::Update u = job->take(250ms);
-        if (!u.empty()) {
+        for (size_t c = 0; c < u.choices.size(); ++c) {
+          const GenerationJob::Delta& d = u.choices[c];
+          if (d.text.empty() && d.logprobs.empty()) continue;
+          const std::string event = writer.text_event(d.text, d.logprobs, int(c));
+          if (!event.empty() && !out.write(event)) return;
+        }
+        // Each choice's finish_reason as it ends (after its last text, above).
+        for (const auto& [c, o] : u.ended) {
+          if (!out.write(writer.finish_event(o.finish_reason, c))) return;
+          finished[size_t(c)] = true;
+        }
+        if (!u.empty() || !u.ended.empty()) {
           quiet_polls = 0;
-          for (size_t c = 0; c < u.choices.size(); ++c) {
-            const GenerationJob::Delta& d = u.choices[c];
-            if (d.text.empty() && d.logprobs.empty()) continue;
-            const std::string event = writer.text_event(d.text, d.logprobs, int(c));
-            if (!event.empty() && !out.write(event)) return;
-          }
         } else if (!u.done && ++quiet_polls >= 8) {
           // An SSE comment while waiting (queued, or a long prefill): a
           // client that left is found out by the failed write.
@@ -412,7 +418,7 @@ struct HttpServer::Impl {
         if (!out.write(ResponseWriter::error_event(failed->error, status_type(failed->error_status)))) return;
       } else {
         for (size_t c = 0; c < outcomes.size(); ++c)
-          if (!out.write(writer.finish_event(outcomes[c].finish_reason, int(c)))) return;
+          if (!finished[c] && !out.write(writer.finish_event(outcomes[c].finish_reason, int(c)))) return;
         if (include_usage && !out.write(writer.usage_event(outcomes))) return;
       }
       out.write(ResponseWriter::done_event());

@@ -89,8 +89,9 @@ Scheduler::Admission Scheduler::submit(std::shared_ptr<GenerationJob> job) {
   {
     std::lock_guard<std::mutex> lock(m_);
     if (!accepting_) return Admission::Closed;
-    // Every slot and every queue place taken (running_ counts both).
-    if (running_ >= int64_t(options_.max_sequences) + options_.max_queue) return Admission::QueueFull;
+    // Every slot and every queue place taken (a request takes one per choice).
+    if (slots_wanted_ + job->choices() > int64_t(options_.max_sequences) + options_.max_queue) return Admission::QueueFull;
+    slots_wanted_ += job->choices();
     queue_.push_back(std::move(job));
     ++running_;
     metrics_.set_active(running_);
@@ -117,7 +118,10 @@ void Scheduler::loop() {
       std::unique_lock<std::mutex> lock(m_);
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !live_.empty(); });
       if (stopping_) {
-        for (auto& job : queue_) job->fail(GenerationOutcome::failed("the server is shutting down", 503));
+        for (auto& job : queue_) {
+          job->fail(GenerationOutcome::failed("the server is shutting down", 503));
+          slots_wanted_ -= job->choices();
+        }
         running_ -= int64_t(queue_.size());
         queue_.clear();
         lock.unlock();
@@ -149,7 +153,7 @@ void Scheduler::loop() {
 }
 
 void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
-  int64_t failed = 0;
+  int64_t failed = 0, failed_slots = 0;
   for (auto& job : admitted) {
     std::vector<std::unique_ptr<Live>> group;
     auto left = std::make_shared<int>(job->choices());
@@ -179,17 +183,13 @@ void Scheduler::admit(std::vector<std::shared_ptr<GenerationJob>>& admitted) {
         if (l->seq >= 0 && session_->live(l->seq)) session_->close_sequence(l->seq);
       job->fail(GenerationOutcome::failed(std::string("internal error: ") + e.what(), 500));
       ++failed;
+      failed_slots += job->choices();
       continue;
     }
     for (auto& l : group) live_.push_back(std::move(l));
   }
   metrics_.set_kv_slots_used(int64_t(live_.size()));
-  if (failed > 0) {
-    std::lock_guard<std::mutex> lock(m_);
-    running_ -= failed;
-    metrics_.set_active(running_);
-    if (running_ == 0) idle_.notify_all();
-  }
+  if (failed > 0) finished(failed, failed_slots);
 }
 
 void Scheduler::open_slot(Live& l) {
@@ -232,19 +232,22 @@ void Scheduler::prefill() {
   for (auto& l : live_) {
     while (l->choice == 0 && l->request < 0 && !l->refused && !l->job->cancelled() && !l->job->failed()) {
       const auto [begin, end] = l->pieces[l->next_piece];
-      if (ran && end - begin > budget) return;
       const GenerationParams& p = l->job->params();
       const bool last = l->next_piece + 1 == l->pieces.size();
       std::vector<Live*> group{l.get()};
       if (last)
         for (auto& other : live_)
           if (other->job == l->job && other->choice > 0) group.push_back(other.get());
+      const int64_t cost = int64_t(group.size()) * (end - begin);  // every choice feeds the last piece
+      if (ran && cost > budget) return;
+      // Before the leader feeds its tail. Outside the refusal below: a copy
+      // that fails is the server's fault (the loop ends every request).
+      for (Live* g : group)
+        if (g != l.get()) {
+          session_->copy_sequence(l->seq, g->seq);
+          steps_->copy_sequence(l->seq, g->seq);
+        }
       try {
-        for (Live* g : group)  // before the leader feeds its tail
-          if (g != l.get()) {
-            session_->copy_sequence(l->seq, g->seq);
-            steps_->copy_sequence(l->seq, g->seq);
-          }
         if (!last) steps_->prefill({l->seq}, p.prompt.slice(begin, end));  // a prompt piece: fed, nothing chosen
         for (Live* g : last ? group : std::vector<Live*>{}) {
           RequestOptions ro;
@@ -264,7 +267,8 @@ void Scheduler::prefill() {
           g->send_logprobs(steps_->request(id));
         }
       } catch (const Error& e) {
-        // The prompt was refused (its checks run before anything is fed):
+        // The prompt was refused (the session checks a piece before feeding
+        // it; the request's options were checked when it was parsed):
         // every choice ends with it.
         l->job->fail(GenerationOutcome::failed(e.what(), 400));
         for (Live* g : group) {
@@ -274,7 +278,7 @@ void Scheduler::prefill() {
         break;
       }
       ++l->next_piece;
-      budget -= int64_t(group.size()) * (end - begin);
+      budget -= cost;
       ran = true;
       if (budget <= 0) return;
     }
@@ -305,7 +309,7 @@ void Scheduler::decode() {
 }
 
 void Scheduler::reap() {
-  int64_t ended = 0;  // jobs
+  int64_t ended = 0, ended_slots = 0;  // jobs, and their choices
   for (auto it = live_.begin(); it != live_.end();) {
     Live& l = **it;
     bool done = false;
@@ -338,6 +342,8 @@ void Scheduler::reap() {
             break;
         }
         metrics_.count_tokens(l.choice == 0 ? o.prompt_tokens : 0, o.completion_tokens);
+        // A choice that failed fails the request: the other choices stop at their next step.
+        if (!o.error.empty()) l.job->fail(o);
         // Its slot keeps what its KV holds: the prompt, then the tokens fed after it.
         if (options_.prefix_cache && r.stop_reason != StopReason::NonFinite)
           cache_.remember(l.seq, l.job->params().prompt, r.tokens, session_->length(l.seq));
@@ -354,18 +360,13 @@ void Scheduler::reap() {
     if (done) {
       session_->close_sequence(l.seq);
       if (!options_.prefix_cache) steps_->forget_sequence(l.seq);
-      ended += --*l.group_left == 0;  // the job ends with its last choice
+      if (--*l.group_left == 0) ++ended, ended_slots += l.job->choices();  // the job ends with its last choice
       it = live_.erase(it);
     } else {
       ++it;
     }
   }
-  if (ended > 0) {
-    std::lock_guard<std::mutex> lock(m_);
-    running_ -= ended;
-    metrics_.set_active(running_);
-    if (running_ == 0) idle_.notify_all();
-  }
+  if (ended > 0) finished(ended, ended_slots);
   metrics_.set_kv_slots_used(int64_t(live_.size()));
 }
 
@@ -383,11 +384,18 @@ void Scheduler::fail_all(const std::string& why, int status) {
     }
   }
   std::set<const GenerationJob*> jobs;
-  for (auto& l : live_) jobs.insert(l->job.get());
-  std::lock_guard<std::mutex> lock(m_);
-  running_ -= int64_t(jobs.size());
-  metrics_.set_active(running_);
+  int64_t slots = 0;
+  for (auto& l : live_)
+    if (jobs.insert(l->job.get()).second) slots += l->job->choices();
   live_.clear();
+  finished(int64_t(jobs.size()), slots);
+}
+
+void Scheduler::finished(int64_t jobs, int64_t slots) {
+  std::lock_guard<std::mutex> lock(m_);
+  running_ -= jobs;
+  slots_wanted_ -= slots;
+  metrics_.set_active(running_);
   if (running_ == 0) idle_.notify_all();
 }
 

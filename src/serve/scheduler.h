@@ -36,7 +36,7 @@ struct SchedulerOptions {
   SessionOptions session;   // plan, capacity (--max-length), chunk, KV dtype
   int max_sequences = 16;   // KV slots: requests decoded together
   int prefill_budget = 512; // prompt positions prefilled per iteration (a media block is never split)
-  int max_queue = 64;       // requests waiting for a slot
+  int max_queue = 64;       // choices waiting for a slot (a request with n choices takes n places)
   bool prefix_cache = true; // reuse a free slot's KV for a prompt that shares its prefix
 };
 
@@ -65,6 +65,8 @@ class Scheduler {
   // Gives `l` a slot: the prefix cache's pick rewound to the shared prefix, or an empty one.
   void open_slot(Live& l);
   void fail_all(const std::string& why, int status);
+  // `jobs` requests with `slots` choices in all ended: their places free up.
+  void finished(int64_t jobs, int64_t slots);
 
   const Model& model_;
   const Tokenizer* tokenizer_;
@@ -82,7 +84,8 @@ class Scheduler {
   std::mutex m_;
   std::condition_variable wake_, idle_;
   std::deque<std::shared_ptr<GenerationJob>> queue_;
-  int64_t running_ = 0;  // admitted and not yet finished (guarded by m_)
+  int64_t running_ = 0;       // requests admitted and not yet finished (guarded by m_)
+  int64_t slots_wanted_ = 0;  // their choices: each holds a KV slot or a queue place (guarded by m_)
   bool accepting_ = true, stopping_ = false;
   std::thread thread_;
 };

@@ -137,6 +137,10 @@ std::vector<uint64_t> dims_of(const GgufFile& f, const std::string& tensor, size
   if (t->ne.size() != rank)
     throw FormatError(f.name() + ": tensor '" + tensor + "' is " + std::to_string(t->ne.size()) + "-D, expected " +
                       std::to_string(rank) + "-D");
+  // Sizes read here become config values: past any tower's, they are a lie.
+  for (uint64_t d : t->ne)
+    if (d < 1 || d > (uint64_t(1) << 20))
+      throw FormatError(f.name() + ": tensor '" + tensor + "' has a dimension of " + std::to_string(d) + ", outside [1, 2^20]");
   return t->ne;
 }
 
@@ -218,8 +222,7 @@ json audio_config_of(const GgufFile& f, const GgufKeys& keys, int64_t text_hidde
 }
 
 // The id of `piece` in the text file's vocabulary, -1 when it has none.
-int64_t piece_id(const GgufFile& text, int64_t vocab, const char* piece) {
-  const std::vector<std::string_view> tokens = text.strings("tokenizer.ggml.tokens");
+int64_t piece_id(const std::vector<std::string_view>& tokens, int64_t vocab, const char* piece) {
   for (size_t id = 0; id < tokens.size() && int64_t(id) < vocab; ++id)
     if (tokens[id] == piece) return int64_t(id);
   return -1;
@@ -227,7 +230,7 @@ int64_t piece_id(const GgufFile& text, int64_t vocab, const char* piece) {
 
 std::vector<float> softplus_inverse(std::vector<float> y, const std::string& where) {
   for (float& v : y) {
-    if (!(v > 0)) throw FormatError(where + ": holds " + std::to_string(v) + ", which no softplus gives (the converter stores softplus(per_dim_scale))");
+    if (!(v > 0) || !std::isfinite(v)) throw FormatError(where + ": holds " + std::to_string(v) + ", which no softplus gives (the converter stores softplus(per_dim_scale))");
     // log(e^y - 1), written so large y keep their precision.
     v = v > 20.f ? v + std::log1p(-std::exp(-v)) : std::log(std::expm1(v));
   }
@@ -271,9 +274,10 @@ json gemma4_config_from_gguf_pair(const GgufFile& text, const GgufFile& mmproj) 
       {"boi_token_id", "<|image>"}, {"image_token_id", "<|image|>"}, {"eoi_token_id", "<image|>"}, {"video_token_id", "<|video|>"}};
   const std::pair<const char*, const char*> audio_pieces[] = {
       {"boa_token_id", "<|audio>"}, {"audio_token_id", "<|audio|>"}, {"eoa_token_index", "<audio|>"}};
+  const std::vector<std::string_view> vocabulary = text.strings("tokenizer.ggml.tokens");
   auto markers = [&](const auto& pieces, bool needed, const char* what) {
     for (const auto& [field, piece] : pieces) {
-      const int64_t id = piece_id(text, vocab, piece);
+      const int64_t id = piece_id(vocabulary, vocab, piece);
       if (id >= 0) c[field] = id;
       else if (needed && std::string(field) != "video_token_id")
         throw ConfigError(text.name() + ": the vocabulary (tokenizer.ggml.tokens) has no " + piece + ", which " + what +
@@ -319,8 +323,9 @@ MmprojTensors gemma4_tensors_from_mmproj(const GgufFile& f) {
     switch (gemma4_mmproj_change(name)) {
       case Gemma4MmprojChange::PatchToConv: {
         // [P, P, 3, E] in ggml order: rows e of (c, y, x). HF's rows are (y, x, c).
-        if (t.ne.size() != 4 || t.ne[0] != t.ne[1] || t.ne[2] != 3 || v.blocks != BlockType::None)
-          throw FormatError(where + " is not a float [patch, patch, 3, embedding] conv kernel");
+        if (t.ne.size() != 4 || t.ne[0] != t.ne[1] || t.ne[2] != 3 || v.blocks != BlockType::None || t.ne[0] > 1024 ||
+            t.ne[3] < 1 || t.ne[3] > (uint64_t(1) << 20))
+          throw FormatError(where + " is not a float [patch, patch, 3, embedding] conv kernel of at most 1024 px patches");
         const size_t P = size_t(t.ne[0]), E = size_t(t.ne[3]);
         const std::vector<float> conv = v.to_f32();
         std::vector<float> rows(conv.size());
