@@ -80,14 +80,23 @@ void ConcatKv::append_from(int layer, int seq, const KvView& src, int64_t to) {
   }
 }
 
+// All or nothing: the presents that must grow are allocated first, so a
+// failed allocation leaves slot `to` as it was.
 void ConcatKv::copy_sequence(int from, int to) {
   if (from == to) return;
-  for (int l = 0; l < config_->num_layers; ++l) {
+  const int L = config_->num_layers;
+  auto values = [&](int l) {
+    const LayerSpec& s = config_->layers[size_t(l)];
+    return size_t(s.num_kv_heads) * size_t(at(l, from).length) * size_t(s.head_dim);
+  };
+  std::vector<std::pair<Block, Block>> grown(static_cast<size_t>(L));
+  for (int l = 0; l < L; ++l)
+    if (values(l) > at(l, to).k.capacity) grown[size_t(l)].first.reserve(values(l)), grown[size_t(l)].second.reserve(values(l));
+  for (int l = 0; l < L; ++l) {
     const Present& src = at(l, from);
     Present& dst = at(l, to);
-    const size_t n = size_t(config_->layers[size_t(l)].num_kv_heads) * size_t(src.length) * size_t(config_->layers[size_t(l)].head_dim);
-    dst.k.reserve(n);
-    dst.v.reserve(n);
+    if (grown[size_t(l)].first.capacity > 0) std::swap(dst.k, grown[size_t(l)].first), std::swap(dst.v, grown[size_t(l)].second);
+    const size_t n = values(l);
     if (n > 0) {
       std::memcpy(dst.k.data.get(), src.k.data.get(), n * 4);
       std::memcpy(dst.v.data.get(), src.v.data.get(), n * 4);

@@ -63,7 +63,7 @@ class KvStore {
   // Makes slot `to` hold what slot `from` holds (every layer, every layout,
   // and what a rewind may still reach), so both go on from there apart: a
   // prompt prefilled once serves several replies. The copy shows up in
-  // take_traffic().
+  // take_traffic(). Throws (an allocation) before changing anything.
   virtual void copy_sequence(int from, int to) = 0;
   virtual KvMemory memory() const = 0;
 

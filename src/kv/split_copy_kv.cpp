@@ -69,8 +69,8 @@ void SplitCopyKv::clear(int seq) {
 
 void SplitCopyKv::copy_sequence(int from, int to) {
   if (from == to) return;
-  shared_.copy_sequence(from, to);
-  present_.copy_sequence(from, to);
+  present_.copy_sequence(from, to);  // may throw (it allocates), leaving `to` as it was
+  shared_.copy_sequence(from, to);   // allocates nothing
   for (auto* v : {&present_valid_, &shared_valid_, &present_zero_end_}) (*v)[size_t(to)] = (*v)[size_t(from)];
 }
 

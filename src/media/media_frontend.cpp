@@ -31,7 +31,6 @@ std::shared_ptr<const MediaFrontend> MediaFrontend::load_mmproj(const std::strin
   FrontendWeights weights;
   size_t bytes = 0;
   const TensorStore store = TensorStore::open_mmproj(mmproj);
-  const auto file = GgufFile::open(mmproj);
   // Every tensor the config asks for, by the file's names, and nothing else:
   // a tensor left over means the keys and the tensors disagree.
   std::string layers;  // what the keys say, for the messages
@@ -45,7 +44,7 @@ std::shared_ptr<const MediaFrontend> MediaFrontend::load_mmproj(const std::strin
   for (const FrontendTensor& t : frontend_tensors(config, weights)) {
     wanted.insert(t.name);
     if (!store.find(t.name))
-      throw FormatError(mmproj + ": tensor '" + mmproj_name_in(*file, t.name) + "' is missing (" + layers + ")");
+      throw FormatError(mmproj + ": tensor '" + mmproj_name_in(*GgufFile::open(mmproj), t.name) + "' is missing (" + layers + ")");
   }
   for (const auto& [name, view] : store.tensors())
     if (!wanted.count(name))

@@ -76,6 +76,4 @@ const char* path_name(AttentionPath p) {
   return "?";
 }
 
-AttentionPath route_chunk(Plan plan, bool media, bool decode) { return plan_spec(plan).route(media, decode); }
-
 }  // namespace splitdec

@@ -55,7 +55,5 @@ const PlanSpec& plan_spec(Plan plan);
 Plan parse_plan(const std::string& name);  // InputError listing the valid names
 const char* plan_name(Plan p);
 const char* path_name(AttentionPath p);
-// plan_spec(plan).route(media, decode).
-AttentionPath route_chunk(Plan plan, bool media, bool decode);
 
 }  // namespace splitdec

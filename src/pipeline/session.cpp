@@ -119,7 +119,8 @@ Session::Session(const Model& model, int batch, SessionOptions options)
   for (const LayerSpec& l : c.layers)
     if (c.num_heads / l.num_kv_heads > 64) throw ConfigError("more than 64 query heads per KV head is not supported");
   policy_ = options_.policy.value_or(c.default_policy);
-  const PlanSpec& plan = plan_spec(options_.plan);
+  plan_ = &plan_spec(options_.plan);
+  const PlanSpec& plan = *plan_;
   const KvStoreShape shape{options_.max_sequences, options_.capacity, options_.max_chunk, options_.kv_dtype};
   check_fits_memory(plan.reserved(c, shape),
                     "a KV cache of " + std::to_string(options_.capacity) + " positions x " + std::to_string(options_.max_sequences) +
@@ -134,7 +135,7 @@ Session::~Session() = default;
 
 KvMemory Session::memory() const { return kv_->memory(); }
 
-KvLayout Session::layout_for(AttentionPath path) const { return plan_spec(options_.plan).layout(path); }
+KvLayout Session::layout_for(AttentionPath path) const { return plan_->layout(path); }
 
 int Session::open_sequence() {
   int pick = -1;
@@ -245,7 +246,7 @@ void Session::check_chunks(const std::vector<int>& seqs, const std::vector<Chunk
   const bool bidirectional = policy_has_bidirectional_layer(policy_);
   int rows = 0, at = 0;
   for (const ChunkSpan& ch : chunks)
-    if (layout_for(route_chunk(options_.plan, ch.media && bidirectional, false)) == KvLayout::Shared && ch.end - ch.begin > rows)
+    if (layout_for(plan_->route(ch.media && bidirectional, false)) == KvLayout::Shared && ch.end - ch.begin > rows)
       rows = ch.end - ch.begin, at = ch.begin;
   const KvMemory grown = kv_->memory_for_chunk(KvLayout::Shared, rows);
   if (grown.sliding_slots == kv_->memory().sliding_slots) return;
@@ -275,7 +276,7 @@ std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBat
   std::vector<int64_t> first;
   for (int seq : seqs) first.push_back(seqs_[size_t(seq)].length);
   for (const ChunkSpan& ch : chunks) {
-    run_chunk(seqs, seg, state, ch.begin, ch.end, route_chunk(options_.plan, ch.media && bidirectional, false),
+    run_chunk(seqs, seg, state, ch.begin, ch.end, plan_->route(ch.media && bidirectional, false),
               TraceEntry::Prefill, all_positions, logits);
     if (options_.progress) options_.progress(ch.end, seg.seq);
   }
@@ -299,7 +300,7 @@ std::vector<float> Session::decode(const std::vector<int>& seqs, const std::vect
   std::vector<float> logits(tokens.size() * size_t(model_.config().vocab_size));
   // A decode step's query is text: plain causal under every policy.
   SegmentState state(step);
-  run_chunk(seqs, step, state, 0, 1, route_chunk(options_.plan, false, true), TraceEntry::Decode, false, logits);
+  run_chunk(seqs, step, state, 0, 1, plan_->route(false, true), TraceEntry::Decode, false, logits);
   return logits;
 }
 
@@ -395,7 +396,7 @@ void Session::fill_synthetic(int seq, int64_t length) {
     throw CapacityError("fill_synthetic: " + std::to_string(length) + " positions do not fit the capacity of " +
                         std::to_string(options_.capacity));
   const ModelConfig& c = model_.config();
-  const KvLayout layout = layout_for(route_chunk(options_.plan, false, true));
+  const KvLayout layout = layout_for(plan_->route(false, true));
   std::vector<float> zeros;
   for (int l = 0; l < c.num_layers; ++l) {
     if (c.is_kv_shared(l)) continue;

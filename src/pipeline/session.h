@@ -142,6 +142,7 @@ class Session {
   int batch_;
   SessionOptions options_;
   MaskPolicy policy_;
+  const PlanSpec* plan_ = nullptr;  // the plan's row of the plan table
   std::unique_ptr<KvStore> kv_;
   std::vector<Sequence> seqs_;  // one per slot
   std::vector<TraceEntry> trace_;

@@ -115,11 +115,9 @@ class GenerationJob {
 
   // --- Scheduler side ---
   bool cancelled() const { return cancelled_.load(); }
-  // Whether fail() ended the request (its other choices stop too).
-  bool failed() const {
-    std::lock_guard<std::mutex> lock(m_);
-    return failure_.has_value();
-  }
+  // Whether fail() ended the request (its other choices stop too). Read
+  // for every live choice at every step: a flag, not the lock.
+  bool failed() const { return failed_.load(); }
   void push_text(int choice, const std::string& text) {
     update([&] { choices_.at(size_t(choice)).text += text; });
   }
@@ -141,6 +139,7 @@ class GenerationJob {
   void fail(GenerationOutcome outcome) {
     update([&] {
       if (!failure_) failure_ = std::move(outcome);
+      failed_.store(true);
     });
   }
 
@@ -171,7 +170,7 @@ class GenerationJob {
   std::vector<Choice> choices_;
   std::optional<GenerationOutcome> failure_;
   bool news_ = false;
-  std::atomic<bool> cancelled_{false};
+  std::atomic<bool> cancelled_{false}, failed_{false};
 };
 
 }  // namespace splitdec::serve

@@ -1,7 +1,6 @@
 #include "serve/scheduler.h"
 
 #include <algorithm>
-#include <set>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -26,8 +25,7 @@ struct Scheduler::Live {
   int64_t cached = 0;                       // prompt positions its slot already held (the prefix cache)
   std::vector<std::pair<int, int>> pieces;  // prompt positions still to prefill, in order
   size_t next_piece = 0;
-  int request = -1;      // the step generator's id once the last piece started
-  bool refused = false;  // its prompt was refused (the job is finished already)
+  int request = -1;  // the step generator's id once the last piece started
   size_t tokens_seen = 0;
   size_t logprobs_sent = 0;
   Clock::time_point last_token;
@@ -230,7 +228,7 @@ void Scheduler::prefill() {
   int64_t budget = options_.prefill_budget;
   bool ran = false;
   for (auto& l : live_) {
-    while (l->choice == 0 && l->request < 0 && !l->refused && !l->job->cancelled() && !l->job->failed()) {
+    while (l->choice == 0 && l->request < 0 && !l->job->cancelled() && !l->job->failed()) {
       const auto [begin, end] = l->pieces[l->next_piece];
       const GenerationParams& p = l->job->params();
       const bool last = l->next_piece + 1 == l->pieces.size();
@@ -271,10 +269,8 @@ void Scheduler::prefill() {
         // it; the request's options were checked when it was parsed):
         // every choice ends with it.
         l->job->fail(GenerationOutcome::failed(e.what(), 400));
-        for (Live* g : group) {
+        for (Live* g : group)
           if (g->request >= 0 && !steps_->request(g->request).finished) steps_->cancel(g->request);
-          g->refused = g->request < 0;
-        }
         break;
       }
       ++l->next_piece;
@@ -324,19 +320,11 @@ void Scheduler::reap() {
         o.completion_tokens = int64_t(r.tokens.size());
         switch (r.stop_reason) {
           case StopReason::StopToken:
-          case StopReason::StopString:
-            o.finish_reason = "stop";
-            break;
+          case StopReason::StopString: o.finish_reason = "stop"; break;
           case StopReason::MaxTokens:
-          case StopReason::Length:
-            o.finish_reason = "length";
-            break;
-          case StopReason::Cancelled:
-            o.error = "cancelled", o.error_status = 499;
-            break;
-          case StopReason::NonFinite:
-            o.error = "the model produced NaN or Inf logits", o.error_status = 500;
-            break;
+          case StopReason::Length: o.finish_reason = "length"; break;
+          case StopReason::Cancelled: o.error = "cancelled", o.error_status = 499; break;
+          case StopReason::NonFinite: o.error = "the model produced NaN or Inf logits", o.error_status = 500; break;
           case StopReason::NoAllowedToken:
             o.error = "response_format: no token of the vocabulary continues the reply's JSON", o.error_status = 500;
             break;
@@ -351,7 +339,7 @@ void Scheduler::reap() {
         steps_->release(l.request);
         done = true;
       }
-    } else if (l.refused || l.job->failed()) {
+    } else if (l.job->failed()) {  // refused, or another choice failed, before it started
       done = true;
     } else if (l.job->cancelled()) {  // left while its prompt was being prefilled
       l.job->fail(GenerationOutcome::failed("cancelled", 499));
@@ -383,12 +371,11 @@ void Scheduler::fail_all(const std::string& why, int status) {
     } catch (const std::exception&) {
     }
   }
-  std::set<const GenerationJob*> jobs;
-  int64_t slots = 0;
+  int64_t jobs = 0, slots = 0;
   for (auto& l : live_)
-    if (jobs.insert(l->job.get()).second) slots += l->job->choices();
+    if (--*l->group_left == 0) ++jobs, slots += l->job->choices();
   live_.clear();
-  finished(int64_t(jobs.size()), slots);
+  finished(jobs, slots);
 }
 
 void Scheduler::finished(int64_t jobs, int64_t slots) {

@@ -1,6 +1,5 @@
 #include "tools/mmproj_export.h"
 
-#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
@@ -186,17 +185,7 @@ int export_mmproj(const MmprojExportOptions& o) {
     std::vector<float> values = p.view->to_f32();
     if (p.plus_one)  // Gemma3RMSNorm's (1 + w), stored added as the converter does
       for (float& x : values) x += 1.f;
-    if (p.change == Gemma4MmprojChange::Softplus)  // the converter stores softplus(per_dim_scale)
-      for (float& x : values) x = x > 20.f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
-    if (p.change == Gemma4MmprojChange::PatchToConv) {  // HF's rows (y, x, c) as a conv's (c, y, x)
-      const size_t E = size_t(p.view->shape[0]), P = size_t(frontend.gemma4.patch);
-      std::vector<float> conv(values.size());
-      for (size_t e = 0; e < E; ++e)
-        for (size_t c = 0; c < 3; ++c)
-          for (size_t y = 0; y < P; ++y)
-            for (size_t x = 0; x < P; ++x) conv[((e * 3 + c) * P + y) * P + x] = values[e * 3 * P * P + (y * P + x) * 3 + c];
-      values = std::move(conv);
-    }
+    values = gemma4_mmproj_to_file(p.change, std::move(values), frontend.gemma4.patch);  // Gemma-4's permutation, softplus
     store.release(*p.view);  // copied out: its file pages need not stay resident
     if (p.type == ggml_type::F32) {
       out.write(values.data(), values.size() * sizeof(float));

@@ -228,13 +228,19 @@ int64_t piece_id(const std::vector<std::string_view>& tokens, int64_t vocab, con
   return -1;
 }
 
-std::vector<float> softplus_inverse(std::vector<float> y, const std::string& where) {
-  for (float& v : y) {
-    if (!(v > 0) || !std::isfinite(v)) throw FormatError(where + ": holds " + std::to_string(v) + ", which no softplus gives (the converter stores softplus(per_dim_scale))");
-    // log(e^y - 1), written so large y keep their precision.
-    v = v > 20.f ? v + std::log1p(-std::exp(-v)) : std::log(std::expm1(v));
-  }
-  return y;
+// HF's patch rows [E, (y, x, c)] to a conv kernel's [E, (c, y, x)], or back.
+std::vector<float> permute_patches(const std::vector<float>& in, size_t P, bool to_conv) {
+  const size_t E = in.size() / (3 * P * P);
+  std::vector<float> out(in.size());
+  for (size_t e = 0; e < E; ++e)
+    for (size_t c = 0; c < 3; ++c)
+      for (size_t y = 0; y < P; ++y)
+        for (size_t x = 0; x < P; ++x) {
+          const size_t row = e * 3 * P * P + (y * P + x) * 3 + c, conv = ((e * 3 + c) * P + y) * P + x;
+          if (to_conv) out[conv] = in[row];
+          else out[row] = in[conv];
+        }
+  return out;
 }
 
 }  // namespace
@@ -326,20 +332,13 @@ MmprojTensors gemma4_tensors_from_mmproj(const GgufFile& f) {
         if (t.ne.size() != 4 || t.ne[0] != t.ne[1] || t.ne[2] != 3 || v.blocks != BlockType::None || t.ne[0] > 1024 ||
             t.ne[3] < 1 || t.ne[3] > (uint64_t(1) << 20))
           throw FormatError(where + " is not a float [patch, patch, 3, embedding] conv kernel of at most 1024 px patches");
-        const size_t P = size_t(t.ne[0]), E = size_t(t.ne[3]);
-        const std::vector<float> conv = v.to_f32();
-        std::vector<float> rows(conv.size());
-        for (size_t e = 0; e < E; ++e)
-          for (size_t c = 0; c < 3; ++c)
-            for (size_t y = 0; y < P; ++y)
-              for (size_t x = 0; x < P; ++x)
-                rows[e * 3 * P * P + (y * P + x) * 3 + c] = conv[((e * 3 + c) * P + y) * P + x];
-        own(std::move(rows), {int64_t(E), int64_t(3 * P * P)});
+        const int64_t P = int64_t(t.ne[0]), E = int64_t(t.ne[3]);
+        own(gemma4_mmproj_from_file(Gemma4MmprojChange::PatchToConv, v.to_f32(), P, where), {E, 3 * P * P});
         break;
       }
       case Gemma4MmprojChange::Softplus:
         if (v.blocks != BlockType::None) throw FormatError(where + " is quantized; a per-dimension scale is stored as floats");
-        own(softplus_inverse(v.to_f32(), where), v.shape);
+        own(gemma4_mmproj_from_file(Gemma4MmprojChange::Softplus, v.to_f32(), 0, where), v.shape);
         break;
       case Gemma4MmprojChange::None:
         // The depthwise kernel lost HF's singleton channel axis: [K, A] -> [A, 1, K].
@@ -378,6 +377,35 @@ std::string gemma4_mmproj_tensor_name(const std::string& name) {
     }
   }
   return "";
+}
+
+std::vector<float> gemma4_mmproj_to_file(Gemma4MmprojChange change, std::vector<float> values, int64_t patch) {
+  switch (change) {
+    case Gemma4MmprojChange::None: break;
+    case Gemma4MmprojChange::PatchToConv: return permute_patches(values, size_t(patch), true);
+    case Gemma4MmprojChange::Softplus:
+      for (float& x : values) x = x > 20.f ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+      break;
+  }
+  return values;
+}
+
+std::vector<float> gemma4_mmproj_from_file(Gemma4MmprojChange change, std::vector<float> values, int64_t patch,
+                                           const std::string& where) {
+  switch (change) {
+    case Gemma4MmprojChange::None: break;
+    case Gemma4MmprojChange::PatchToConv: return permute_patches(values, size_t(patch), false);
+    case Gemma4MmprojChange::Softplus:
+      for (float& v : values) {
+        if (!(v > 0) || !std::isfinite(v))
+          throw FormatError(where + ": holds " + std::to_string(v) +
+                            ", which no softplus gives (the converter stores softplus(per_dim_scale))");
+        // log(e^y - 1), written so large y keep their precision.
+        v = v > 20.f ? v + std::log1p(-std::exp(-v)) : std::log(std::expm1(v));
+      }
+      break;
+  }
+  return values;
 }
 
 Gemma4MmprojChange gemma4_mmproj_change(const std::string& name) {

@@ -25,7 +25,9 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "io/families/mmproj.h"
 
@@ -53,5 +55,12 @@ std::string gemma4_mmproj_tensor_name(const std::string& checkpoint_name);
 // (and the reader undoes): the patch embedding's permutation, softplus.
 enum class Gemma4MmprojChange { None, PatchToConv, Softplus };
 Gemma4MmprojChange gemma4_mmproj_change(const std::string& checkpoint_name);
+// That change applied to a checkpoint tensor's values as the converter
+// applies it, and undone on a file's values (`patch`: the patch size the
+// permutation is over; `where` names the tensor in a FormatError for values
+// no softplus gives).
+std::vector<float> gemma4_mmproj_to_file(Gemma4MmprojChange change, std::vector<float> values, int64_t patch);
+std::vector<float> gemma4_mmproj_from_file(Gemma4MmprojChange change, std::vector<float> values, int64_t patch,
+                                           const std::string& where);
 
 }  // namespace splitdec
