@@ -31,6 +31,7 @@
 #include "media_benchmarks.h"
 #include "read_floor.h"
 #include "svg_plot.h"
+#include "synthetic_past.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -370,7 +371,7 @@ json plan_decode(const Model& model, bool quick, std::vector<Series>& plot) {
         o.capacity = ctx + 48;
         sessions.push_back(std::make_unique<Session>(model, 1, o));
         if (real) sessions.back()->append(synthetic_prompt(model.config(), ctx, image));
-        else sessions.back()->fill_synthetic(0, ctx);
+        else fill_synthetic(*sessions.back(), 0, ctx);
         // Warm-up: the first steps fault in fresh pages (and `single` grows
         // its two recycled present buffers); that is not a per-token cost.
         for (int k = 0; k < 3; ++k) sessions.back()->decode({26 + k});
@@ -610,7 +611,7 @@ FloorStep decode_against_floor(const Model& model, int context, int batch = 1) {
   SessionOptions o;
   o.capacity = context + 16;
   Session s(model, batch, o);
-  for (int q = 0; q < batch; ++q) s.fill_synthetic(q, context);
+  for (int q = 0; q < batch; ++q) fill_synthetic(s, q, context);
   return decode_steps_against_floor(s, decode_weight_bytes(model));
 }
 

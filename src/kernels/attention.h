@@ -18,6 +18,12 @@
 
 namespace splitdec {
 
+// The attention kernels a plan routes a chunk or step to (pipeline/plan.h
+// says which; a backend runs it): masked_prefill_attention, gqa_attention,
+// dense_bias_attention, and Unified (the masked kernel's intervals on every
+// call, as one mask-aware GQA kernel would take them).
+enum class AttentionPath { Masked, Gqa, DenseBias, Unified };
+
 // K and V of one layer for a batch: [batch, kv_heads, slots, head_dim],
 // f32 (k, v) or 16-bit (k16, v16; k and v are then null): bf16, or f16 when
 // `f16` is set. Position p lives in slot p % slots on a ring, slot p otherwise.

@@ -24,8 +24,6 @@ enum class Plan {
   Unified,    // one mask-aware GQA kernel for every chunk and step
 };
 
-enum class AttentionPath { Masked, Gqa, DenseBias, Unified };
-
 // What a plan's store is sized by (SessionOptions' fields).
 struct KvStoreShape {
   int sequences = 1;

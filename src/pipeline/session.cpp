@@ -5,76 +5,10 @@
 
 #include "core/error.h"
 #include "core/machine.h"
-#include "kernels/attention.h"
 #include "mask/chunk_mask.h"
-#include "model/embedding.h"
 #include "pipeline/chunker.h"
 
 namespace splitdec {
-
-// The plan's attention for one chunk of several sequences: each sequence's
-// new K/V go into its slot of the store, then the path's kernel runs over
-// that slot. A sequence's mask depends on the layer's rule only, so it is
-// built once per (rule, sequence) (a model has at most two rules: sliding
-// and full), not once per layer.
-class SessionAttention : public AttentionStage {
- public:
-  SessionAttention(Session& s, const std::vector<int>& seqs, AttentionPath path, int rows,
-                   const std::vector<std::vector<int>>& blocks)
-      : s_(s), seqs_(seqs), path_(path), layout_(s.layout_for(path)), rows_(rows), blocks_(blocks) {
-    for (int seq : seqs) first_.push_back(s.seqs_[size_t(seq)].length);
-  }
-
-  void attend(int layer, const float* q, const float* k, const float* v, float* out) override {
-    const ModelConfig& c = s_.model_.config();
-    const LayerSpec& spec = c.layers[size_t(layer)];
-    const size_t q_rows = size_t(rows_) * size_t(c.num_heads) * size_t(spec.head_dim);
-    const size_t kv_rows = size_t(rows_) * size_t(spec.num_kv_heads) * size_t(spec.head_dim);
-    for (size_t i = 0; i < seqs_.size(); ++i) {
-      const int seq = seqs_[i];
-      if (k) s_.kv_->write(layer, seq, layout_, first_[i], rows_, k + i * kv_rows, v + i * kv_rows);
-      const KvView kv = s_.kv_->view(layer, seq, layout_);
-      const QueryBlock qb{q + i * q_rows, 1, rows_, c.num_heads, spec.head_dim, first_[i], c.attn_scale};
-      float* o = out + i * q_rows;
-      switch (path_) {
-        case AttentionPath::Gqa:
-          gqa_attention(qb, kv, spec.window, &s_.seqs_[size_t(seq)].start, o);
-          break;
-        case AttentionPath::Masked:
-        case AttentionPath::Unified:
-          masked_prefill_attention(qb, kv, mask_for(spec, i, intervals_, chunk_row_intervals).data(), o);
-          break;
-        case AttentionPath::DenseBias:
-          dense_bias_attention(qb, kv, mask_for(spec, i, biases_, chunk_dense_bias).data(), o);
-          break;
-      }
-    }
-  }
-
- private:
-  using Key = std::pair<LayerMaskRule, size_t>;
-  template <class T, class Build>
-  const std::vector<T>& mask_for(const LayerSpec& spec, size_t i, std::map<Key, std::vector<T>>& built, Build build) {
-    const Key key{layer_mask_rule(s_.policy_, spec.type, spec.window), i};
-    auto it = built.find(key);
-    if (it == built.end()) {
-      const std::vector<std::vector<int>> blocks{blocks_[i]};
-      const int64_t* start = &s_.seqs_[size_t(seqs_[i])].start;
-      it = built.emplace(key, build(key.first, ChunkMaskInput{first_[i], rows_, 1, &blocks, start})).first;
-    }
-    return it->second;
-  }
-
-  Session& s_;
-  const std::vector<int>& seqs_;
-  AttentionPath path_;
-  KvLayout layout_;
-  int rows_;
-  const std::vector<std::vector<int>>& blocks_;
-  std::vector<int64_t> first_;  // per sequence: the chunk's first position
-  std::map<Key, std::vector<KeyInterval>> intervals_;
-  std::map<Key, std::vector<float>> biases_;
-};
 
 namespace {
 
@@ -126,16 +60,15 @@ Session::Session(const Model& model, int batch, SessionOptions options)
                     "a KV cache of " + std::to_string(options_.capacity) + " positions x " + std::to_string(options_.max_sequences) +
                         " sequences",
                     "lower --max-length, or --max-new-tokens that sizes it");
-  kv_ = plan.make_store(c, shape);
+  backend_ = make_decoder_backend(options_.backend ? *options_.backend : default_backend(), model, policy_, plan.layout,
+                                  plan.make_store(c, shape));
   seqs_.resize(size_t(options_.max_sequences));
   for (int b = 0; b < batch; ++b) seqs_[size_t(b)].live = true;
 }
 
 Session::~Session() = default;
 
-KvMemory Session::memory() const { return kv_->memory(); }
-
-KvLayout Session::layout_for(AttentionPath path) const { return plan_->layout(path); }
+KvMemory Session::memory() const { return backend_->memory(); }
 
 int Session::open_sequence() {
   int pick = -1;
@@ -149,7 +82,7 @@ int Session::open_sequence() {
     if (pick < 0 || sq.closed_at < seqs_[size_t(pick)].closed_at) pick = int(s);
   }
   if (pick < 0) throw CapacityError("all " + std::to_string(seqs_.size()) + " sequence slots of the session are in use");
-  kv_->clear(pick);
+  backend_->clear_slot(pick);
   seqs_[size_t(pick)] = Sequence{};
   seqs_[size_t(pick)].live = true;
   return pick;
@@ -170,7 +103,7 @@ void Session::close_sequence(int seq) {
 
 void Session::copy_sequence(int from, int to) {
   check_sequences({from, to}, 2, "copy_sequence");
-  kv_->copy_sequence(from, to);
+  backend_->copy_slot(from, to);
   const uint64_t closed_at = seqs_[size_t(to)].closed_at;
   seqs_[size_t(to)] = seqs_[size_t(from)];
   seqs_[size_t(to)].closed_at = closed_at;
@@ -244,12 +177,13 @@ void Session::check_append(const std::vector<int>& seqs, const PromptBatch& seg)
 // Only memory can refuse it, and that is checked here, before anything runs.
 void Session::check_chunks(const std::vector<int>& seqs, const std::vector<ChunkSpan>& chunks) const {
   const bool bidirectional = policy_has_bidirectional_layer(policy_);
+  KvMemory grown = backend_->memory();
   int rows = 0, at = 0;
-  for (const ChunkSpan& ch : chunks)
-    if (layout_for(plan_->route(ch.media && bidirectional, false)) == KvLayout::Shared && ch.end - ch.begin > rows)
-      rows = ch.end - ch.begin, at = ch.begin;
-  const KvMemory grown = kv_->memory_for_chunk(KvLayout::Shared, rows);
-  if (grown.sliding_slots == kv_->memory().sliding_slots) return;
+  for (const ChunkSpan& ch : chunks) {
+    const KvMemory m = backend_->memory_for_call(plan_->route(ch.media && bidirectional, false), ch.end - ch.begin);
+    if (m.sliding_slots > grown.sliding_slots) grown = m, rows = ch.end - ch.begin, at = ch.begin;
+  }
+  if (rows == 0) return;
   check_fits_memory(grown,
                     "a chunk of " + std::to_string(rows) + " positions at position " +
                         std::to_string(seqs_[size_t(seqs[0])].length + at) + " (a media block is never cut) grows the " +
@@ -315,21 +249,27 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
                         AttentionPath path, TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits) {
   const ModelConfig& c = model_.config();
   const int n = int(seqs.size()), rows = end - begin, H = c.hidden_size, V = c.vocab_size;
-  const KvLayout layout = layout_for(path);
   const int64_t first = seqs_[size_t(seqs[0])].length;
   TraceEntry entry{kind, first, first + rows, path, 0, 0, n};
 
-  // Gather the chunk's rows: tokens, embeddings (media spliced), positions,
-  // block ids. Nothing of the session changes until the embeddings are made:
-  // they read the checkpoint file (the per-layer table), which can fail.
+  // The call: the chunk's rows (tokens, media rows, positions) and each
+  // sequence's slot, past length and chunk-local block ids.
+  BackendCall call;
+  call.path = path;
+  call.rows = rows;
+  call.decode = kind == TraceEntry::Decode;
+  call.logits = all_positions ? BackendCall::Logits::AllRows
+                : end == seg.seq ? BackendCall::Logits::LastRow
+                                 : BackendCall::Logits::None;
   PromptBatch chunk;
   chunk.batch = n;
   chunk.seq = rows;
-  std::vector<std::vector<int>> blocks(static_cast<size_t>(n));
   std::vector<int64_t> positions, next_position(static_cast<size_t>(n));
   for (int b = 0; b < n; ++b) {
+    const Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
+    BackendSequence& call_seq = call.sequences.emplace_back(BackendSequence{seqs[size_t(b)], sq.length, sq.start, {}});
     int64_t& next = next_position[size_t(b)];
-    next = seqs_[size_t(seqs[size_t(b)])].rope_next;
+    next = sq.rope_next;
     const std::vector<int>& seg_blocks = state.blocks[size_t(b)];
     int64_t& media_row = state.next_media_row[size_t(b)];
     for (int s = begin; s < end; ++s) {
@@ -337,74 +277,47 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
       chunk.tokens.push_back(seg.tokens[r]);
       chunk.modality.push_back(seg.modality[r]);
       chunk.attention_mask.push_back(seg.attention_mask[r]);
-      blocks[size_t(b)].push_back(seg_blocks[size_t(s)]);
+      call_seq.blocks.push_back(seg_blocks[size_t(s)]);
       positions.push_back(seg.attention_mask[r] ? next++ : 0);
       if (!seg.media.empty() && seg.modality[r] != Modality::Text) {
         chunk.media.insert(chunk.media.end(), seg.media.begin() + long(media_row * H), seg.media.begin() + long((media_row + 1) * H));
         ++media_row;
       }
     }
-  }
-  // Chunk-local block ids, renumbered from 0 (a chunk holds whole blocks).
-  for (auto& ids : blocks) {
+    // Chunk-local block ids, renumbered from 0 (a chunk holds whole blocks).
     int base = -1;
-    for (int id : ids)
+    for (int id : call_seq.blocks)
       if (id >= 0 && (base < 0 || id < base)) base = id;
-    for (int& id : ids) id = id < 0 ? -1 : id - base;
+    for (int& id : call_seq.blocks) id = id < 0 ? -1 : id - base;
   }
-  std::vector<float> hidden = embed_prompt(model_, chunk);
-  {
-    // A decode step computes each sequence's row as it would alone, so a
-    // request's tokens do not depend on what else is in the batch.
-    const bool decode = kind == TraceEntry::Decode;
-    const std::vector<float> per_layer = embed_per_layer(model_, chunk, hidden, decode);
-    kv_->fit_chunk(layout, rows);  // a long media block grows the rings (checked in check_chunks)
-    for (int b = 0; b < n; ++b) {
-      Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
-      kv_->prepare(seqs[size_t(b)], layout, sq.length);
-      sq.rope_next = next_position[size_t(b)];
-    }
-    SessionAttention attention(*this, seqs, path, rows, blocks);
-    model_.run_layers(hidden.data(), n * rows, positions.data(), attention, decode,
-                      per_layer.empty() ? nullptr : per_layer.data());
-  }
-  const KvTraffic traffic = kv_->take_traffic();
+  call.input = &chunk;
+  call.positions = positions.data();
+  const std::vector<float> out = backend_->forward(call);
+  const KvTraffic traffic = backend_->take_traffic();
   entry.kv_bytes_allocated = traffic.allocated;
   entry.kv_bytes_copied = traffic.copied;
-  for (int seq : seqs) seqs_[size_t(seq)].length += rows;
-
-  // Logits: every row of the chunk, or only each sequence's last row.
+  for (int b = 0; b < n; ++b) {
+    Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
+    sq.length += rows;
+    sq.rope_next = next_position[size_t(b)];
+  }
+  // Logits: every row of the chunk in its place, or each sequence's last row.
   if (all_positions) {
-    std::vector<float> out(size_t(n) * size_t(rows) * size_t(V));
-    model_.logits(hidden.data(), n * rows, out.data());
     for (int b = 0; b < n; ++b)
       std::copy_n(out.data() + size_t(b) * size_t(rows) * size_t(V), size_t(rows) * size_t(V),
                   logits.data() + (size_t(b) * size_t(seg.seq) + size_t(begin)) * size_t(V));
   } else if (end == seg.seq) {
-    std::vector<float> last(size_t(n) * size_t(H));
-    for (int b = 0; b < n; ++b)
-      std::copy_n(hidden.data() + (size_t(b) * size_t(rows) + size_t(rows - 1)) * size_t(H), H, last.data() + size_t(b) * size_t(H));
-    model_.logits(last.data(), n, logits.data(), kind == TraceEntry::Decode);
+    std::copy(out.begin(), out.end(), logits.begin());
   }
   if (options_.keep_trace) trace_.push_back(entry);
 }
 
-void Session::fill_synthetic(int seq, int64_t length) {
-  check_sequences({seq}, 1, "fill_synthetic");
-  if (seqs_[size_t(seq)].length != 0) throw InputError("fill_synthetic needs an empty sequence");
+void Session::adopt_past(int seq, int64_t length) {
+  check_sequences({seq}, 1, "adopt_past");
+  if (seqs_[size_t(seq)].length != 0) throw InputError("adopt_past needs an empty sequence");
   if (length < 1 || length > options_.capacity)
-    throw CapacityError("fill_synthetic: " + std::to_string(length) + " positions do not fit the capacity of " +
+    throw CapacityError("adopt_past: " + std::to_string(length) + " positions do not fit the capacity of " +
                         std::to_string(options_.capacity));
-  const ModelConfig& c = model_.config();
-  const KvLayout layout = layout_for(plan_->route(false, true));
-  std::vector<float> zeros;
-  for (int l = 0; l < c.num_layers; ++l) {
-    if (c.is_kv_shared(l)) continue;
-    const LayerSpec& s = c.layers[size_t(l)];
-    zeros.assign(size_t(length) * size_t(s.num_kv_heads) * size_t(s.head_dim), 0.f);
-    kv_->write(l, seq, layout, 0, int(length), zeros.data(), zeros.data());
-  }
-  kv_->take_traffic();
   Sequence& sq = seqs_[size_t(seq)];
   sq.length = sq.rope_next = length;
   sq.start = 0;
@@ -424,14 +337,14 @@ void Session::check_rewind(int seq, int64_t length) const {
                        std::to_string(block.begin) + ", " + std::to_string(block.end) +
                        ") whose positions attended to each other; rewind to " + std::to_string(block.begin) + " or " +
                        std::to_string(block.end));
-  if (length > 0) kv_->check_rewind(seq, length, sq.start);
+  if (length > 0) backend_->check_rewind(seq, length, sq.start);
 }
 
 void Session::rewind(int seq, int64_t length) {
   check_sequences({seq}, 1, "rewind");
   check_rewind(seq, length);
   Sequence& sq = seqs_[size_t(seq)];
-  kv_->rewind(seq, length);
+  backend_->rewind(seq, length);
   sq.length = length;
   std::erase_if(sq.media_blocks, [&](const KeyInterval& b) { return b.begin >= length; });
   if (length == 0) sq.start = 0;

@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/decoder_backend.h"
 #include "kv/kv_store.h"
 #include "model/gemma_model.h"
 #include "model/prompt_batch.h"
@@ -40,6 +41,7 @@ struct SessionOptions {
   std::optional<MaskPolicy> policy;  // default: the model family's
   DType kv_dtype = DType::F32;       // storage of the shared KV buffer: F32, BF16, F16 or I8 (q8, kv/kv_rows.h)
   bool keep_trace = true;            // false: trace() stays empty (a long chat keeps no entry per token)
+  std::optional<BackendKind> backend;  // default: default_backend() (SPLITDEC_BACKEND, else the CPU)
   // Called after each prefill chunk with (positions done, positions in the segment).
   std::function<void(int64_t, int64_t)> progress;
 };
@@ -99,11 +101,13 @@ class Session {
   int64_t length() const;  // of sequence 0
   int batch() const { return batch_; }
 
-  // Benchmarks only: makes positions [0, length) of sequence `seq` its past
-  // as if a text prompt had been prefilled, with zero K/V, so decode cost
-  // can be measured at long contexts without paying for the prefill.
-  void fill_synthetic(int seq, int64_t length);
+  // For a caller that stored positions [0, length) of empty live slot `seq`
+  // itself, through backend() (benchmarks: bench/synthetic_past.h): the
+  // slot now holds them as a text prompt without padding.
+  void adopt_past(int seq, int64_t length);
 
+  DecoderBackend& backend() { return *backend_; }
+  const PlanSpec& plan() const { return *plan_; }
   const Model& model() const { return model_; }
   MaskPolicy policy() const { return policy_; }
   const SessionOptions& options() const { return options_; }
@@ -111,7 +115,6 @@ class Session {
   KvMemory memory() const;
 
  private:
-  friend class SessionAttention;
   struct Sequence {
     bool live = false;
     int64_t length = 0;
@@ -135,7 +138,6 @@ class Session {
   void validate_segment(const std::vector<int>& seqs, const PromptBatch& segment) const;
   void run_chunk(const std::vector<int>& seqs, const PromptBatch& segment, SegmentState& state, int begin, int end,
                  AttentionPath path, TraceEntry::Kind kind, bool all_positions, std::vector<float>& logits);
-  KvLayout layout_for(AttentionPath path) const;
   std::vector<int> first_sequences() const;
 
   const Model& model_;
@@ -143,7 +145,7 @@ class Session {
   SessionOptions options_;
   MaskPolicy policy_;
   const PlanSpec* plan_ = nullptr;  // the plan's row of the plan table
-  std::unique_ptr<KvStore> kv_;
+  std::unique_ptr<DecoderBackend> backend_;  // the weights' device and the KV slots
   std::vector<Sequence> seqs_;  // one per slot
   std::vector<TraceEntry> trace_;
   uint64_t closes_ = 0;

@@ -1,0 +1,55 @@
+#include "backend/decoder_backend.h"
+
+#include <cstdlib>
+
+#include "backend/cpu_backend.h"
+#include "core/error.h"
+
+namespace splitdec {
+
+namespace {
+
+struct BackendEntry {
+  BackendKind kind;
+  const char* name;
+};
+// A new backend is a new row here and a case in make_decoder_backend.
+constexpr BackendEntry kBackends[] = {{BackendKind::Cpu, "cpu"}};
+
+}  // namespace
+
+std::unique_ptr<DecoderBackend> make_decoder_backend(BackendKind kind, const Model& model, MaskPolicy policy,
+                                                     KvLayout (*layout)(AttentionPath), std::unique_ptr<KvStore> store) {
+  switch (kind) {
+    case BackendKind::Cpu:
+      return make_cpu_backend(model, policy, layout, std::move(store));
+  }
+  throw InputError("no such backend");
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  for (const BackendEntry& e : kBackends) names.push_back(e.name);
+  return names;
+}
+
+BackendKind parse_backend(const std::string& name) {
+  std::string valid;
+  for (const BackendEntry& e : kBackends) {
+    if (name == e.name) return e.kind;
+    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
+  }
+  throw InputError("unknown backend '" + name + "' (valid: " + valid + ")");
+}
+
+BackendKind default_backend() {
+  const char* env = std::getenv("SPLITDEC_BACKEND");
+  if (!env || !*env) return BackendKind::Cpu;
+  try {
+    return parse_backend(env);
+  } catch (const InputError& e) {
+    throw InputError(std::string("SPLITDEC_BACKEND: ") + e.what());
+  }
+}
+
+}  // namespace splitdec
