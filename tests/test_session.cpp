@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -536,6 +538,38 @@ TEST(KvMemoryReport, FullLayersDominateALongGemma4Session) {
   EXPECT_EQ(s.memory().shared_layers, 2);
   EXPECT_EQ(s.memory().full_layers, 1);
   EXPECT_EQ(s.memory().full_bytes, size_t(2 * 2 * 1 * 100 * 32 * 4));
+}
+
+namespace {
+// Resident bytes of this process now (/proc/self/statm); 0 where unreadable.
+size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  if (!(f >> pages >> resident)) return 0;
+  return resident * size_t(sysconf(_SC_PAGESIZE));
+}
+}  // namespace
+
+// A cache sized for a long context costs resident memory only where it is
+// written: its buffers start as the kernel's zero pages, not memset.
+TEST(KvStorage, TheBufferIsZerosAndResidentOnlyWhereWritten) {
+  const Model& m = test::tiny_model("tiny-gemma3");
+  SessionOptions o;
+  o.capacity = 1 << 20;  // full layers: [1 kv head, 2^20 slots, 32] f32 x 2 per layer
+  o.plan = Plan::Split;
+  const size_t before = resident_bytes();
+  Session s(m, 1, o);
+  ASSERT_GT(s.memory().full_bytes, size_t(200) << 20);
+  const PromptBatch p = image_prompt(m.config(), 16);
+  // The logits equal a small session's: what was never written reads as zero.
+  SessionOptions small = o;
+  small.capacity = 64;
+  Session t(m, 1, small);
+  EXPECT_EQ(s.append(p), t.append(p));
+  EXPECT_EQ(s.decode({33}), t.decode({33}));
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's heap commits what it hands out
+  if (before > 0) EXPECT_LT(resident_bytes() - before, s.memory().full_bytes / 8) << "the whole capacity was made resident";
+#endif
 }
 
 TEST(KvStorage, SixteenBitAndQ8CachesShrinkMemoryAndStayClose) {

@@ -64,16 +64,16 @@ void KvCache::allocate(Buffer& buf, const LayerSpec& s, int64_t slots) {
   buf.slots = slots;
   const size_t n = size_t(sequences_) * size_t(s.num_kv_heads) * size_t(slots) * size_t(s.head_dim);
   if (dtype_ == DType::I8) {
-    buf.k8.assign(n, 0);
-    buf.v8.assign(n, 0);
-    buf.ks.assign(n / size_t(s.head_dim), 0.f);
-    buf.vs.assign(n / size_t(s.head_dim), 0.f);
+    buf.k8 = ZeroedArray<int8_t>(n);
+    buf.v8 = ZeroedArray<int8_t>(n);
+    buf.ks = ZeroedArray<float>(n / size_t(s.head_dim));
+    buf.vs = ZeroedArray<float>(n / size_t(s.head_dim));
   } else if (dtype_ != DType::F32) {
-    buf.k16.assign(n, 0);
-    buf.v16.assign(n, 0);
+    buf.k16 = ZeroedArray<uint16_t>(n);
+    buf.v16 = ZeroedArray<uint16_t>(n);
   } else {
-    buf.k.assign(n, 0.f);
-    buf.v.assign(n, 0.f);
+    buf.k = ZeroedArray<float>(n);
+    buf.v = ZeroedArray<float>(n);
   }
 }
 

@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/aligned_vector.h"
+#include "core/zeroed_array.h"
 #include "core/dtype.h"
 #include "io/model_config.h"
 #include "kv/kv_store.h"
@@ -68,11 +68,12 @@ class KvCache : public KvStore {
   struct Buffer {
     int64_t slots = 0;
     bool ring = false;
-    // Cache-line aligned: rows of a multiple of 64 bytes start on a line.
-    AlignedVector<float> k, v;         // f32 storage
-    AlignedVector<uint16_t> k16, v16;  // 16-bit storage
-    AlignedVector<int8_t> k8, v8;      // q8 storage and its per-row scales
-    std::vector<float> ks, vs;
+    // Zero pages until written (resident memory follows use, not capacity);
+    // page aligned, so rows of a multiple of 64 bytes start on a cache line.
+    ZeroedArray<float> k, v;         // f32 storage
+    ZeroedArray<uint16_t> k16, v16;  // 16-bit storage
+    ZeroedArray<int8_t> k8, v8;      // q8 storage and its per-row scales
+    ZeroedArray<float> ks, vs;
   };
   bool owns(int layer) const { return config_->layers[size_t(layer)].kv_source == layer; }
   void allocate(Buffer& buf, const LayerSpec& s, int64_t slots);
