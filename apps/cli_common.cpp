@@ -104,11 +104,11 @@ MediaOptions PromptFlags::media() const { return media_options(image_tokens, pan
 
 ConversationOptions SessionFlags::options(int64_t default_capacity) const {
   ConversationOptions o;
-  o.plan = plan;
-  o.policy = policy;
+  o.plan = flag_value("--plan", plan, parse_execution_plan);
+  if (!policy.empty()) o.policy = flag_value("--policy", policy, parse_mask_policy);
   o.chunk = chunk;
   o.max_length = max_length > 0 ? max_length : default_capacity;
-  o.kv_dtype = kv_dtype;
+  o.kv_dtype = flag_value("--kv-dtype", kv_dtype, parse_kv_storage);
   o.prefill_progress = prefill_progress();
   return o;
 }
@@ -242,7 +242,7 @@ GenerateOptions SamplingFlags::options(int max_new_tokens, const std::string& mo
 }
 
 std::shared_ptr<const Engine> load_engine(const std::string& dir, const std::string& weights, const std::string& mmproj) {
-  LoadOptions o{.weights = weights, .progress = {}, .mmproj = mmproj};
+  LoadOptions o{.weights = flag_value("--weights", weights, parse_weight_storage), .progress = {}, .mmproj = mmproj};
   if (!::isatty(2)) return Engine::load(dir, o);
   o.progress = [](size_t done, size_t total) {
     std::fprintf(stderr, "\rloading weights %zu/%zu", done + 1, total);

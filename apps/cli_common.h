@@ -90,6 +90,17 @@ struct PromptFlags {
   std::string messages_text() const;  // the --messages file
 };
 
+// A flag's value through its enum's parser (parse_execution_plan, ...);
+// the error names the flag.
+template <class Parse>
+auto flag_value(const char* flag, const std::string& value, Parse parse) {
+  try {
+    return parse(value);
+  } catch (const InputError& e) {
+    throw InputError(std::string(flag) + " " + value + ": " + e.what());
+  }
+}
+
 // Loads a model, with a progress line on stderr when it is a terminal.
 // weights: LoadOptions::weights ("" keeps the checkpoint's formats);
 // mmproj: LoadOptions::mmproj.

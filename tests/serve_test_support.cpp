@@ -23,7 +23,7 @@ namespace splitdec::test {
 TestServer::TestServer(const TestServerOptions& o) {
   engine_ = Engine::load(o.model_dir.empty() ? tiny_model_dir(o.preset) : o.model_dir);
   ConversationOptions co;
-  co.plan = o.plan;
+  co.plan = parse_execution_plan(o.plan);
   co.max_length = o.max_length;
   serve::SchedulerOptions so;
   so.session = api::session_options(co, o.max_sequences);

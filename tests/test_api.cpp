@@ -199,7 +199,7 @@ TEST(Api, BatchMatchesTheReferenceAndTracesTheRouter) {
   std::vector<std::vector<float>> logits;
   for (const char* plan : {"reference", "single", "split", "split-copy", "unified"}) {
     ConversationOptions o;
-    o.plan = plan;
+    o.plan = parse_execution_plan(plan);
     o.chunk = 4;
     o.max_length = 128;
     Batch b(engine, 1, o);
@@ -232,12 +232,12 @@ TEST(Api, BatchMatchesTheReferenceAndTracesTheRouter) {
 // logits.
 std::pair<double, double> check_block_weights(const std::string& weights) {
   const std::string dir = test::tiny_model_dir("tiny-gemma4");
-  const auto q = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
+  const auto q = Engine::load(dir, LoadOptions{.weights = parse_weight_storage(weights), .progress = {}, .mmproj = {}});
   const auto full = engine_for("tiny-gemma4");
   TokenInputs turn = full->encode_prompt("a long enough prompt about a cat and a mat", false);
   auto run = [&](const std::shared_ptr<const Engine>& e, const char* plan) {
     ConversationOptions o;
-    o.plan = plan;
+    o.plan = parse_execution_plan(plan);
     o.chunk = 4;
     o.max_length = 128;
     Batch b(e, 1, o);
@@ -278,7 +278,7 @@ std::pair<double, double> check_block_weights(const std::string& weights) {
     return b.result().prompt_logits;
   };
   const std::vector<float> a = logits(full), b = logits(q);
-  const auto f32act = Engine::load(dir, LoadOptions{.weights = weights + "-f32act", .progress = {}, .mmproj = {}});
+  const auto f32act = Engine::load(dir, LoadOptions{.weights = parse_weight_storage(weights + "-f32act"), .progress = {}, .mmproj = {}});
   const std::vector<float> c = logits(f32act);
   EXPECT_EQ(a.size(), b.size());
   EXPECT_EQ(a.size(), c.size());
@@ -296,7 +296,7 @@ TEST(Api, Q8WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
   const auto [rel, rel_f32act] = check_block_weights("q8");
   EXPECT_LT(rel, 0.15);  // measured 0.072 (6 tiny layers); see bench --only quantized for gemma3-1b
   EXPECT_LT(rel_f32act, 0.1);  // measured 0.049
-  EXPECT_THROW(Engine::load(test::tiny_model_dir("tiny-gemma4"), LoadOptions{.weights = "q3", .progress = {}, .mmproj = {}}), InputError);
+  EXPECT_THROW(parse_weight_storage("q3"), InputError);
 }
 
 TEST(Api, Q4WeightsAgreeAcrossPlansAndStayNearTheCheckpoint) {
@@ -313,13 +313,12 @@ TEST(Api, EngineErrorsAreTyped) {
   EXPECT_THROW(Engine::load(test::temp_dir("api-empty")), Error);
   const auto engine = engine_for("tiny-gemma3");
   ConversationOptions o;
-  o.plan = "fast";
+  EXPECT_THROW(parse_execution_plan("fast"), InputError);
+  o.plan = ExecutionPlan::Reference;  // a Batch's plan only
   EXPECT_THROW(Conversation(engine, o), InputError);
-  o.plan = "split";
-  o.kv_dtype = "f8";
-  EXPECT_THROW(Conversation(engine, o), InputError);
+  o.plan = ExecutionPlan::Split;
+  EXPECT_THROW(parse_kv_storage("f8"), InputError);
   EXPECT_THROW(set_threads(-1), InputError);
-  o.kv_dtype = "f32";
   o.max_length = int64_t(1) << 40;
   EXPECT_THROW(Conversation(engine, o), CapacityError);  // not std::bad_alloc
 }
@@ -486,4 +485,31 @@ TEST(Api, ChatTurnEdgeCases) {
   c.append_user_turn("go on");
   EXPECT_NO_THROW(c.generate(greedy(3)));
   EXPECT_GT(c.length(), cut);
+}
+
+// The public options are enums; their names live only at the edges (flags,
+// server fields), each parser the inverse of its name function, and an
+// unknown name an InputError that lists the valid ones.
+TEST(Api, PublicOptionsAreEnumsWhoseNamesRoundTrip) {
+  for (ExecutionPlan p : {ExecutionPlan::Single, ExecutionPlan::Split, ExecutionPlan::SplitCopy, ExecutionPlan::Unified,
+                          ExecutionPlan::Reference})
+    EXPECT_EQ(parse_execution_plan(execution_plan_name(p)), p);
+  for (KvStorage k : {KvStorage::F32, KvStorage::BF16, KvStorage::F16, KvStorage::Q8}) EXPECT_EQ(parse_kv_storage(kv_storage_name(k)), k);
+  for (WeightStorage w : {WeightStorage::Checkpoint, WeightStorage::Q8, WeightStorage::Q4, WeightStorage::Q8F32Act,
+                          WeightStorage::Q4F32Act})
+    EXPECT_EQ(parse_weight_storage(weight_storage_name(w)), w);
+  EXPECT_EQ(parse_weight_storage(""), WeightStorage::Checkpoint);
+  EXPECT_EQ(parse_mask_policy(mask_policy_name(MaskPolicy::Gemma4)), MaskPolicy::Gemma4);
+  auto message = [](auto parse, const char* name) {
+    try {
+      parse(name);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message(parse_execution_plan, "fast").find("split-copy"), std::string::npos);
+  EXPECT_NE(message(parse_kv_storage, "q4").find("bf16"), std::string::npos);
+  EXPECT_NE(message(parse_weight_storage, "q3").find("q4-f32act"), std::string::npos);
+  EXPECT_NE(message(parse_mask_policy, "sideways").find("gemma4"), std::string::npos);
 }

@@ -51,7 +51,7 @@ std::string exported(const std::string& dir, const std::string& weights) {
 // Prompt logits of one turn and the logits of six greedy steps, on the split plan.
 BatchResult run_turn(const std::shared_ptr<const Engine>& e, const TokenInputs& turn, int chunk, int64_t max_length) {
   ConversationOptions o;
-  o.plan = "split";
+  o.plan = ExecutionPlan::Split;
   o.chunk = chunk;
   o.max_length = max_length;
   Batch b(e, 1, o);
@@ -179,7 +179,7 @@ TEST(Gguf, LosslessFilesGiveTheFoldersLogitsBitForBit) {
   }
   const std::string dir = test::tiny_model_dir("tiny-gemma3");
   for (const std::string weights : {"q8", "q4"}) {
-    const auto folder = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
+    const auto folder = Engine::load(dir, LoadOptions{.weights = parse_weight_storage(weights), .progress = {}, .mmproj = {}});
     const auto gguf = Engine::load(exported(dir, weights));
     EXPECT_EQ(max_difference(run(folder, kPrompt), run(gguf, kPrompt)), 0.f) << weights;
   }
@@ -450,7 +450,7 @@ TEST(Gguf, KQuantBlocksRunAsStored) {
     }
     const BatchResult native = run(Engine::load(path), kPrompt);
     LoadOptions q8;
-    q8.weights = "q8";
+    q8.weights = WeightStorage::Q8;
     const BatchResult converted = run(Engine::load(path, q8), kPrompt);
     const double to_folder = prompt_relative_rms(native, folder), to_q8 = prompt_relative_rms(native, converted);
     std::printf("%s relative RMS: %.4f against the folder, %.4f against its values as Q8_0\n", weights.c_str(), to_folder, to_q8);
@@ -670,7 +670,7 @@ void expect_llama_cpp_agrees(const std::string& path, const std::string& text, c
   const TokenInputs turn = engine->encode_prompt(text, false);
   EXPECT_EQ(theirs["tokens"].get<std::vector<int>>(), turn.tokens) << label;
   ConversationOptions co;
-  co.plan = "split";
+  co.plan = ExecutionPlan::Split;
   co.max_length = 128;
   Batch b(engine, 1, co);
   GenerateOptions g;
@@ -748,7 +748,7 @@ BatchResult run_image_turn(const std::shared_ptr<const Engine>& e) {
 
 std::string load_error(const std::string& model, const std::string& mmproj) {
   try {
-    Engine::load(model, LoadOptions{.weights = "", .progress = {}, .mmproj = mmproj});
+    Engine::load(model, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = mmproj});
   } catch (const std::exception& e) {
     return e.what();
   }
@@ -765,7 +765,7 @@ TEST(Gguf, MmprojPairIsTheFoldersVisionModel) {
   const std::string dir = test::tiny_model_dir("tiny-gemma3", 0, "f32");
   const auto folder = Engine::load(dir);
   const std::string text = exported(dir, "f32");
-  const auto pair = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = exported_mmproj(dir, "f32")});
+  const auto pair = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = exported_mmproj(dir, "f32")});
   EXPECT_EQ(pair->model_type(), "gemma3");
   EXPECT_NE(pair->describe_media().find("SigLIP"), std::string::npos) << pair->describe_media();
   const MediaRows want = folder->embed_media(SIGLIP_PNG, Modality::Image), got = pair->embed_media(SIGLIP_PNG, Modality::Image);
@@ -774,7 +774,7 @@ TEST(Gguf, MmprojPairIsTheFoldersVisionModel) {
   const BatchResult a = run_image_turn(folder), b = run_image_turn(pair);
   EXPECT_EQ(max_difference(a, b), 0.f);
 
-  const auto f16 = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = exported_mmproj(dir, "f16")});
+  const auto f16 = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = exported_mmproj(dir, "f16")});
   const MediaRows half = f16->embed_media(SIGLIP_PNG, Modality::Image);
   ASSERT_EQ(half.data.size(), want.data.size());
   double num = 0, den = 0;
@@ -788,7 +788,7 @@ TEST(Gguf, MmprojPairIsTheFoldersVisionModel) {
   // blocks, run as stored): within Q8_0's rounding of the f32 rows.
   const std::string q8_path = exported_mmproj(dir, "q8");
   EXPECT_EQ(GgufFile::open(q8_path)->find_tensor("v.blk.0.attn_q.weight")->type, ggml_type::Q8_0);
-  const MediaRows q8 = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = q8_path})->embed_media(SIGLIP_PNG, Modality::Image);
+  const MediaRows q8 = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = q8_path})->embed_media(SIGLIP_PNG, Modality::Image);
   ASSERT_EQ(q8.data.size(), want.data.size());
   num = 0;
   for (size_t k = 0; k < want.data.size(); ++k) num += double(q8.data[k] - want.data[k]) * (q8.data[k] - want.data[k]);
@@ -965,8 +965,8 @@ TEST(Gguf, MmprojOfTheFirstConverterLoads) {
   test::write_file(legacy, all);
   ASSERT_NE(GgufFile::open(legacy)->find_tensor("v.blk.0.ffn_down.bias"), nullptr);
   EXPECT_EQ(GgufFile::open(legacy)->find_tensor("v.blk.0.ffn_down.weight")->ne[0], file->find_tensor("v.blk.0.ffn_up.weight")->ne[0]);
-  const auto a = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = mmproj});
-  const auto b = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = legacy});
+  const auto a = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = mmproj});
+  const auto b = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = legacy});
   EXPECT_EQ(b->embed_media(SIGLIP_PNG, Modality::Image).data, a->embed_media(SIGLIP_PNG, Modality::Image).data);
 }
 
@@ -1002,7 +1002,7 @@ TEST(Gguf, Gemma4FilesGiveTheFoldersLogitsBitForBit) {
     }
   const std::string dir = four_layers(DType::F32);
   for (const std::string weights : {"q8", "q4"}) {
-    const auto folder = Engine::load(dir, LoadOptions{.weights = weights, .progress = {}, .mmproj = {}});
+    const auto folder = Engine::load(dir, LoadOptions{.weights = parse_weight_storage(weights), .progress = {}, .mmproj = {}});
     const auto gguf = Engine::load(exported(dir, weights));
     EXPECT_EQ(max_difference(run(folder, kPrompt), run(gguf, kPrompt)), 0.f) << weights;
   }
@@ -1265,7 +1265,7 @@ TEST(Gguf, Gemma4MmprojPairIsTheFoldersMultimodalModel) {
     const bool audio = dir != four.out_dir;
     const auto folder = Engine::load(dir);
     const std::string text = exported(dir, "f32"), mmproj = exported_mmproj(dir, "f32");
-    const auto pair = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = mmproj});
+    const auto pair = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = mmproj});
     EXPECT_EQ(pair->model_type(), "gemma4");
     EXPECT_NE(pair->describe_media().find("Gemma-4 vision encoder"), std::string::npos) << pair->describe_media();
     const MediaRows want = folder->embed_media(SIGLIP_PNG, Modality::Image), got = pair->embed_media(SIGLIP_PNG, Modality::Image);
@@ -1281,7 +1281,7 @@ TEST(Gguf, Gemma4MmprojPairIsTheFoldersMultimodalModel) {
       EXPECT_LT(max_difference(run_media_turn(folder, false), run_media_turn(pair, false)), 1e-3f);
     }
     for (const auto& [weights, limit] : {std::pair<const char*, double>{"f16", 1e-2}, {"q8", 3e-2}}) {
-      const auto rounded = Engine::load(text, LoadOptions{.weights = "", .progress = {}, .mmproj = exported_mmproj(dir, weights)});
+      const auto rounded = Engine::load(text, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = {}, .mmproj = exported_mmproj(dir, weights)});
       const double rms = relative_rms(rounded->embed_media(SIGLIP_PNG, Modality::Image).data, want.data);
       std::printf("gemma4v %s mmproj: image rows %.2e relative RMS from f32\n", weights, rms);
       EXPECT_GT(rms, 0.0);

@@ -239,8 +239,8 @@ TEST(KvRows, Q8RowsQuantizeWithinHalfAStep) {
   EXPECT_EQ(quantize_kv_row(zero.data(), 8, q.data()), 0.f);
   nan[3] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(quantize_kv_row(nan.data(), 8, q.data())));
-  EXPECT_EQ(parse_kv_dtype_flag("q8"), DType::I8);
-  EXPECT_THROW(parse_kv_dtype_flag("q4"), InputError);
+  EXPECT_EQ(kv_storage_dtype(parse_kv_storage("q8")), DType::I8);
+  EXPECT_THROW(parse_kv_storage("q4"), InputError);
 }
 
 // Weight rows start on cache lines (a 64-byte load across two lines costs

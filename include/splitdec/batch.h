@@ -2,7 +2,7 @@
 // `splitdec generate` runs, and how plans are compared with the reference.
 //
 //   auto engine = splitdec::Engine::load("models/tiny");
-//   splitdec::Batch batch(engine, 2, {.plan = "split"});
+//   splitdec::Batch batch(engine, 2, {.plan = splitdec::ExecutionPlan::Split});
 //   for (const auto& turn : splitdec::read_inputs_json("turns.json", *engine)) batch.run_turn(turn, {});
 //   batch.result().tokens[1];
 #pragma once
@@ -31,7 +31,7 @@ struct BatchResult {
 
 class Batch {
  public:
-  // plan "reference" recomputes every sequence from scratch at each step (the oracle).
+  // ExecutionPlan::Reference recomputes every sequence from scratch at each step (the oracle).
   Batch(std::shared_ptr<const Engine> engine, int sequences, ConversationOptions options = {});
   ~Batch();
   Batch(const Batch&) = delete;

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "splitdec/error.h"
 #include "splitdec/modality.h"
+#include "splitdec/options.h"
 
 namespace splitdec {
 
@@ -70,16 +72,16 @@ struct ChatTurn {
 
 // How Engine::load stores the weights.
 struct LoadOptions {
-  // "" or "checkpoint": as the folder stores them (f32, bf16, f16, or the
-  // blocks `splitdec quantize` wrote); "q8": the decoder's matrices (linear
-  // layers and the embedding / LM head) quantized to 8-bit blocks as they
-  // load (Q8_0: 32 weights and one f16 scale per block, llama.cpp's layout),
-  // about half of bf16's bytes; "q4": the linear layers as 4-bit blocks
+  // Checkpoint: as the folder stores them (f32, bf16, f16, or the blocks
+  // `splitdec quantize` wrote); Q8: the decoder's matrices (linear layers
+  // and the embedding / LM head) quantized to 8-bit blocks as they load
+  // (Q8_0: 32 weights and one f16 scale per block, llama.cpp's layout),
+  // about half of bf16's bytes; Q4: the linear layers as 4-bit blocks
   // (Q4_0), the embedding / LM head as Q8_0. Decode steps quantize
   // activations to 8-bit blocks for integer dot products (as llama.cpp
-  // does); "q8-f32act" / "q4-f32act" keep f32 activations. Tensors a folder
+  // does); Q8F32Act / Q4F32Act keep f32 activations. Tensors a folder
   // holds quantized load as stored. docs/quantization.md.
-  std::string weights;
+  WeightStorage weights = WeightStorage::Checkpoint;
   // progress(done, total) is called as weight tensors are read.
   std::function<void(size_t, size_t)> progress;
   // An mmproj GGUF (llama.cpp's --mmproj: Gemma-3's vision tower as its
@@ -93,7 +95,6 @@ class Engine {
   // progress(done, total) is called as weight tensors are read.
   static std::shared_ptr<const Engine> load(const std::string& model_dir,
                                             const std::function<void(size_t, size_t)>& progress = {});
-  // InputError for an unknown `weights` value.
   static std::shared_ptr<const Engine> load(const std::string& model_dir, const LoadOptions& options);
   ~Engine();
 
@@ -139,11 +140,11 @@ class Engine {
 void set_threads(int threads);
 
 struct ConversationOptions {
-  std::string plan = "split";  // single | split | split-copy | unified (Batch also takes reference)
-  int64_t max_length = 4096;   // KV capacity in positions
-  int chunk = 256;             // prefill chunk size
-  std::string policy;          // mask policy; empty: the model family's
-  std::string kv_dtype = "f32";  // storage of the shared KV buffer: f32 | bf16 | f16 | q8 (int8 rows, one f32 scale each)
+  ExecutionPlan plan = ExecutionPlan::Split;  // Reference only in a Batch
+  int64_t max_length = 4096;                  // KV capacity in positions
+  int chunk = 256;                            // prefill chunk size
+  std::optional<MaskPolicy> policy;           // unset: the model family's
+  KvStorage kv_dtype = KvStorage::F32;        // storage of the shared KV buffer
   bool keep_trace = true;        // false: trace() stays empty (nothing kept per token)
   MediaOptions media;            // how appended image / audio files are encoded
   // Called after each prefill chunk with (positions done, positions in the prompt).

@@ -34,8 +34,8 @@ Batch::Batch(std::shared_ptr<const Engine> engine, int sequences, ConversationOp
   b.sequences = sequences;
   const Model& model = b.engine->impl().model;
   if (sequences < 1) throw InputError("a batch needs at least one sequence, got " + std::to_string(sequences));
-  if (options.plan == "reference") {
-    const MaskPolicy policy = options.policy.empty() ? model.config().default_policy : parse_mask_policy(options.policy);
+  if (options.plan == ExecutionPlan::Reference) {
+    const MaskPolicy policy = options.policy.value_or(model.config().default_policy);
     b.source = std::make_unique<ReferenceSource>(model, policy, options.max_length);
   } else {
     b.session = std::make_unique<Session>(model, sequences, api::session_options(options, sequences));

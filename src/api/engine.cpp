@@ -17,11 +17,11 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const std::function<void(size_t, size_t)>& progress) {
-  return load(dir, LoadOptions{.weights = "", .progress = progress, .mmproj = {}});
+  return load(dir, LoadOptions{.weights = WeightStorage::Checkpoint, .progress = progress, .mmproj = {}});
 }
 
 std::shared_ptr<const Engine> Engine::load(const std::string& dir, const LoadOptions& options) {
-  const WeightLoading loading = weight_loading_named(options.weights);
+  const WeightLoading loading = weight_loading(options.weights);
   auto impl = std::make_unique<Impl>(
       Impl{Model::load(dir, options.progress, loading, options.mmproj), Tokenizer::open_dir(dir), nullptr, nullptr});
   const ModelConfig& c = impl->model.config();
@@ -121,12 +121,12 @@ const Tokenizer& require_tokenizer(const Engine& e, const char* what) {
 
 SessionOptions session_options(const ConversationOptions& o, int sequences) {
   SessionOptions s;
-  s.plan = parse_plan(o.plan);
+  s.plan = session_plan(o.plan);
   s.capacity = o.max_length;
   s.chunk = o.chunk;
   s.max_sequences = sequences;
-  if (!o.policy.empty()) s.policy = parse_mask_policy(o.policy);
-  s.kv_dtype = parse_kv_dtype_flag(o.kv_dtype);
+  s.policy = o.policy;
+  s.kv_dtype = kv_storage_dtype(o.kv_dtype);
   s.progress = o.prefill_progress;
   s.keep_trace = o.keep_trace;
   return s;

@@ -9,10 +9,36 @@
 
 namespace splitdec {
 
-DType parse_kv_dtype_flag(const std::string& value) {
-  if (value == "q8") return DType::I8;
-  if (value == "f32" || value == "bf16" || value == "f16") return parse_dtype_flag("--kv-dtype", value);
-  throw InputError("--kv-dtype " + value + " is not supported (f32, bf16, f16, q8 are)");
+namespace {
+struct KvStorageName {
+  KvStorage storage;
+  const char* name;
+  DType dtype;
+};
+constexpr KvStorageName kKvStorages[] = {
+    {KvStorage::F32, "f32", DType::F32}, {KvStorage::BF16, "bf16", DType::BF16},
+    {KvStorage::F16, "f16", DType::F16}, {KvStorage::Q8, "q8", DType::I8}};
+}  // namespace
+
+KvStorage parse_kv_storage(const std::string& name) {
+  std::string valid;
+  for (const KvStorageName& e : kKvStorages) {
+    if (name == e.name) return e.storage;
+    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
+  }
+  throw InputError("KV storage '" + name + "' is not supported (valid: " + valid + ")");
+}
+
+const char* kv_storage_name(KvStorage storage) {
+  for (const KvStorageName& e : kKvStorages)
+    if (e.storage == storage) return e.name;
+  return "?";
+}
+
+DType kv_storage_dtype(KvStorage storage) {
+  for (const KvStorageName& e : kKvStorages)
+    if (e.storage == storage) return e.dtype;
+  throw InputError("no such KV storage");
 }
 
 size_t kv_row_bytes(DType storage, int head_dim) {

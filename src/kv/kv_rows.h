@@ -14,11 +14,12 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "splitdec/options.h"
 
 namespace splitdec {
 
-// "f32" | "bf16" | "f16" | "q8" given to --kv-dtype (q8 is DType::I8); InputError naming the flag otherwise.
-DType parse_kv_dtype_flag(const std::string& value);
+// The element type a KvStorage keeps rows in (q8 is DType::I8).
+DType kv_storage_dtype(KvStorage storage);
 
 // Bytes of one stored row (q8: the int8 values and the f32 scale).
 size_t kv_row_bytes(DType storage, int head_dim);

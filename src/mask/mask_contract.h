@@ -21,16 +21,12 @@
 #include <vector>
 
 #include "splitdec/modality.h"
+#include "splitdec/options.h"  // MaskPolicy, its parser and names
 
 namespace splitdec {
 
 enum class LayerType : uint8_t { Sliding, Full };
 
-enum class MaskPolicy { Gemma3, Gemma4, AllLayers, LegacyWindow, Gemma4LegacyWindow, Causal };
-
-// Throws InputError listing the valid names.
-MaskPolicy parse_mask_policy(const std::string& name);
-const char* mask_policy_name(MaskPolicy p);
 const std::vector<MaskPolicy>& all_mask_policies();
 
 Modality parse_modality(const std::string& name);  // "text" | "image" | "video" | "audio"

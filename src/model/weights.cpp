@@ -78,25 +78,47 @@ void MappedTable::row_f32(int64_t r, float* dst) const {
                         std::to_string(r));
 }
 
-WeightLoading weight_loading_named(const std::string& name) {
+namespace {
+struct WeightStorageName {
+  WeightStorage storage;
+  const char* name;
+};
+constexpr WeightStorageName kWeightStorages[] = {{WeightStorage::Checkpoint, "checkpoint"},
+                                                 {WeightStorage::Q8, "q8"},
+                                                 {WeightStorage::Q4, "q4"},
+                                                 {WeightStorage::Q8F32Act, "q8-f32act"},
+                                                 {WeightStorage::Q4F32Act, "q4-f32act"}};
+}  // namespace
+
+WeightStorage parse_weight_storage(const std::string& name) {
+  if (name.empty()) return WeightStorage::Checkpoint;
+  for (const WeightStorageName& e : kWeightStorages)
+    if (name == e.name) return e.storage;
+  throw InputError("unknown weights format '" + name +
+                   "': use checkpoint (as stored), q8 (8-bit blocks, int8 activations in decode), q4 (4-bit blocks, "
+                   "8-bit embedding, int8 activations in decode), or q8-f32act / q4-f32act (the same with f32 "
+                   "activations)");
+}
+
+const char* weight_storage_name(WeightStorage storage) {
+  for (const WeightStorageName& e : kWeightStorages)
+    if (e.storage == storage) return e.name;
+  return "?";
+}
+
+WeightLoading weight_loading(WeightStorage storage) {
   WeightLoading w;
-  if (name.empty() || name == "checkpoint") return w;
-  const bool f32act = name.size() > 7 && name.ends_with("-f32act");
-  const std::string base = f32act ? name.substr(0, name.size() - 7) : name;
-  w.f32_activations = f32act;
-  if (base == "q8") {
+  w.f32_activations = storage == WeightStorage::Q8F32Act || storage == WeightStorage::Q4F32Act;
+  if (storage == WeightStorage::Q8 || storage == WeightStorage::Q8F32Act) {
     w.format = WeightFormat::Q8_0;
-  } else if (base == "q4") {
+  } else if (storage == WeightStorage::Q4 || storage == WeightStorage::Q4F32Act) {
     w.format = WeightFormat::Q4_0;
     w.embedding_format = WeightFormat::Q8_0;
-  } else {
-    throw InputError("unknown weights format '" + name +
-                     "': use checkpoint (as stored), q8 (8-bit blocks, int8 activations in decode), q4 (4-bit blocks, "
-                     "8-bit embedding, int8 activations in decode), or q8-f32act / q4-f32act (the same with f32 "
-                     "activations)");
   }
   return w;
 }
+
+WeightLoading weight_loading_named(const std::string& name) { return weight_loading(parse_weight_storage(name)); }
 
 std::string find_decoder_prefix(const TensorStore& store) {
   for (const char* p : {"model.language_model.", "model.", "language_model.model."})

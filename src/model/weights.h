@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "splitdec/options.h"
 #include "core/dtype.h"
 #include "io/model_config.h"
 #include "kernels/weight_matrix.h"
@@ -123,10 +124,11 @@ struct WeightLoading {
   // quantized to Q8_0 blocks (WeightMatrix::int8_activations).
   bool f32_activations = false;
 };
-// A `--weights` / LoadOptions::weights value: "" or "checkpoint" (as stored),
-// "q8" / "q8-f32act" (Q8_0 everywhere), "q4" / "q4-f32act" (Q4_0 linear
-// layers, Q8_0 embedding: see docs/quantization.md for why).
-// InputError naming the value otherwise.
+// What each WeightStorage loads as: checkpoint (as stored), q8 / q8-f32act
+// (Q8_0 everywhere), q4 / q4-f32act (Q4_0 linear layers, Q8_0 embedding:
+// see docs/quantization.md for why).
+WeightLoading weight_loading(WeightStorage storage);
+// The same from a `--weights` value (parse_weight_storage's names).
 WeightLoading weight_loading_named(const std::string& name);
 
 // The decoder's matrices by checkpoint name (decoder prefix included; an

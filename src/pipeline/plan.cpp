@@ -66,6 +66,44 @@ Plan parse_plan(const std::string& name) {
 
 const char* plan_name(Plan p) { return plan_spec(p).name; }
 
+namespace {
+struct ExecutionPlanName {
+  ExecutionPlan plan;
+  const char* name;
+};
+constexpr ExecutionPlanName kExecutionPlans[] = {{ExecutionPlan::Single, "single"},
+                                                 {ExecutionPlan::Split, "split"},
+                                                 {ExecutionPlan::SplitCopy, "split-copy"},
+                                                 {ExecutionPlan::Unified, "unified"},
+                                                 {ExecutionPlan::Reference, "reference"}};
+}  // namespace
+
+ExecutionPlan parse_execution_plan(const std::string& name) {
+  std::string valid;
+  for (const ExecutionPlanName& e : kExecutionPlans) {
+    if (name == e.name) return e.plan;
+    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
+  }
+  throw InputError("unknown plan '" + name + "' (valid: " + valid + ")");
+}
+
+const char* execution_plan_name(ExecutionPlan plan) {
+  for (const ExecutionPlanName& e : kExecutionPlans)
+    if (e.plan == plan) return e.name;
+  return "?";
+}
+
+Plan session_plan(ExecutionPlan plan) {
+  switch (plan) {
+    case ExecutionPlan::Single: return Plan::Single;
+    case ExecutionPlan::Split: return Plan::Split;
+    case ExecutionPlan::SplitCopy: return Plan::SplitCopy;
+    case ExecutionPlan::Unified: return Plan::Unified;
+    case ExecutionPlan::Reference: break;
+  }
+  throw InputError("plan reference runs only in a Batch (it recomputes every sequence; a session keeps KV)");
+}
+
 const char* path_name(AttentionPath p) {
   switch (p) {
     case AttentionPath::Masked: return "masked";

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "kv/kv_store.h"
+#include "splitdec/options.h"
 
 namespace splitdec {
 
@@ -52,6 +53,8 @@ const PlanSpec& plan_spec(Plan plan);
 
 Plan parse_plan(const std::string& name);  // InputError listing the valid names
 const char* plan_name(Plan p);
+// The session plan of a public ExecutionPlan (InputError for Reference, which no session runs).
+Plan session_plan(ExecutionPlan plan);
 const char* path_name(AttentionPath p);
 
 }  // namespace splitdec
