@@ -40,7 +40,7 @@ std::shared_ptr<const JsonGrammar> json_grammar(const GenerateOptions& o);
 SessionOptions session_options(const ConversationOptions& o, int sequences);
 SamplingOptions sampling_options(const GenerateOptions& o);
 PromptBatch to_prompt_batch(const TokenInputs& in, const ModelConfig& config);
-TokenInputs to_token_inputs(const PromptBatch& p);
+TokenInputs to_token_inputs(PromptBatch p);  // by value: a temporary's rows move
 std::vector<TraceStep> to_trace(const std::vector<TraceEntry>& trace);
 std::string describe_memory(const Session& s);
 const Tokenizer& require_tokenizer(const Engine& e, const char* what);

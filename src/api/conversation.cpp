@@ -45,7 +45,7 @@ struct Conversation::Impl {
         steps(source, engine->impl().model.config(), engine->impl().tokenizer.get()), media(o.media) {}
   const ModelConfig& config() const { return engine->impl().model.config(); }
   const Tokenizer& tokenizer() const { return api::require_tokenizer(*engine, "text"); }
-  void stage(const PromptBatch& p) { staged = staged.batch == 0 ? p : staged.concat(p); }
+  void stage(PromptBatch&& p) { staged = staged.batch == 0 ? std::move(p) : staged.concat(p); }
   bool empty() const { return !started && staged.batch == 0; }
 };
 
@@ -69,7 +69,7 @@ void Conversation::append_media(const std::vector<float>& embeddings, int64_t ro
   PromptBatch p = media_prompt(sp, embeddings, rows, kind == MediaKind::Image ? Modality::Image : Modality::Audio);
   if (impl_->empty()) p = PromptBatch::text_column({SpecialTokens::require(sp.bos, "BOS")}).concat(p);
   validate_prompt_batch(p, c);
-  impl_->stage(p);
+  impl_->stage(std::move(p));
 }
 
 namespace {
@@ -138,7 +138,7 @@ void Conversation::append_user_turn(const std::string& text) {
     else if (pending >= 0 && std::find(eos.begin(), eos.end(), pending) != eos.end()) c.steps.set_pending(c.seq, -1);
   }
   c.staged_messages.push_back(std::move(user));
-  if (p.seq > 0) c.stage(p);
+  if (p.seq > 0) c.stage(std::move(p));
 }
 
 void Conversation::append_tokens(const TokenInputs& inputs) {
@@ -172,7 +172,8 @@ std::string Conversation::generate(const GenerateOptions& o, const std::function
     if (const auto grammar = api::json_grammar(o))
       ro.constraint = std::make_shared<JsonConstraint>(grammar, api::vocabulary(*c.engine), ro.stop_tokens);
     // Nothing staged: the prompt is just the pending token (fed first by start()).
-    PromptBatch prompt = c.staged;
+    PromptBatch prompt = std::move(c.staged);  // dropped whatever happens (below)
+    c.staged = PromptBatch{};
     if (prompt.batch == 0) prompt.batch = 1;
     auto t0 = clock::now();
     id = c.steps.start({c.seq}, prompt, {ro})[0];

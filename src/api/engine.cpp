@@ -160,15 +160,15 @@ PromptBatch to_prompt_batch(const TokenInputs& in, const ModelConfig& config) {
   return p;
 }
 
-TokenInputs to_token_inputs(const PromptBatch& p) {
+TokenInputs to_token_inputs(PromptBatch p) {
   TokenInputs t;
   t.batch = p.batch;
   t.seq = p.seq;
-  t.tokens = p.tokens;
-  t.modality = p.modality;
-  t.attention_mask = p.attention_mask;
-  t.block_ids = p.block_ids;
-  t.media = p.media;
+  t.tokens = std::move(p.tokens);
+  t.modality = std::move(p.modality);
+  t.attention_mask = std::move(p.attention_mask);
+  t.block_ids = std::move(p.block_ids);
+  t.media = std::move(p.media);
   return t;
 }
 

@@ -87,7 +87,12 @@ class CpuBackend final : public DecoderBackend {
     const KvLayout layout = layout_(call.path);
     // The embeddings first: they read the checkpoint file (the per-layer
     // table), which can fail, and nothing is stored before they are made.
-    std::vector<float> hidden = embed_prompt(model_, *call.input);
+    std::vector<const float*> sequence_media;
+    for (const BackendSequence& sq : call.sequences)
+      if (sq.media) sequence_media.push_back(sq.media);
+    if (!sequence_media.empty() && sequence_media.size() != call.sequences.size())
+      throw InputError("a backend call gives media rows in place for some of its sequences only");
+    std::vector<float> hidden = embed_prompt(model_, *call.input, sequence_media.empty() ? nullptr : sequence_media.data());
     const std::vector<float> per_layer = embed_per_layer(model_, *call.input, hidden, call.decode);
     kv_->fit_chunk(layout, rows);  // a long media block grows the rings (the session checked memory_for_call)
     for (const BackendSequence& sq : call.sequences) kv_->prepare(sq.slot, layout, sq.first);

@@ -31,6 +31,9 @@ struct BackendSequence {
   int64_t first = 0;    // KV position of the call's first row (what the slot holds before it)
   int64_t start = 0;    // its first non-padding position (masks and GQA skip what is before)
   std::vector<int> blocks;  // per row of the call: media block id, 0-based within the call; -1 text
+  // Its media rows of the call, [n, hidden] in order, where the caller holds
+  // them (null: the call's input carries them in input->media, or none).
+  const float* media = nullptr;
 };
 
 // One forward pass: `rows` rows of each sequence, all through the same path.
@@ -38,7 +41,8 @@ struct BackendCall {
   AttentionPath path = AttentionPath::Gqa;
   int rows = 0;
   std::vector<BackendSequence> sequences;
-  // [sequences, rows]: tokens, modality, attention mask, media rows in order.
+  // [sequences, rows]: tokens, modality, attention mask (media rows in
+  // input->media, or in place: BackendSequence::media).
   const PromptBatch* input = nullptr;
   // [sequences * rows]: each row's RoPE position.
   const int64_t* positions = nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 
@@ -82,9 +83,13 @@ std::vector<float> StepGenerator::feed(const std::vector<int>& seqs, const Promp
   for (int b = 0; b < n; ++b) (pending(seqs[size_t(b)]) >= 0 ? with : without).push_back(b);
   if (prompt_logits && !with.empty() && !without.empty())
     throw InputError("logits at every prompt position need every sequence to have a pending token, or none");
+  // A group feeds the caller's prompt as it is when it covers every
+  // sequence and none has a pending token; otherwise its own rows (a
+  // selection, the pending tokens in front). The media rows are copied
+  // only then.
   struct Group {
     std::vector<int> rows, seqs;
-    PromptBatch prompt;
+    std::optional<PromptBatch> own;
   };
   std::vector<Group> groups;
   for (const std::vector<int>* rows : {&with, &without}) {
@@ -93,17 +98,18 @@ std::vector<float> StepGenerator::feed(const std::vector<int>& seqs, const Promp
     g.rows = *rows;
     std::vector<int> tokens;
     for (int b : *rows) g.seqs.push_back(seqs[size_t(b)]), tokens.push_back(pending(seqs[size_t(b)]));
-    g.prompt = rows->size() == size_t(n) ? prompt : prompt.select(*rows);
-    if (rows == &with) g.prompt = PromptBatch::text_column(tokens).concat(g.prompt);
-    src_.check_prompt(g.seqs, g.prompt);
+    if (rows->size() != size_t(n)) g.own = prompt.select(*rows);
+    if (rows == &with) g.own = PromptBatch::text_column(tokens).concat(g.own ? *g.own : prompt);
+    src_.check_prompt(g.seqs, g.own ? *g.own : prompt);
     groups.push_back(std::move(g));
   }
 
   const size_t V = size_t(c_.vocab_size);
   std::vector<float> last(size_t(n) * V);
   for (const Group& g : groups) {
-    const std::vector<float> logits = src_.prompt(g.seqs, g.prompt, prompt_logits != nullptr);
-    const int S = g.prompt.seq;
+    const PromptBatch& fed_prompt = g.own ? *g.own : prompt;
+    const std::vector<float> logits = src_.prompt(g.seqs, fed_prompt, prompt_logits != nullptr);
+    const int S = fed_prompt.seq;
     for (size_t i = 0; i < g.rows.size(); ++i) {
       const float* row = logits.data() + (prompt_logits ? (i * size_t(S) + size_t(S - 1)) * V : i * V);
       std::copy_n(row, V, last.data() + size_t(g.rows[i]) * V);

@@ -4,17 +4,19 @@
 
 namespace splitdec {
 
-std::vector<float> embed_prompt(const Model& model, const PromptBatch& p) {
+std::vector<float> embed_prompt(const Model& model, const PromptBatch& p, const float* const* sequence_media) {
   const int H = model.config().hidden_size;
   std::vector<float> hidden(size_t(p.rows()) * size_t(H));
   model.embed(p.tokens.data(), int(p.rows()), hidden.data());
-  if (!p.media.empty()) {
-    // Media rows replace the placeholder embeddings unscaled, in order.
-    size_t next = 0;
-    for (int64_t r = 0; r < p.rows(); ++r) {
+  if (p.media.empty() && !sequence_media) return hidden;
+  // Media rows replace the placeholder embeddings unscaled, in order.
+  const float* next = p.media.data();
+  for (int b = 0; b < p.batch; ++b) {
+    if (sequence_media) next = sequence_media[b];
+    for (int64_t r = int64_t(b) * p.seq; r < int64_t(b + 1) * p.seq; ++r) {
       if (p.modality[size_t(r)] == Modality::Text) continue;
-      std::copy_n(p.media.data() + next * size_t(H), H, hidden.data() + size_t(r) * size_t(H));
-      ++next;
+      std::copy_n(next, H, hidden.data() + size_t(r) * size_t(H));
+      next += H;
     }
   }
   return hidden;

@@ -11,7 +11,10 @@ namespace splitdec {
 
 // Input embeddings [rows, hidden]: token embeddings (scaled, Model::embed),
 // with media rows spliced in unscaled, in order, at the non-text positions.
-std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt);
+// The rows come from prompt.media, or, when `sequence_media` is given, from
+// where the caller holds them: sequence b's rows, in order, start at
+// sequence_media[b] (a session's chunk reads its segment's rows in place).
+std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt, const float* const* sequence_media = nullptr);
 
 // The per-layer inputs of the prompt's rows (Model::per_layer_inputs; media
 // rows read the pad token's table row), from `hidden` = embed_prompt's rows.

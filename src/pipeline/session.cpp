@@ -267,11 +267,13 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
   std::vector<int64_t> positions, next_position(static_cast<size_t>(n));
   for (int b = 0; b < n; ++b) {
     const Sequence& sq = seqs_[size_t(seqs[size_t(b)])];
-    BackendSequence& call_seq = call.sequences.emplace_back(BackendSequence{seqs[size_t(b)], sq.length, sq.start, {}});
+    BackendSequence& call_seq = call.sequences.emplace_back(BackendSequence{seqs[size_t(b)], sq.length, sq.start, {}, nullptr});
     int64_t& next = next_position[size_t(b)];
     next = sq.rope_next;
     const std::vector<int>& seg_blocks = state.blocks[size_t(b)];
+    // The chunk reads its media rows where the segment holds them.
     int64_t& media_row = state.next_media_row[size_t(b)];
+    if (!seg.media.empty()) call_seq.media = seg.media.data() + size_t(media_row) * size_t(H);
     for (int s = begin; s < end; ++s) {
       const size_t r = size_t(b) * size_t(seg.seq) + size_t(s);
       chunk.tokens.push_back(seg.tokens[r]);
@@ -279,10 +281,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
       chunk.attention_mask.push_back(seg.attention_mask[r]);
       call_seq.blocks.push_back(seg_blocks[size_t(s)]);
       positions.push_back(seg.attention_mask[r] ? next++ : 0);
-      if (!seg.media.empty() && seg.modality[r] != Modality::Text) {
-        chunk.media.insert(chunk.media.end(), seg.media.begin() + long(media_row * H), seg.media.begin() + long((media_row + 1) * H));
-        ++media_row;
-      }
+      if (seg.modality[r] != Modality::Text) ++media_row;
     }
     // Chunk-local block ids, renumbered from 0 (a chunk holds whole blocks).
     int base = -1;

@@ -279,7 +279,8 @@ PromptBatch ChatPrompter::expand(const std::string& text, const std::vector<Chat
       expanded += "Here is the original image " + block + " and here are some crops to help you see better ";
       for (int64_t k = 0; k < crops; ++k) expanded += (k == 0 ? "" : " ") + block;
     }
-    rows.insert(rows.end(), m.rows.data.begin(), m.rows.data.end());
+    if (rows.empty()) rows = std::move(m.rows.data);  // the first block's rows move, not copy
+    else rows.insert(rows.end(), m.rows.data.begin(), m.rows.data.end());
     at = hit + (image ? image_mark.size() : audio_mark.size());
   }
   expanded += text.substr(at);

@@ -98,10 +98,11 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
       push(id, m);
     }
   };
-  auto push_block = [&](const PromptBatch& block) {
+  auto push_block = [&](PromptBatch&& block) {
     p.tokens.insert(p.tokens.end(), block.tokens.begin(), block.tokens.end());
     p.modality.insert(p.modality.end(), block.modality.begin(), block.modality.end());
-    p.media.insert(p.media.end(), block.media.begin(), block.media.end());
+    if (p.media.empty()) p.media = std::move(block.media);  // the first block's rows move, not copy
+    else p.media.insert(p.media.end(), block.media.begin(), block.media.end());
   };
   if (add_bos) push(SpecialTokens::require(sp.bos, "BOS"), Modality::Text);
   size_t last = 0;
