@@ -157,15 +157,12 @@ ChatTurn PromptFlags::chat_turn() const {
   return ChatTurn{.system = system, .images = images, .audio = audio, .text = prompt, .media = media()};
 }
 
-std::string PromptFlags::plain_text() const {
-  for (const auto* list : {&images, &audio})
-    for (const std::string& f : *list)
-      if (f.find('>') != std::string::npos)
-        throw InputError((list == &images ? "--image " : "--audio ") + f + ": a path with '>' cannot go into a plain prompt; use --chat");
-  std::string text;
-  for (const std::string& f : images) text += "<image:" + f + ">";
-  for (const std::string& f : audio) text += "<audio:" + f + ">";
-  return text + prompt;
+std::vector<PromptPart> PromptFlags::plain_parts() const {
+  std::vector<PromptPart> parts;
+  for (const std::string& f : images) parts.push_back({Modality::Image, f});
+  for (const std::string& f : audio) parts.push_back({Modality::Audio, f});
+  for (PromptPart& p : prompt_parts(prompt)) parts.push_back(std::move(p));
+  return parts;
 }
 
 std::string PromptFlags::messages_text() const {

@@ -83,10 +83,11 @@ struct PromptFlags {
   bool is_chat() const { return chat || !messages.empty(); }
   // Throws an InputError naming the flags that do not go together.
   void check() const;
-  // The chat turn of --prompt --chat (or the text of a plain --prompt with
-  // the media placeholders in front).
+  // The chat turn of --prompt --chat.
   ChatTurn chat_turn() const;
-  std::string plain_text() const;
+  // A plain --prompt as parts: the --image / --audio files in front, then
+  // the text's own <image:FILE> / <audio:FILE> placeholders in place.
+  std::vector<PromptPart> plain_parts() const;
   std::string messages_text() const;  // the --messages file
 };
 

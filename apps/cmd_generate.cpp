@@ -63,7 +63,7 @@ int run(const GenerateFlags& f) {
     else if (f.prompt.chat)
       turns.push_back(engine->encode_chat(f.prompt.chat_turn()));
     else
-      turns.push_back(engine->encode_prompt(f.prompt.plain_text(), false, f.prompt.media()));
+      turns.push_back(engine->encode_parts(f.prompt.plain_parts(), f.prompt.media()));
   }
   const double encode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - encode_start).count();
   if (f.session.verbose) std::fprintf(stderr, "prompt encoded (text and media) in %.1f ms\n", encode_ms);

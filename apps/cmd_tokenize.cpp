@@ -58,7 +58,7 @@ int run(const TokenizeFlags& f) {
                                 true);
     } else {
       const MediaLoader media = media_counter(f.model, f.mmproj, config, f.prompt.media());
-      p = prompt_from_text(f.prompt.plain_text(), *tokenizer, config, true, &media);
+      p = prompt_from_parts(f.prompt.plain_parts(), *tokenizer, config, true, &media);
     }
     out = {{"tokens", p.tokens}, {"pieces", nlohmann::json::array()}};
     for (int id : p.tokens) out["pieces"].push_back(piece(id));

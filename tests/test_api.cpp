@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -512,4 +513,34 @@ TEST(Api, PublicOptionsAreEnumsWhoseNamesRoundTrip) {
   EXPECT_NE(message(parse_kv_storage, "q4").find("bf16"), std::string::npos);
   EXPECT_NE(message(parse_weight_storage, "q3").find("q4-f32act"), std::string::npos);
   EXPECT_NE(message(parse_mask_policy, "sideways").find("gemma4"), std::string::npos);
+}
+
+// A plain prompt given as parts is the text prompt with placeholders, without
+// the text round trip: the same ids and rows, and a path the placeholder
+// syntax cannot carry (a '>') works.
+TEST(Api, PromptPartsGiveTheTextPromptsInputsAndTakeAnyPath) {
+  const auto engine = engine_for("tiny-gemma4");
+  const std::string dir = test::temp_dir("api-parts");
+  const std::string img = image_file(*engine, "tiny-gemma4", dir);
+  const TokenInputs text = engine->encode_prompt("look <image:" + img + "> at this", false);
+  const std::vector<PromptPart> parts = prompt_parts("look <image:" + img + "> at this");
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[1].kind, Modality::Image);
+  EXPECT_EQ(parts[1].text, img);
+  const TokenInputs by_parts = engine->encode_parts(parts);
+  EXPECT_EQ(by_parts.tokens, text.tokens);
+  EXPECT_EQ(by_parts.modality, text.modality);
+  EXPECT_EQ(by_parts.media, text.media);
+
+  const std::string odd = dir + "/a>b.npy";
+  std::filesystem::copy_file(img, odd, std::filesystem::copy_options::overwrite_existing);
+  const TokenInputs odd_parts =
+      engine->encode_parts({{Modality::Text, "look "}, {Modality::Image, odd}, {Modality::Text, " at this"}});
+  EXPECT_EQ(odd_parts.tokens, text.tokens);
+  EXPECT_EQ(odd_parts.media, text.media);
+  // Text parts are taken as they are: a placeholder in one stays text.
+  const TokenInputs literal = engine->encode_parts({{Modality::Text, "look <image:" + img + "> at this"}});
+  EXPECT_TRUE(literal.media.empty());
+  EXPECT_THROW(engine->encode_parts({{Modality::Video, img}}), InputError);
+  EXPECT_THROW(engine->encode_parts({{Modality::Image, dir + "/missing.npy"}}), Error);
 }

@@ -21,6 +21,7 @@
 #include "splitdec/error.h"
 #include "splitdec/modality.h"
 #include "splitdec/options.h"
+#include "splitdec/prompt_part.h"
 
 namespace splitdec {
 
@@ -109,6 +110,10 @@ class Engine {
   // per embedding row. With `chat_template`, the text is one user turn of
   // the model's chat template (encode_chat).
   TokenInputs encode_prompt(const std::string& text, bool chat_template, const MediaOptions& media = {}) const;
+  // The same prompt given as parts (BOS, then each part in order: text as
+  // it is, media files through the model's frontends or as embeddings
+  // files): what encode_prompt(text, false) does after prompt_parts(text).
+  TokenInputs encode_parts(const std::vector<PromptPart>& parts, const MediaOptions& media = {}) const;
   // One user turn through the checkpoint's chat template (chat_template.jinja
   // or tokenizer_config.json; a built-in per family otherwise) and the
   // family's media expansion, as Hugging Face's apply_chat_template +
@@ -135,6 +140,10 @@ class Engine {
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The parts of a text with <image:FILE> / <audio:FILE> placeholders: each
+// placeholder whose FILE exists is a media part, everything else text.
+std::vector<PromptPart> prompt_parts(const std::string& text);
 
 // Sets the worker threads of every engine (0: all cores).
 void set_threads(int threads);

@@ -39,10 +39,16 @@ bool Engine::has_tokenizer() const { return impl_->tokenizer != nullptr; }
 
 TokenInputs Engine::encode_prompt(const std::string& text, bool chat_template, const MediaOptions& media) const {
   if (chat_template) return encode_chat(ChatTurn{.system = "", .images = {}, .audio = {}, .text = text, .media = media});
+  return encode_parts(prompt_parts(text), media);
+}
+
+TokenInputs Engine::encode_parts(const std::vector<PromptPart>& parts, const MediaOptions& media) const {
   const Tokenizer& tok = api::require_tokenizer(*this, "a text prompt");
   const MediaLoader loader = api::media_loader(*this, media);
-  return api::to_token_inputs(prompt_from_text(text, tok, impl_->model.config(), true, &loader));
+  return api::to_token_inputs(prompt_from_parts(parts, tok, impl_->model.config(), true, &loader));
 }
+
+std::vector<PromptPart> prompt_parts(const std::string& text) { return parts_of_text(text); }
 
 TokenInputs Engine::encode_chat(const ChatTurn& turn) const {
   return api::to_token_inputs(api::prompter(*this, "a chat prompt", turn.media).encode(api::turn_messages(turn), true));

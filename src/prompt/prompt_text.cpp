@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "io/media_embeddings.h"
 #include "io/model_config.h"
+#include "mask/mask_contract.h"
 #include "tokenizer/tokenizer.h"
 #include "media/media_loader.h"
 
@@ -78,8 +79,25 @@ std::optional<MediaPlaceholder> next_media_placeholder(const std::string& text, 
   return std::nullopt;
 }
 
+std::vector<PromptPart> parts_of_text(const std::string& text) {
+  std::vector<PromptPart> parts;
+  size_t last = 0;
+  for (auto ph = next_media_placeholder(text, 0); ph; ph = next_media_placeholder(text, ph->end)) {
+    if (ph->begin > last) parts.push_back({Modality::Text, text.substr(last, ph->begin - last)});
+    parts.push_back({ph->image ? Modality::Image : Modality::Audio, ph->path});
+    last = ph->end;
+  }
+  if (last < text.size() || parts.empty()) parts.push_back({Modality::Text, text.substr(last)});
+  return parts;
+}
+
 PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, const ModelConfig& c, bool add_bos,
                              const MediaLoader* media_loader) {
+  return prompt_from_parts(parts_of_text(text), tok, c, add_bos, media_loader);
+}
+
+PromptBatch prompt_from_parts(const std::vector<PromptPart>& parts, const Tokenizer& tok, const ModelConfig& c, bool add_bos,
+                              const MediaLoader* media_loader) {
   const SpecialTokens sp = SpecialTokens::resolve(c, tok);
   PromptBatch p;
   p.batch = 1;
@@ -105,19 +123,23 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
     else p.media.insert(p.media.end(), block.media.begin(), block.media.end());
   };
   if (add_bos) push(SpecialTokens::require(sp.bos, "BOS"), Modality::Text);
-  size_t last = 0;
-  for (auto ph = next_media_placeholder(text, 0); ph; ph = next_media_placeholder(text, ph->end)) {
-    push_text(text.substr(last, ph->begin - last));
-    const Modality kind = ph->image ? Modality::Image : Modality::Audio;
-    MediaEmbeddings media = media_loader ? media_loader->load_file(ph->path, kind) : load_media_embeddings(ph->path, c);
+  for (const PromptPart& part : parts) {
+    if (part.kind == Modality::Text) {
+      push_text(part.text);
+      continue;
+    }
+    if (part.kind != Modality::Image && part.kind != Modality::Audio)
+      throw InputError(part.text + ": a prompt part is text, an image or audio, not " + modality_name(part.kind));
+    const Modality kind = part.kind;
+    MediaEmbeddings media = media_loader ? media_loader->load_file(part.text, kind) : load_media_embeddings(part.text, c);
     if (media.crops == 0) {
       push_block(media_prompt(sp, std::move(media.data), media.rows, kind));
     } else {
       // Gemma-3 pan-and-scan: HF's text around the original's block and each crop's.
       const int64_t blocks = 1 + media.crops;
-      if (media.crops < 0 || !ph->image || media.rows % blocks != 0 ||
+      if (media.crops < 0 || kind != Modality::Image || media.rows % blocks != 0 ||
           media.data.size() != size_t(media.rows) * size_t(c.hidden_size))
-        throw InputError(ph->path + ": " + std::to_string(media.rows) + " rows do not split into 1 + " +
+        throw InputError(part.text + ": " + std::to_string(media.rows) + " rows do not split into 1 + " +
                          std::to_string(media.crops) + " pan-and-scan image blocks");
       const int64_t per = media.rows / blocks;
       const size_t stride = size_t(per) * size_t(c.hidden_size);
@@ -133,9 +155,7 @@ PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tok, cons
         push_block(block(k));
       }
     }
-    last = ph->end;
   }
-  push_text(text.substr(last));
   if (p.tokens.empty()) throw InputError("the prompt is empty");
   p.seq = int(p.tokens.size());
   p.attention_mask.assign(p.tokens.size(), 1);

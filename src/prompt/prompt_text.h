@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/prompt_batch.h"
+#include "splitdec/prompt_part.h"
 
 namespace splitdec {
 
@@ -55,5 +56,15 @@ std::optional<MediaPlaceholder> next_media_placeholder(const std::string& text, 
 // embeddings files (.npy / .safetensors).
 PromptBatch prompt_from_text(const std::string& text, const Tokenizer& tokenizer, const ModelConfig& config, bool add_bos = true,
                              const MediaLoader* media = nullptr);
+
+// The placeholders of `text` as parts: media where next_media_placeholder
+// finds one, text between.
+std::vector<PromptPart> parts_of_text(const std::string& text);
+
+// prompt_from_text's prompt from parts: each text part tokenized as it is
+// (no placeholder read), each media part a block (pan-and-scan framing for
+// a Gemma-3 image with crops).
+PromptBatch prompt_from_parts(const std::vector<PromptPart>& parts, const Tokenizer& tokenizer, const ModelConfig& config,
+                              bool add_bos = true, const MediaLoader* media = nullptr);
 
 }  // namespace splitdec
