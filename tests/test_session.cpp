@@ -192,7 +192,7 @@ TEST(Router, ThePlanTableHoldsEachPlansRouteLayoutAndStore) {
   ASSERT_EQ(plan_table().size(), 4u);
   for (const PlanSpec& spec : plan_table()) {
     SCOPED_TRACE(spec.name);
-    EXPECT_EQ(parse_plan(spec.name), spec.plan);
+    EXPECT_EQ(session_plan(parse_execution_plan(spec.name)), spec.plan);
     EXPECT_STREQ(plan_name(spec.plan), spec.name);
     EXPECT_EQ(&plan_spec(spec.plan), &spec);
     const auto store = spec.make_store(m.config(), shape);
@@ -232,7 +232,7 @@ TEST(Router, ThePlanTableHoldsEachPlansRouteLayoutAndStore) {
     }
   }
   try {
-    parse_plan("fast");
+    parse_execution_plan("fast");
     ADD_FAILURE() << "accepted an unknown plan";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("valid: single, split, split-copy, unified"), std::string::npos) << e.what();
@@ -568,7 +568,9 @@ TEST(KvStorage, TheBufferIsZerosAndResidentOnlyWhereWritten) {
   EXPECT_EQ(s.append(p), t.append(p));
   EXPECT_EQ(s.decode({33}), t.decode({33}));
 #if !defined(__SANITIZE_ADDRESS__)  // ASan's heap commits what it hands out
-  if (before > 0) EXPECT_LT(resident_bytes() - before, s.memory().full_bytes / 8) << "the whole capacity was made resident";
+  if (before > 0) {
+    EXPECT_LT(resident_bytes() - before, s.memory().full_bytes / 8) << "the whole capacity was made resident";
+  }
 #endif
 }
 

@@ -4,18 +4,13 @@
 
 #include "backend/cpu_backend.h"
 #include "core/error.h"
+#include "core/named_values.h"
 
 namespace splitdec {
 
 namespace {
-
-struct BackendEntry {
-  BackendKind kind;
-  const char* name;
-};
 // A new backend is a new row here and a case in make_decoder_backend.
-constexpr BackendEntry kBackends[] = {{BackendKind::Cpu, "cpu"}};
-
+constexpr NamedValue<BackendKind> kBackends[] = {{BackendKind::Cpu, "cpu"}};
 }  // namespace
 
 std::unique_ptr<DecoderBackend> make_decoder_backend(BackendKind kind, const Model& model, MaskPolicy policy,
@@ -29,18 +24,11 @@ std::unique_ptr<DecoderBackend> make_decoder_backend(BackendKind kind, const Mod
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
-  for (const BackendEntry& e : kBackends) names.push_back(e.name);
+  for (const NamedValue<BackendKind>& e : kBackends) names.push_back(e.name);
   return names;
 }
 
-BackendKind parse_backend(const std::string& name) {
-  std::string valid;
-  for (const BackendEntry& e : kBackends) {
-    if (name == e.name) return e.kind;
-    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
-  }
-  throw InputError("unknown backend '" + name + "' (valid: " + valid + ")");
-}
+BackendKind parse_backend(const std::string& name) { return parse_named(kBackends, name, "backend"); }
 
 BackendKind default_backend() {
   const char* env = std::getenv("SPLITDEC_BACKEND");

@@ -6,38 +6,26 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/named_values.h"
 
 namespace splitdec {
 
 namespace {
-struct KvStorageName {
-  KvStorage storage;
-  const char* name;
-  DType dtype;
-};
-constexpr KvStorageName kKvStorages[] = {
-    {KvStorage::F32, "f32", DType::F32}, {KvStorage::BF16, "bf16", DType::BF16},
-    {KvStorage::F16, "f16", DType::F16}, {KvStorage::Q8, "q8", DType::I8}};
+constexpr NamedValue<KvStorage> kKvStorages[] = {
+    {KvStorage::F32, "f32"}, {KvStorage::BF16, "bf16"}, {KvStorage::F16, "f16"}, {KvStorage::Q8, "q8"}};
 }  // namespace
 
-KvStorage parse_kv_storage(const std::string& name) {
-  std::string valid;
-  for (const KvStorageName& e : kKvStorages) {
-    if (name == e.name) return e.storage;
-    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
-  }
-  throw InputError("KV storage '" + name + "' is not supported (valid: " + valid + ")");
-}
+KvStorage parse_kv_storage(const std::string& name) { return parse_named(kKvStorages, name, "KV storage"); }
 
-const char* kv_storage_name(KvStorage storage) {
-  for (const KvStorageName& e : kKvStorages)
-    if (e.storage == storage) return e.name;
-  return "?";
-}
+const char* kv_storage_name(KvStorage storage) { return name_of(kKvStorages, storage); }
 
 DType kv_storage_dtype(KvStorage storage) {
-  for (const KvStorageName& e : kKvStorages)
-    if (e.storage == storage) return e.dtype;
+  switch (storage) {
+    case KvStorage::F32: return DType::F32;
+    case KvStorage::BF16: return DType::BF16;
+    case KvStorage::F16: return DType::F16;
+    case KvStorage::Q8: return DType::I8;
+  }
   throw InputError("no such KV storage");
 }
 

@@ -3,15 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/named_values.h"
 
 namespace splitdec {
 
 namespace {
-struct PolicyName {
-  MaskPolicy policy;
-  const char* name;
-};
-constexpr PolicyName kPolicies[] = {
+constexpr NamedValue<MaskPolicy> kPolicies[] = {
     {MaskPolicy::Gemma3, "gemma3"},
     {MaskPolicy::Gemma4, "gemma4"},
     {MaskPolicy::AllLayers, "all-layers"},
@@ -21,25 +18,14 @@ constexpr PolicyName kPolicies[] = {
 };
 }  // namespace
 
-MaskPolicy parse_mask_policy(const std::string& name) {
-  std::string valid;
-  for (const auto& p : kPolicies) {
-    if (name == p.name) return p.policy;
-    valid += (valid.empty() ? "" : ", ") + std::string(p.name);
-  }
-  throw InputError("unknown mask policy '" + name + "' (valid: " + valid + ")");
-}
+MaskPolicy parse_mask_policy(const std::string& name) { return parse_named(kPolicies, name, "mask policy"); }
 
-const char* mask_policy_name(MaskPolicy p) {
-  for (const auto& e : kPolicies)
-    if (e.policy == p) return e.name;
-  return "?";
-}
+const char* mask_policy_name(MaskPolicy p) { return name_of(kPolicies, p); }
 
 const std::vector<MaskPolicy>& all_mask_policies() {
   static const std::vector<MaskPolicy> all = [] {
     std::vector<MaskPolicy> v;
-    for (const auto& p : kPolicies) v.push_back(p.policy);
+    for (const auto& p : kPolicies) v.push_back(p.value);
     return v;
   }();
   return all;

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/named_values.h"
 #include "core/machine.h"
 #include "core/thread_pool.h"
 #include "io/ggml_block_formats.h"
@@ -79,32 +80,21 @@ void MappedTable::row_f32(int64_t r, float* dst) const {
 }
 
 namespace {
-struct WeightStorageName {
-  WeightStorage storage;
-  const char* name;
-};
-constexpr WeightStorageName kWeightStorages[] = {{WeightStorage::Checkpoint, "checkpoint"},
-                                                 {WeightStorage::Q8, "q8"},
-                                                 {WeightStorage::Q4, "q4"},
-                                                 {WeightStorage::Q8F32Act, "q8-f32act"},
-                                                 {WeightStorage::Q4F32Act, "q4-f32act"}};
+constexpr NamedValue<WeightStorage> kWeightStorages[] = {{WeightStorage::Checkpoint, "checkpoint"},
+                                                          {WeightStorage::Q8, "q8"},
+                                                          {WeightStorage::Q4, "q4"},
+                                                          {WeightStorage::Q8F32Act, "q8-f32act"},
+                                                          {WeightStorage::Q4F32Act, "q4-f32act"}};
 }  // namespace
 
 WeightStorage parse_weight_storage(const std::string& name) {
   if (name.empty()) return WeightStorage::Checkpoint;
-  for (const WeightStorageName& e : kWeightStorages)
-    if (name == e.name) return e.storage;
-  throw InputError("unknown weights format '" + name +
-                   "': use checkpoint (as stored), q8 (8-bit blocks, int8 activations in decode), q4 (4-bit blocks, "
-                   "8-bit embedding, int8 activations in decode), or q8-f32act / q4-f32act (the same with f32 "
-                   "activations)");
+  return parse_named(kWeightStorages, name, "weights format",
+                     ": checkpoint keeps the stored formats; q8 is 8-bit blocks, q4 4-bit blocks with an 8-bit embedding, "
+                     "both with int8 activations in decode; -f32act keeps f32 activations");
 }
 
-const char* weight_storage_name(WeightStorage storage) {
-  for (const WeightStorageName& e : kWeightStorages)
-    if (e.storage == storage) return e.name;
-  return "?";
-}
+const char* weight_storage_name(WeightStorage storage) { return name_of(kWeightStorages, storage); }
 
 WeightLoading weight_loading(WeightStorage storage) {
   WeightLoading w;

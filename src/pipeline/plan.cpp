@@ -1,6 +1,7 @@
 #include "pipeline/plan.h"
 
 #include "core/error.h"
+#include "core/named_values.h"
 #include "io/model_config.h"
 #include "kv/concat_kv.h"
 #include "kv/kv_cache.h"
@@ -55,43 +56,19 @@ const PlanSpec& plan_spec(Plan plan) {
   throw InputError("no such plan");
 }
 
-Plan parse_plan(const std::string& name) {
-  std::string valid;
-  for (const PlanSpec& s : plan_table()) {
-    if (name == s.name) return s.plan;
-    valid += (valid.empty() ? "" : ", ") + std::string(s.name);
-  }
-  throw InputError("unknown plan '" + name + "' (valid: " + valid + ")");
-}
-
 const char* plan_name(Plan p) { return plan_spec(p).name; }
 
 namespace {
-struct ExecutionPlanName {
-  ExecutionPlan plan;
-  const char* name;
-};
-constexpr ExecutionPlanName kExecutionPlans[] = {{ExecutionPlan::Single, "single"},
-                                                 {ExecutionPlan::Split, "split"},
-                                                 {ExecutionPlan::SplitCopy, "split-copy"},
-                                                 {ExecutionPlan::Unified, "unified"},
-                                                 {ExecutionPlan::Reference, "reference"}};
+constexpr NamedValue<ExecutionPlan> kExecutionPlans[] = {{ExecutionPlan::Single, "single"},
+                                                         {ExecutionPlan::Split, "split"},
+                                                         {ExecutionPlan::SplitCopy, "split-copy"},
+                                                         {ExecutionPlan::Unified, "unified"},
+                                                         {ExecutionPlan::Reference, "reference"}};
 }  // namespace
 
-ExecutionPlan parse_execution_plan(const std::string& name) {
-  std::string valid;
-  for (const ExecutionPlanName& e : kExecutionPlans) {
-    if (name == e.name) return e.plan;
-    valid += (valid.empty() ? "" : ", ") + std::string(e.name);
-  }
-  throw InputError("unknown plan '" + name + "' (valid: " + valid + ")");
-}
+ExecutionPlan parse_execution_plan(const std::string& name) { return parse_named(kExecutionPlans, name, "plan"); }
 
-const char* execution_plan_name(ExecutionPlan plan) {
-  for (const ExecutionPlanName& e : kExecutionPlans)
-    if (e.plan == plan) return e.name;
-  return "?";
-}
+const char* execution_plan_name(ExecutionPlan plan) { return name_of(kExecutionPlans, plan); }
 
 Plan session_plan(ExecutionPlan plan) {
   switch (plan) {

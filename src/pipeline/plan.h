@@ -51,7 +51,6 @@ struct PlanSpec {
 const std::vector<PlanSpec>& plan_table();
 const PlanSpec& plan_spec(Plan plan);
 
-Plan parse_plan(const std::string& name);  // InputError listing the valid names
 const char* plan_name(Plan p);
 // The session plan of a public ExecutionPlan (InputError for Reference, which no session runs).
 Plan session_plan(ExecutionPlan plan);
