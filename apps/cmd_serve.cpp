@@ -76,6 +76,8 @@ int run(const ServeFlags& f) {
 
   ConversationOptions co;
   co.plan = flag_value("--plan", f.plan, parse_execution_plan);
+  if (co.plan == ExecutionPlan::Reference)
+    throw InputError("--plan reference recomputes every sequence at each step (generate only); the server keeps KV");
   if (!f.policy.empty()) co.policy = flag_value("--policy", f.policy, parse_mask_policy);
   co.chunk = f.chunk;
   co.max_length = f.max_length;

@@ -75,7 +75,8 @@ class DecoderBackend {
   // KV bytes allocated and copied since the last call (the session's trace).
   virtual KvTraffic take_traffic() = 0;
   // Benchmarks: positions [0, length) of an empty slot hold zero K/V, as a
-  // prefilled text prompt would, without running the prefill.
+  // prefilled text prompt would, without running the prefill. The caller
+  // checks the slot and 1 <= length <= capacity first (bench/synthetic_past.cpp).
   virtual void fill_zero_past(int slot, int64_t length, AttentionPath path) = 0;
 };
 

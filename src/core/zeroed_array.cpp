@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -18,8 +19,11 @@ namespace splitdec::zeroed_pages {
 void* allocate(std::size_t bytes) {
   if (bytes == 0) return nullptr;
 #ifdef SPLITDEC_ZEROED_FROM_HEAP
-  void* p = std::calloc(1, bytes);
+  // Cache-line aligned, as the mapping would be (page aligned).
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
   if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
   return p;
 #else
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -4,7 +4,8 @@
 // memory (and start-up time) only for the positions a run writes; zeroing
 // it up front made the whole capacity resident at once (a short run spent
 // a fifth of its time in memset). Page-aligned, so cache-line aligned too.
-// Under AddressSanitizer it is a zeroed heap block, which ASan guards.
+// Under AddressSanitizer it is a zeroed, cache-line aligned heap block,
+// which ASan guards.
 #pragma once
 
 #include <cstddef>
