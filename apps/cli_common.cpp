@@ -102,13 +102,18 @@ MediaOptions media_options(int image_tokens, bool pan_and_scan) {
 
 MediaOptions PromptFlags::media() const { return media_options(image_tokens, pan_and_scan); }
 
-ConversationOptions SessionFlags::options(int64_t default_capacity) const {
-  ConversationOptions o;
+void apply_session_flags(ConversationOptions& o, const std::string& plan, const std::string& policy,
+                         const std::string& kv_dtype) {
   o.plan = flag_value("--plan", plan, parse_execution_plan);
   if (!policy.empty()) o.policy = flag_value("--policy", policy, parse_mask_policy);
+  o.kv_dtype = flag_value("--kv-dtype", kv_dtype, parse_kv_storage);
+}
+
+ConversationOptions SessionFlags::options(int64_t default_capacity) const {
+  ConversationOptions o;
+  apply_session_flags(o, plan, policy, kv_dtype);
   o.chunk = chunk;
   o.max_length = max_length > 0 ? max_length : default_capacity;
-  o.kv_dtype = flag_value("--kv-dtype", kv_dtype, parse_kv_storage);
   o.prefill_progress = prefill_progress();
   return o;
 }

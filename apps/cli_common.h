@@ -102,6 +102,10 @@ auto flag_value(const char* flag, const std::string& value, Parse parse) {
   }
 }
 
+// --plan, --policy (empty: the family's) and --kv-dtype into `o`.
+void apply_session_flags(ConversationOptions& o, const std::string& plan, const std::string& policy,
+                         const std::string& kv_dtype);
+
 // Loads a model, with a progress line on stderr when it is a terminal.
 // weights: LoadOptions::weights ("" keeps the checkpoint's formats);
 // mmproj: LoadOptions::mmproj.

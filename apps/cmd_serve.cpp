@@ -75,13 +75,11 @@ int run(const ServeFlags& f) {
   set_threads(f.threads);
 
   ConversationOptions co;
-  co.plan = flag_value("--plan", f.plan, parse_execution_plan);
+  apply_session_flags(co, f.plan, f.policy, f.kv_dtype);
   if (co.plan == ExecutionPlan::Reference)
     throw InputError("--plan reference recomputes every sequence at each step (generate only); the server keeps KV");
-  if (!f.policy.empty()) co.policy = flag_value("--policy", f.policy, parse_mask_policy);
   co.chunk = f.chunk;
   co.max_length = f.max_length;
-  co.kv_dtype = flag_value("--kv-dtype", f.kv_dtype, parse_kv_storage);
   serve::SchedulerOptions so;
   so.session = api::session_options(co, f.max_sequences);
   so.max_sequences = f.max_sequences;

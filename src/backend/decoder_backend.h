@@ -61,7 +61,7 @@ class DecoderBackend {
   // Runs the call and stores its K/V rows in the sequences' slots. Returns
   // [sequences, vocab] (LastRow), [sequences, rows, vocab] (AllRows) or
   // nothing. A call whose rows exceed what the store was sized for grows it
-  // first (memory_for_chunk says by how much; the session checks it).
+  // first (memory_for_call says by how much; the session checks it).
   virtual std::vector<float> forward(const BackendCall& call) = 0;
 
   // --- KV slots (kv/kv_store.h says what each promises) ---

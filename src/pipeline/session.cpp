@@ -206,7 +206,10 @@ std::vector<float> Session::append(const std::vector<int>& seqs, const PromptBat
   }
   const bool bidirectional = policy_has_bidirectional_layer(policy_);
   const int V = model_.config().vocab_size;
-  std::vector<float> logits(size_t(seg.batch) * size_t(all_positions ? seg.seq : 1) * size_t(V));
+  // Every position's logits are gathered chunk by chunk; the last row's are
+  // the last chunk's output as it is.
+  std::vector<float> logits;
+  if (all_positions) logits.resize(size_t(seg.batch) * size_t(seg.seq) * size_t(V));
   std::vector<int64_t> first;
   for (int seq : seqs) first.push_back(seqs_[size_t(seq)].length);
   for (const ChunkSpan& ch : chunks) {
@@ -231,7 +234,7 @@ std::vector<float> Session::decode(const std::vector<int>& seqs, const std::vect
   }
   const PromptBatch step = PromptBatch::text_column(tokens);
   validate_prompt_batch(step, model_.config());
-  std::vector<float> logits(tokens.size() * size_t(model_.config().vocab_size));
+  std::vector<float> logits;  // the step's output, moved in by run_chunk
   // A decode step's query is text: plain causal under every policy.
   SegmentState state(step);
   run_chunk(seqs, step, state, 0, 1, plan_->route(false, true), TraceEntry::Decode, false, logits);
@@ -291,7 +294,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
   }
   call.input = &chunk;
   call.positions = positions.data();
-  const std::vector<float> out = backend_->forward(call);
+  std::vector<float> out = backend_->forward(call);
   const KvTraffic traffic = backend_->take_traffic();
   entry.kv_bytes_allocated = traffic.allocated;
   entry.kv_bytes_copied = traffic.copied;
@@ -306,7 +309,7 @@ void Session::run_chunk(const std::vector<int>& seqs, const PromptBatch& seg, Se
       std::copy_n(out.data() + size_t(b) * size_t(rows) * size_t(V), size_t(rows) * size_t(V),
                   logits.data() + (size_t(b) * size_t(seg.seq) + size_t(begin)) * size_t(V));
   } else if (end == seg.seq) {
-    std::copy(out.begin(), out.end(), logits.begin());
+    logits = std::move(out);  // [n, vocab]: no copy on the decode path
   }
   if (options_.keep_trace) trace_.push_back(entry);
 }
