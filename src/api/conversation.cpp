@@ -137,8 +137,9 @@ void Conversation::append_user_turn(const std::string& text) {
     if (pending >= 0 && !p.tokens.empty() && p.tokens[0] == pending) drop_first_token(p);
     else if (pending >= 0 && std::find(eos.begin(), eos.end(), pending) != eos.end()) c.steps.set_pending(c.seq, -1);
   }
-  c.staged_messages.push_back(std::move(user));
+  // Tokens first: a turn whose tokens could not be staged leaves no message behind.
   if (p.seq > 0) c.stage(std::move(p));
+  c.staged_messages.push_back(std::move(user));
 }
 
 void Conversation::append_tokens(const TokenInputs& inputs) {

@@ -5,6 +5,8 @@
 // slower from L2, the single-row one (dot2) 1.35x (docs/kernels.md).
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <new>
 #include <vector>
@@ -13,17 +15,27 @@ namespace splitdec {
 
 inline constexpr std::size_t kCacheLine = 64;
 
+// Blocks of 2 MiB or more (the weights) start on a 2 MiB boundary and are
+// offered to transparent huge pages: one fault per 2 MiB instead of per 4
+// KiB. Loading a 1.6 GB Q4_K GGUF took 8.7-9.3 s, 6.0-6.5 s with them
+// (most of it first touch of the copied weights); decode did not move.
+inline constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
 template <class T>
 struct CacheLineAllocator {
+  static constexpr std::size_t alignment(std::size_t bytes) { return bytes >= kHugePage ? kHugePage : kCacheLine; }
   using value_type = T;
   CacheLineAllocator() = default;
   template <class U>
   CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}
   T* allocate(std::size_t n) {
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(kCacheLine)));
+    const std::size_t bytes = n * sizeof(T);
+    void* p = ::operator new(bytes, std::align_val_t(alignment(bytes)));
+    if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
   }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t(kCacheLine)); }
+  void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, std::align_val_t(alignment(n * sizeof(T)))); }
   template <class U>
   bool operator==(const CacheLineAllocator<U>&) const noexcept {
     return true;
