@@ -15,29 +15,37 @@ namespace splitdec {
 
 inline constexpr std::size_t kCacheLine = 64;
 
-// Blocks of 2 MiB or more (the weights) start on a 2 MiB boundary and are
-// offered to transparent huge pages: one fault per 2 MiB instead of per 4
-// KiB. Loading a 1.6 GB Q4_K GGUF took 8.7-9.3 s, 6.0-6.5 s with them
-// (most of it first touch of the copied weights); decode did not move.
 inline constexpr std::size_t kHugePage = std::size_t(2) << 20;
 
-template <class T>
+// kHugePages: blocks of 2 MiB or more start on a 2 MiB boundary and are
+// offered to transparent huge pages, one fault per 2 MiB instead of per 4
+// KiB. Only for buffers written whole (the weights: loading a 1.6 GB Q4_K
+// GGUF took 8.0-9.3 s, 5.8-6.9 s with them, a 1 GB Q8_0 one 6.6-8.6 s,
+// 3.2-3.4 s; decode did not move): a
+// scratch buffer sized for the largest chunk and touched in part would be
+// resident in 2 MiB steps (peak RSS +10-18% on small models).
+template <class T, bool kHugePages = false>
 struct CacheLineAllocator {
-  static constexpr std::size_t alignment(std::size_t bytes) { return bytes >= kHugePage ? kHugePage : kCacheLine; }
+  static constexpr bool huge(std::size_t bytes) { return kHugePages && bytes >= kHugePage; }
+  static constexpr std::size_t alignment(std::size_t bytes) { return huge(bytes) ? kHugePage : kCacheLine; }
   using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = CacheLineAllocator<U, kHugePages>;
+  };
   CacheLineAllocator() = default;
   template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) noexcept {}
+  CacheLineAllocator(const CacheLineAllocator<U, kHugePages>&) noexcept {}
   T* allocate(std::size_t n) {
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
     void* p = ::operator new(bytes, std::align_val_t(alignment(bytes)));
-    if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+    if (huge(bytes)) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, std::align_val_t(alignment(n * sizeof(T)))); }
   template <class U>
-  bool operator==(const CacheLineAllocator<U>&) const noexcept {
+  bool operator==(const CacheLineAllocator<U, kHugePages>&) const noexcept {
     return true;
   }
 };
@@ -45,5 +53,8 @@ struct CacheLineAllocator {
 // A std::vector whose data() is 64-byte aligned.
 template <class T>
 using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
+// The same, on huge pages where large (buffers written whole: weights).
+template <class T>
+using HugePageVector = std::vector<T, CacheLineAllocator<T, true>>;
 
 }  // namespace splitdec

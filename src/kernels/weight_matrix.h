@@ -58,7 +58,7 @@ bool weight_format_fits(WeightFormat f, int in);
 struct WeightMatrix {
   int out = 0, in = 0;
   WeightFormat format = WeightFormat::F32;
-  AlignedVector<uint8_t> data;  // 64-byte aligned, so are rows of a multiple of 64 bytes
+  HugePageVector<uint8_t> data;  // 64-byte aligned, so are rows of a multiple of 64 bytes
   // Block formats only: each activation row is quantized to Q8_0 blocks
   // too. Decode steps then take integer block dot products (llama.cpp's
   // q8_0 x q8_0 and q4_0 x q8_0), and so does prefill on grouped rows;
