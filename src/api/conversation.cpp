@@ -116,6 +116,7 @@ void Conversation::append_user_turn(const std::string& text) {
   all.insert(all.end(), c.staged_messages.begin(), c.staged_messages.end());
   const bool continues = !all.empty() && all.back().role == "assistant";
   PromptBatch p;
+  bool drop_pending = false;  // the pending reply token is an <eos> the template does not write
   if (!continues) {
     // The chat's first turn, rendered whole; BOS only at the very start.
     all.push_back(user);
@@ -135,10 +136,12 @@ void Conversation::append_user_turn(const std::string& text) {
     const int pending = c.steps.pending(c.seq);
     const std::vector<int>& eos = c.config().eos_token_ids;
     if (pending >= 0 && !p.tokens.empty() && p.tokens[0] == pending) drop_first_token(p);
-    else if (pending >= 0 && std::find(eos.begin(), eos.end(), pending) != eos.end()) c.steps.set_pending(c.seq, -1);
+    else if (pending >= 0 && std::find(eos.begin(), eos.end(), pending) != eos.end()) drop_pending = true;
   }
-  // Tokens first: a turn whose tokens could not be staged leaves no message behind.
+  // Nothing changes until the tokens are staged: a refused turn leaves the
+  // conversation as it was (no message, the pending token kept).
   if (p.seq > 0) c.stage(std::move(p));
+  if (drop_pending) c.steps.set_pending(c.seq, -1);
   c.staged_messages.push_back(std::move(user));
 }
 

@@ -5,29 +5,28 @@
 // slower from L2, the single-row one (dot2) 1.35x (docs/kernels.md).
 #pragma once
 
-#include <sys/mman.h>
-
 #include <cstddef>
 #include <new>
 #include <vector>
+
+#include "core/zeroed_array.h"
 
 namespace splitdec {
 
 inline constexpr std::size_t kCacheLine = 64;
 
-inline constexpr std::size_t kHugePage = std::size_t(2) << 20;
+inline constexpr std::size_t kHugePageBlock = std::size_t(2) << 20;
 
-// kHugePages: blocks of 2 MiB or more start on a 2 MiB boundary and are
-// offered to transparent huge pages, one fault per 2 MiB instead of per 4
-// KiB. Only for buffers written whole (the weights: loading a 1.6 GB Q4_K
-// GGUF took 8.0-9.3 s, 5.8-6.9 s with them, a 1 GB Q8_0 one 6.6-8.6 s,
-// 3.2-3.4 s; decode did not move): a
-// scratch buffer sized for the largest chunk and touched in part would be
-// resident in 2 MiB steps (peak RSS +10-18% on small models).
+// kHugePages: blocks of 2 MiB or more are their own anonymous mappings on a
+// 2 MiB boundary, offered to transparent huge pages (zeroed_pages): one
+// fault per 2 MiB instead of per 4 KiB. Only for buffers written whole (the
+// weights: loading a 1.6 GB Q4_K GGUF took 8.0-9.3 s, 5.8-6.9 s with them,
+// a 1 GB Q8_0 one 6.6-8.6 s, 3.2-3.4 s; decode did not move): a scratch
+// buffer sized for the largest chunk and touched in part would be resident
+// in 2 MiB steps (peak RSS +10-18% on small models).
 template <class T, bool kHugePages = false>
 struct CacheLineAllocator {
-  static constexpr bool huge(std::size_t bytes) { return kHugePages && bytes >= kHugePage; }
-  static constexpr std::size_t alignment(std::size_t bytes) { return huge(bytes) ? kHugePage : kCacheLine; }
+  static constexpr bool huge(std::size_t bytes) { return kHugePages && bytes >= kHugePageBlock; }
   using value_type = T;
   template <class U>
   struct rebind {
@@ -39,11 +38,13 @@ struct CacheLineAllocator {
   T* allocate(std::size_t n) {
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
-    void* p = ::operator new(bytes, std::align_val_t(alignment(bytes)));
-    if (huge(bytes)) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-    return static_cast<T*>(p);
+    if (huge(bytes)) return static_cast<T*>(zeroed_pages::allocate(bytes, true));
+    return static_cast<T*>(::operator new(bytes, std::align_val_t(kCacheLine)));
   }
-  void deallocate(T* p, std::size_t n) noexcept { ::operator delete(p, std::align_val_t(alignment(n * sizeof(T)))); }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (huge(n * sizeof(T))) return zeroed_pages::release(p, n * sizeof(T));
+    ::operator delete(p, std::align_val_t(kCacheLine));
+  }
   template <class U>
   bool operator==(const CacheLineAllocator<U, kHugePages>&) const noexcept {
     return true;

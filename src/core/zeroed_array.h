@@ -15,7 +15,9 @@
 namespace splitdec {
 
 namespace zeroed_pages {
-void* allocate(std::size_t bytes);  // std::bad_alloc when the kernel refuses
+// std::bad_alloc when the kernel refuses. huge_pages: 2 MiB aligned and
+// offered to transparent huge pages (for buffers written whole).
+void* allocate(std::size_t bytes, bool huge_pages = false);
 void release(void* p, std::size_t bytes) noexcept;
 }  // namespace zeroed_pages
 

@@ -117,8 +117,8 @@ void quantize_row_q4_0(const float* x, int n, uint8_t* out) {
 WeightMatrix WeightMatrix::from_bytes(WeightFormat format, int out, int in, const void* bytes) {
   WeightMatrix m;
   m.out = out, m.in = in, m.format = format;
-  // Copied in, not zero-filled first: a resize before the copy wrote every
-  // weight byte twice (a fifth of loading a GGUF).
+  // Copied in, not zero-filled first (a resize before the copy wrote every
+  // byte twice).
   const auto* first = static_cast<const uint8_t*>(bytes);
   m.data.assign(first, first + size_t(out) * m.row_bytes());
   return m;
