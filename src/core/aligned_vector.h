@@ -15,8 +15,6 @@ namespace splitdec {
 
 inline constexpr std::size_t kCacheLine = 64;
 
-inline constexpr std::size_t kHugePageBlock = std::size_t(2) << 20;
-
 // kHugePages: blocks of 2 MiB or more are their own anonymous mappings on a
 // 2 MiB boundary, offered to transparent huge pages (zeroed_pages): one
 // fault per 2 MiB instead of per 4 KiB. Only for buffers written whole (the
@@ -26,7 +24,7 @@ inline constexpr std::size_t kHugePageBlock = std::size_t(2) << 20;
 // in 2 MiB steps (peak RSS +10-18% on small models).
 template <class T, bool kHugePages = false>
 struct CacheLineAllocator {
-  static constexpr bool huge(std::size_t bytes) { return kHugePages && bytes >= kHugePageBlock; }
+  static constexpr bool huge(std::size_t bytes) { return kHugePages && bytes >= zeroed_pages::kHugePageBytes; }
   using value_type = T;
   template <class U>
   struct rebind {

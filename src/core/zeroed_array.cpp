@@ -17,10 +17,6 @@
 
 namespace splitdec::zeroed_pages {
 
-namespace {
-constexpr std::size_t kHugePage = std::size_t(2) << 20;
-}  // namespace
-
 void* allocate(std::size_t bytes, [[maybe_unused]] bool huge_pages) {
   if (bytes == 0) return nullptr;
 #ifdef SPLITDEC_ZEROED_FROM_HEAP
@@ -35,19 +31,19 @@ void* allocate(std::size_t bytes, [[maybe_unused]] bool huge_pages) {
   // so the kernel can back it with whole huge pages. Its own mapping, not the
   // malloc heap: a heap range advised once would keep the advice for the
   // scratch buffers that reuse it later.
-  const std::size_t slack = huge_pages ? kHugePage : 0;
+  const std::size_t slack = huge_pages ? kHugePageBytes : 0;
   if (bytes > std::size_t(-1) - slack) throw std::bad_alloc();
   void* mapped = ::mmap(nullptr, bytes + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mapped == MAP_FAILED) throw std::bad_alloc();
   if (!huge_pages) return mapped;
   const auto start = reinterpret_cast<std::uintptr_t>(mapped);
-  const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  const std::uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   const std::uintptr_t end = start + bytes + slack, used_end = aligned + bytes;
   const std::uintptr_t page = 4096, tail = (used_end + page - 1) / page * page;
   if (aligned > start) ::munmap(mapped, aligned - start);
   if (end > tail) ::munmap(reinterpret_cast<void*>(tail), end - tail);
   void* p = reinterpret_cast<void*>(aligned);
-  ::madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+  ::madvise(p, bytes / kHugePageBytes * kHugePageBytes, MADV_HUGEPAGE);
   return p;
 #endif
 }

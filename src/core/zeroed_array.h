@@ -15,8 +15,9 @@
 namespace splitdec {
 
 namespace zeroed_pages {
-// std::bad_alloc when the kernel refuses. huge_pages: 2 MiB aligned and
-// offered to transparent huge pages (for buffers written whole).
+inline constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;  // x86-64's transparent huge page
+// std::bad_alloc when the kernel refuses. huge_pages: kHugePageBytes aligned
+// and offered to transparent huge pages (for buffers written whole).
 void* allocate(std::size_t bytes, bool huge_pages = false);
 void release(void* p, std::size_t bytes) noexcept;
 }  // namespace zeroed_pages
