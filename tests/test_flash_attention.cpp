@@ -207,7 +207,7 @@ TEST(FlashAttention, MatchesFloat64ReferenceOnEveryTable) {
     for (const simd::KernelTable* t : simd::available()) {
       const FlashTiles tiles = tilings[rng() % 4];
       std::fill(got.begin(), got.end(), 7.f);
-      flash_attention(p.queries(), p.view(), p.intervals.data(), got.data(), tiles, t);
+      flash_attention(p.queries(), p.view(), p.intervals.data(), got.data(), tiles, CpuContext::with_table(*t));
       expect_matches(got, want, mag, describe(sp, *t, tiles));
     }
   }
@@ -230,7 +230,7 @@ TEST(FlashAttention, EdgeShapesOnEveryTable) {
     for (const simd::KernelTable* t : simd::available())
       for (FlashTiles tiles : {FlashTiles{}, FlashTiles{16, 16}}) {
         std::fill(got.begin(), got.end(), 7.f);
-        flash_attention(p.queries(), p.view(), p.intervals.data(), got.data(), tiles, t);
+        flash_attention(p.queries(), p.view(), p.intervals.data(), got.data(), tiles, CpuContext::with_table(*t));
         expect_matches(got, want, mag, describe(sp, *t, tiles));
       }
   }
@@ -246,7 +246,7 @@ TEST(FlashAttention, RowsWithoutVisibleKeysAreZero) {
   reference(p, want, mag);
   for (const simd::KernelTable* t : simd::available()) {
     std::fill(got.begin(), got.end(), 7.f);
-    flash_attention(p.queries(), p.view(), p.intervals.data(), got.data(), FlashTiles{16, 16}, t);
+    flash_attention(p.queries(), p.view(), p.intervals.data(), got.data(), FlashTiles{16, 16}, CpuContext::with_table(*t));
     expect_matches(got, want, mag, t->name);
     for (int r = 0; r < 25; ++r)
       for (int x = 0; x < 2 * 16; ++x) EXPECT_EQ(got[size_t(r * 32 + x)], 0.f);

@@ -18,6 +18,7 @@
 #include "io/ggml_block_formats.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/linear.h"
+#include "kernels/row_kernels.h"
 #include "kernels/simd/kernel_table.h"
 #include "kernels/simd/row_groups.h"
 #include "random_values.h"

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/linear.h"
+#include "kernels/row_kernels.h"
 #include "kernels/reference_ops.h"
 #include "kernels/simd/kernel_table.h"
 #include "kv/kv_rows.h"
@@ -317,6 +318,43 @@ TEST(Linear, BatchOfSmallMatricesGivesEachItsSoloBits) {
         EXPECT_EQ(got[j], want) << weight_format_name(format) << (int8 ? " int8" : "") << " job " << j;
       }
     }
+}
+
+// linear() runs on the CpuContext it is given (a backend call's): its
+// table's kernels, on its pool, whatever the process default is. Decode
+// rows (rows_independent) on a pool of its own: f32 rows give that table's
+// own dot product bit for bit (the tables sum in different orders, so
+// another table's would differ), row groups with int8 activations the
+// grouped kernel's bits.
+TEST(Linear, RunsOnTheTableAndPoolOfItsContext) {
+  std::mt19937 rng(12);
+  const auto pool = std::make_shared<ThreadPool>(3);
+  for (WeightFormat format : {WeightFormat::F32, WeightFormat::Q8_0, WeightFormat::Q4_0}) {
+    const int out = 70, in = 256;
+    const auto wf = random_vec(rng, size_t(out) * size_t(in));
+    WeightMatrix w = WeightMatrix::from_f32(format, out, in, wf.data());
+    if (format != WeightFormat::F32) {
+      w.int8_activations = true;
+      w.group_rows();
+      ASSERT_GT(w.grouped_rows, 0);
+    }
+    for (int rows : {1, 3, 5}) {
+      const auto x = random_vec(rng, size_t(rows) * size_t(in));
+      for (const simd::KernelTable* t : simd::available()) {
+        SCOPED_TRACE(std::string(t->name) + " " + weight_format_name(format) + " rows " + std::to_string(rows));
+        std::vector<float> got(size_t(rows) * size_t(out)), want(got.size());
+        linear(x.data(), rows, w, got.data(), true, CpuContext{pool, t});
+        if (format == WeightFormat::F32) {
+          for (int r = 0; r < rows; ++r)
+            for (int o = 0; o < out; ++o)
+              want[size_t(r) * size_t(out) + size_t(o)] = row_kernels(format).dot(*t, x.data() + size_t(r) * size_t(in), w.row(o), in);
+        } else {
+          linear_with(*t, x.data(), rows, w, want.data());
+        }
+        EXPECT_EQ(got, want);
+      }
+    }
+  }
 }
 
 TEST(Linear, EveryTableAndBlasMatchTheNaiveReference) {

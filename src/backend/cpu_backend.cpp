@@ -20,8 +20,8 @@ class CpuBackend;
 // once per layer.
 class CallAttention : public AttentionStage {
  public:
-  CallAttention(const Model& model, MaskPolicy policy, KvStore& kv, KvLayout layout, const BackendCall& call)
-      : model_(model), policy_(policy), kv_(kv), layout_(layout), call_(call) {}
+  CallAttention(const Model& model, MaskPolicy policy, KvStore& kv, KvLayout layout, const BackendCall& call, const CpuContext& cpu)
+      : model_(model), policy_(policy), kv_(kv), layout_(layout), call_(call), cpu_(cpu) {}
 
   void attend(int layer, const float* q, const float* k, const float* v, float* out) override {
     const ModelConfig& c = model_.config();
@@ -37,14 +37,14 @@ class CallAttention : public AttentionStage {
       float* o = out + i * q_rows;
       switch (call_.path) {
         case AttentionPath::Gqa:
-          gqa_attention(qb, kv, spec.window, &sq.start, o);
+          gqa_attention(qb, kv, spec.window, &sq.start, o, cpu_);
           break;
         case AttentionPath::Masked:
         case AttentionPath::Unified:
-          masked_prefill_attention(qb, kv, mask_for(spec, i, intervals_, chunk_row_intervals).data(), o);
+          masked_prefill_attention(qb, kv, mask_for(spec, i, intervals_, chunk_row_intervals).data(), o, cpu_);
           break;
         case AttentionPath::DenseBias:
-          dense_bias_attention(qb, kv, mask_for(spec, i, biases_, chunk_dense_bias).data(), o);
+          dense_bias_attention(qb, kv, mask_for(spec, i, biases_, chunk_dense_bias).data(), o, cpu_);
           break;
       }
     }
@@ -69,6 +69,7 @@ class CallAttention : public AttentionStage {
   KvStore& kv_;
   KvLayout layout_;
   const BackendCall& call_;
+  const CpuContext& cpu_;
   std::map<Key, std::vector<KeyInterval>> intervals_;
   std::map<Key, std::vector<float>> biases_;
 };
@@ -85,6 +86,10 @@ class CpuBackend final : public DecoderBackend {
     const ModelConfig& c = model_.config();
     const int n = int(call.sequences.size()), rows = call.rows, H = c.hidden_size, V = c.vocab_size;
     const KvLayout layout = layout_(call.path);
+    // The threads and SIMD table every kernel of this call runs on: chosen
+    // here, once, not by each kernel (the pool is the process's as the
+    // call starts; a set_threads meanwhile leaves this call on it).
+    const CpuContext cpu = CpuContext::process_default();
     // The embeddings first: they read the checkpoint file (the per-layer
     // table), which can fail, and nothing is stored before they are made.
     std::vector<const float*> sequence_media;
@@ -93,18 +98,18 @@ class CpuBackend final : public DecoderBackend {
     if (!sequence_media.empty() && sequence_media.size() != call.sequences.size())
       throw InputError("a backend call gives media rows in place for some of its sequences only");
     std::vector<float> hidden = embed_prompt(model_, *call.input, sequence_media.empty() ? nullptr : sequence_media.data());
-    const std::vector<float> per_layer = embed_per_layer(model_, *call.input, hidden, call.decode);
+    const std::vector<float> per_layer = embed_per_layer(model_, *call.input, hidden, call.decode, cpu);
     kv_->fit_chunk(layout, rows);  // a long media block grows the rings (the session checked memory_for_call)
     for (const BackendSequence& sq : call.sequences) kv_->prepare(sq.slot, layout, sq.first);
-    CallAttention attention(model_, policy_, *kv_, layout, call);
+    CallAttention attention(model_, policy_, *kv_, layout, call, cpu);
     model_.run_layers(hidden.data(), n * rows, call.positions, attention, call.decode,
-                      per_layer.empty() ? nullptr : per_layer.data());
+                      per_layer.empty() ? nullptr : per_layer.data(), cpu);
     switch (call.logits) {
       case BackendCall::Logits::None:
         return {};
       case BackendCall::Logits::AllRows: {
         std::vector<float> out(size_t(n) * size_t(rows) * size_t(V));
-        model_.logits(hidden.data(), n * rows, out.data());
+        model_.logits(hidden.data(), n * rows, out.data(), false, cpu);
         return out;
       }
       case BackendCall::Logits::LastRow:
@@ -114,7 +119,7 @@ class CpuBackend final : public DecoderBackend {
     for (int b = 0; b < n; ++b)
       std::copy_n(hidden.data() + (size_t(b) * size_t(rows) + size_t(rows - 1)) * size_t(H), H, last.data() + size_t(b) * size_t(H));
     std::vector<float> out(size_t(n) * size_t(V));
-    model_.logits(last.data(), n, out.data(), call.decode);
+    model_.logits(last.data(), n, out.data(), call.decode, cpu);
     return out;
   }
 

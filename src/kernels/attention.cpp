@@ -69,11 +69,11 @@ void finish(const QueryBlock& q, const KvView& kv, int b, int r, int kvh, const 
 
 // One task per (sequence, row, KV head); `range(b, r)` gives the keys.
 template <class Range>
-void rows_attention(const QueryBlock& q, const KvView& kv, Range range, float* out) {
-  const simd::KernelTable& t = simd::best();
+void rows_attention(const CpuContext& cpu, const QueryBlock& q, const KvView& kv, Range range, float* out) {
+  const simd::KernelTable& t = *cpu.table;
   const int group = q.heads / kv.kv_heads;
   const int64_t tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
-  ThreadPool::global()->parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+  cpu.pool->parallel_for(tasks, [&](int64_t t0, int64_t t1) {
     std::vector<float> acc(size_t(group) * size_t(q.head_dim));
     Partial p;
     for (int64_t task = t0; task < t1; ++task) {
@@ -106,14 +106,15 @@ void KvView::row_f32(bool values, int b, int h, int64_t pos, float* out) const {
 // Query tiles of kQueryTile rows walk key tiles of kKeyTile keys, so each
 // key tile is read from memory once per query tile (not once per row); each
 // row attends to its clipped sub-range key by key.
-void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
+void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out,
+                               const CpuContext& cpu) {
   constexpr int kQueryTile = 8;
   constexpr int64_t kKeyTile = 64;
-  const simd::KernelTable& t = simd::best();
+  const simd::KernelTable& t = *cpu.table;
   const int group = q.heads / kv.kv_heads, hd = q.head_dim;
   const int tiles = (q.rows + kQueryTile - 1) / kQueryTile;
   const int64_t tasks = int64_t(q.batch) * kv.kv_heads * tiles;
-  ThreadPool::global()->parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+  cpu.pool->parallel_for(tasks, [&](int64_t t0, int64_t t1) {
     std::vector<float> acc(size_t(kQueryTile) * size_t(group) * size_t(hd));
     Partial part[kQueryTile];
     for (int64_t task = t0; task < t1; ++task) {
@@ -140,12 +141,14 @@ void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyI
   });
 }
 
-void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out) {
-  if (q.rows == 1) return rowwise_prefill_attention(q, kv, intervals, out);
-  flash_attention(q, kv, intervals, out);
+void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out,
+                              const CpuContext& cpu) {
+  if (q.rows == 1) return rowwise_prefill_attention(q, kv, intervals, out, cpu);
+  flash_attention(q, kv, intervals, out, {}, cpu);
 }
 
-void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out) {
+void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out,
+                   const CpuContext& cpu) {
   auto range = [&](int b, int r) {
     const int64_t i = q.first_position + r;
     int64_t lo = seq_start[b];
@@ -156,25 +159,25 @@ void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int6
     std::vector<KeyInterval> intervals(size_t(q.batch) * size_t(q.rows));
     for (int b = 0; b < q.batch; ++b)
       for (int r = 0; r < q.rows; ++r) intervals[size_t(b) * size_t(q.rows) + size_t(r)] = range(b, r);
-    flash_attention(q, kv, intervals.data(), out);
+    flash_attention(q, kv, intervals.data(), out, {}, cpu);
     return;
   }
-  const std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+  ThreadPool& pool = *cpu.pool;
   const int64_t heads_tasks = int64_t(q.batch) * q.rows * kv.kv_heads;
-  if (heads_tasks >= 2 * pool->size()) {
-    rows_attention(q, kv, range, out);
+  if (heads_tasks >= 2 * pool.size()) {
+    rows_attention(cpu, q, kv, range, out);
     return;
   }
   // Decode with few heads per thread: split each context across threads
   // (flash-decoding) and merge the partial softmaxes by log-sum-exp.
-  const simd::KernelTable& t = simd::best();
+  const simd::KernelTable& t = *cpu.table;
   const int group = q.heads / kv.kv_heads, hd = q.head_dim;
   int64_t longest = 0;
   for (int b = 0; b < q.batch; ++b) longest = std::max(longest, range(b, 0).end - range(b, 0).begin);
-  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((2 * pool->size() + heads_tasks - 1) / heads_tasks, longest / 512));
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>((2 * pool.size() + heads_tasks - 1) / heads_tasks, longest / 512));
   std::vector<Partial> parts(size_t(heads_tasks * splits));
   std::vector<float> accs(parts.size() * size_t(group) * size_t(hd));
-  pool->parallel_for(heads_tasks * splits, [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(heads_tasks * splits, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t head_task = task / splits, split = task % splits;
       const int kvh = int(head_task % kv.kv_heads), b = int(head_task / kv.kv_heads);
@@ -203,12 +206,12 @@ void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int6
   }
 }
 
-void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out) {
+void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out, const CpuContext& cpu) {
   const int64_t total = q.first_position + q.rows;
   const int hd = q.head_dim, group = q.heads / kv.kv_heads;
-  const simd::KernelTable& t = simd::best();
+  const simd::KernelTable& t = *cpu.table;
   // A generic kernel: every head reads every key, with the bias added.
-  ThreadPool::global()->parallel_for(int64_t(q.batch) * q.rows * q.heads, [&](int64_t t0, int64_t t1) {
+  cpu.pool->parallel_for(int64_t(q.batch) * q.rows * q.heads, [&](int64_t t0, int64_t t1) {
     std::vector<float> scores(static_cast<size_t>(total));
     for (int64_t task = t0; task < t1; ++task) {
       const int h = int(task % q.heads), r = int((task / q.heads) % q.rows), b = int(task / (int64_t(q.heads) * q.rows));

@@ -9,11 +9,13 @@
 //  - dense_bias_attention: a float bias [B, S, T] added to every score, as a
 //    generic exported Attention op does.
 //
-// All three give zero output for a row with no visible key.
+// All three give zero output for a row with no visible key. Each runs on
+// its CpuContext (the backend call's; by default the process's).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cpu_context.h"
 #include "mask/mask_contract.h"
 
 namespace splitdec {
@@ -69,22 +71,26 @@ struct QueryBlock {
 // applied (see mask/chunk_mask.h). out: [batch, rows, heads, head_dim].
 // Two rows or more run as flash-attention tiles (flash_attention.h); a
 // single row (a decode step of the unified plan) runs rowwise.
-void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out);
+void masked_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out,
+                              const CpuContext& cpu = CpuContext::process_default());
 
 // window: the layer's sliding window (0: none). seq_start: [batch] first
 // non-padding position of each sequence (left padding). Two rows or more
 // (prompt chunks) run as flash-attention tiles over the rows' intervals; one
 // row (decode) runs the blocked per-key kernel, split across threads on long
 // contexts.
-void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out);
+void gqa_attention(const QueryBlock& q, const KvView& kv, int window, const int64_t* seq_start, float* out,
+                   const CpuContext& cpu = CpuContext::process_default());
 
 // The per-key kernel the tiles replaced for prefill: each row's interval
 // walked key by key (dot products, blocked online softmax). Kept as the
 // second reference of the tiled kernel and as the baseline `splitdec bench`
 // measures it against.
-void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out);
+void rowwise_prefill_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out,
+                               const CpuContext& cpu = CpuContext::process_default());
 
 // bias: [batch, rows, total] with total = first_position + rows; -inf hides a key.
-void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out);
+void dense_bias_attention(const QueryBlock& q, const KvView& kv, const float* bias, float* out,
+                          const CpuContext& cpu = CpuContext::process_default());
 
 }  // namespace splitdec

@@ -1,6 +1,6 @@
 #include "kernels/block_rows.h"
 
-#include "kernels/linear.h"
+#include "kernels/row_kernels.h"
 #include "kernels/simd/kernel_table.h"
 
 namespace splitdec {

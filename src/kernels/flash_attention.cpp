@@ -138,21 +138,21 @@ FlashTiles default_flash_tiles(int head_dim) {
 }
 
 void flash_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out, FlashTiles tiles,
-                     const simd::KernelTable* table) {
+                     const CpuContext& cpu) {
   if (q.batch <= 0 || q.rows <= 0 || q.heads <= 0) return;
-  const simd::KernelTable& t = table ? *table : simd::best();
+  const simd::KernelTable& t = *cpu.table;
   const FlashTiles def = default_flash_tiles(q.head_dim);
   Shape sh{q.heads / kv.kv_heads, q.head_dim, 0, tiles.keys > 0 ? tiles.keys : def.keys};
   const int stacked = tiles.stacked_rows > 0 ? tiles.stacked_rows : def.stacked_rows;
   sh.tile_rows = std::clamp(stacked / sh.group, 1, q.rows);
-  const std::shared_ptr<ThreadPool> pool = ThreadPool::global();
+  ThreadPool& pool = *cpu.pool;
   const int64_t heads_tasks = int64_t(q.batch) * kv.kv_heads;
   // Enough work items for every thread; the result does not depend on the tile height.
   auto count = [&](int rows) { return heads_tasks * ((q.rows + rows - 1) / rows); };
-  while (sh.tile_rows > 8 && count(sh.tile_rows) < 2 * pool->size()) sh.tile_rows = (sh.tile_rows + 1) / 2;
+  while (sh.tile_rows > 8 && count(sh.tile_rows) < 2 * pool.size()) sh.tile_rows = (sh.tile_rows + 1) / 2;
   const int tiles_per_seq = (q.rows + sh.tile_rows - 1) / sh.tile_rows;
   const int cols = round_up(sh.tile_rows * sh.group, kLanes);
-  pool->parallel_for(heads_tasks * tiles_per_seq, [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(heads_tasks * tiles_per_seq, [&](int64_t t0, int64_t t1) {
     TileBuffers buf(sh.hd, cols, sh.tile_rows * sh.group, sh.keys);
     for (int64_t task = t0; task < t1; ++task) {
       // Last query tiles first: under a causal mask they hold the most keys,

@@ -17,10 +17,6 @@
 
 namespace splitdec {
 
-namespace simd {
-struct KernelTable;
-}
-
 struct FlashTiles {
   int stacked_rows = 0;  // query rows x group heads per tile (0: the default for the shape)
   int keys = 0;          // keys per tile (0: the default)
@@ -31,8 +27,8 @@ FlashTiles default_flash_tiles(int head_dim);
 
 // intervals: [batch * rows] visible keys per query row (as for
 // masked_prefill_attention). out: [batch, rows, heads, head_dim].
-// `table`: the SIMD table to run (default simd::best(); tests run each).
+// `cpu`: the threads and SIMD table to run on (tests run each table).
 void flash_attention(const QueryBlock& q, const KvView& kv, const KeyInterval* intervals, float* out, FlashTiles tiles = {},
-                     const simd::KernelTable* table = nullptr);
+                     const CpuContext& cpu = CpuContext::process_default());
 
 }  // namespace splitdec

@@ -62,12 +62,12 @@ simd::PanelWeights panel_weights(WeightFormat f) {
 // x rounded to bf16 pairs, (in + 1) / 2 words a row, once per call (not
 // once per panel or weight row). The caller's buffer, reused: pool threads
 // only read it.
-const AlignedVector<uint32_t>& bf16_pairs_of(const float* x, int rows, int in) {
+const AlignedVector<uint32_t>& bf16_pairs_of(ThreadPool& pool, const float* x, int rows, int in) {
   thread_local AlignedVector<uint32_t> scratch;
   AlignedVector<uint32_t>& x_pairs = scratch;  // a pool thread naming `scratch` would get its own
   const int64_t pairs = (in + 1) / 2;
   x_pairs.resize(size_t(rows) * size_t(pairs));
-  ThreadPool::global()->parallel_for(
+  pool.parallel_for(
       rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) simd::bf16_pairs_from_f32(x + r * in, in, x_pairs.data() + r * pairs);
       },
@@ -76,9 +76,9 @@ const AlignedVector<uint32_t>& bf16_pairs_of(const float* x, int rows, int in) {
 }
 }  // namespace
 
-void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
-  const AlignedVector<uint32_t>& x_pairs = bf16_pairs_of(x, rows, w.in);
-  const auto pool = ThreadPool::global();
+void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y, const CpuContext& cpu) {
+  ThreadPool& pool = *cpu.pool;
+  const AlignedVector<uint32_t>& x_pairs = bf16_pairs_of(pool, x, rows, w.in);
   // Panels as gemm_panels cuts them (a multiple of 16 outputs, 64-256, at
   // least ~8 per matrix), so each thread packs a panel's weights once for
   // all rows. Edges depend on the matrix only; the sums on neither.
@@ -86,7 +86,7 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
   const int64_t panels = (w.out + panel - 1) / panel;
   const simd::PanelWeights format = panel_weights(w.format);
   const int64_t row_bytes = int64_t(w.row_bytes());
-  pool->parallel_for(panels, [&](int64_t p0, int64_t p1) {
+  pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
     thread_local AlignedVector<uint32_t> packed;  // this pool thread's
     thread_local std::vector<uint8_t> rows_as_stored;  // a panel of row groups, back in row layout
     packed.resize(simd::bf16_panel_scratch_words(panel));
@@ -105,14 +105,14 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
 
 bool matvec_bf16_takes(WeightFormat f) { return f == WeightFormat::BF16 || f == WeightFormat::F16; }
 
-void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y) {
+void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y, const CpuContext& cpu) {
   if (!matvec_bf16_takes(w.format)) throw Error("matvec_bf16: bf16 or f16 weights only");
   if (!bf16_gemm_supported()) throw Error("matvec_bf16: this CPU (or SPLITDEC_SIMD) has no AVX512_BF16");
   const simd::PanelWeights format = panel_weights(w.format);
-  const AlignedVector<uint32_t>& x_pairs = bf16_pairs_of(x, rows, w.in);
+  const AlignedVector<uint32_t>& x_pairs = bf16_pairs_of(*cpu.pool, x, rows, w.in);
   const int64_t pairs = (w.in + 1) / 2;
   const auto* wb = reinterpret_cast<const uint16_t*>(w.data.data());
-  ThreadPool::global()->parallel_for(
+  cpu.pool->parallel_for(
       w.out, [&](int64_t o0, int64_t o1) { simd::matvec_bf16_products(x_pairs.data(), rows, pairs, wb, format, w.in, o0, o1, y, w.out); },
       matvec_grain(w.in, rows));
 }

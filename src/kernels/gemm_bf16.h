@@ -10,6 +10,7 @@
 // docs/kernels.md has the layout and the measured deviation.
 #pragma once
 
+#include "kernels/cpu_context.h"
 #include "kernels/weight_matrix.h"
 
 namespace splitdec {
@@ -41,10 +42,10 @@ bool bf16_gemm_enabled();
 bool bf16_gemm_takes(WeightFormat f);
 
 // bf16_gemm_takes(w.format) and bf16_gemm_supported(). Output panels are spread over
-// the thread pool; each result is one f32 sum in a fixed order (k pairs in
+// the context's pool; each result is one f32 sum in a fixed order (k pairs in
 // order, see the reference), so it depends on neither the thread count nor
 // the other rows.
-void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
+void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y, const CpuContext& cpu = CpuContext::process_default());
 
 // Decode rows (any count) on bf16 or f16 weights (f16 rounded to bf16 as
 // loaded, as the GEMM packs them) with the same bf16 products, for
@@ -54,6 +55,6 @@ void gemm_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
 // GEMM's order. w must be matvec_bf16_takes() and bf16_gemm_supported().
 // Block formats keep their int8 decode kernels (fewer bytes to stream).
 bool matvec_bf16_takes(WeightFormat f);
-void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y);
+void matvec_bf16(const float* x, int rows, const WeightMatrix& w, float* y, const CpuContext& cpu = CpuContext::process_default());
 
 }  // namespace splitdec

@@ -12,6 +12,7 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/matvec_grain.h"
 #include "kernels/k_quant_rows.h"
+#include "kernels/row_kernels.h"
 #include "kernels/simd/row_groups.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -171,13 +172,13 @@ void matvec_block(const simd::KernelTable& t, const RowKernels& k, const float* 
 // share the work. Their edges depend on the matrix only, not on the thread
 // count, so neither do the results (OpenBLAS sums a column at a panel's edge
 // in another order). 16-bit rows are expanded to f32 one panel at a time.
-void gemm_panels(const float* x, int rows, const WeightMatrix& w, float* y) {
+void gemm_panels(ThreadPool& pool, const float* x, int rows, const WeightMatrix& w, float* y) {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });  // our pool owns the cores
   const int kPanel = std::clamp((w.out + 8 * 16 - 1) / (8 * 16) * 16, 64, 256);
   const RowKernels& k = row_kernels(w.format);
   const int64_t panels = (w.out + kPanel - 1) / kPanel;
-  ThreadPool::global()->parallel_for(panels, [&](int64_t p0, int64_t p1) {
+  pool.parallel_for(panels, [&](int64_t p0, int64_t p1) {
     std::vector<float> buf;
     for (int64_t p = p0; p < p1; ++p) {
       const int o0 = int(p * kPanel), n = std::min(kPanel, w.out - o0);
@@ -236,12 +237,13 @@ void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
   out.half_sums.resize(grouped && w.format == WeightFormat::Q6_K ? size_t(rows) * nb : 0);
 }
 
-const QuantizedRows& quantize_rows(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w) {
+const QuantizedRows& quantize_rows(const CpuContext& cpu, const float* x, int rows, const WeightMatrix& w) {
+  const simd::KernelTable& t = *cpu.table;
   thread_local QuantizedRows scratch;
   QuantizedRows& out = scratch;  // the caller's: a pool thread naming `scratch` would get its own
   const int in = w.in;
   resize_rows(out, rows, w);
-  ThreadPool::global()->parallel_for(
+  cpu.pool->parallel_for(
       rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) quantize_row(t, x + r * in, in, out, r);
       },
@@ -328,28 +330,35 @@ void check_ungrouped(const WeightMatrix& w) {
 // SPLITDEC_GROUP_PREFILL=0: prefill on grouped rows takes the float GEMM
 // (to measure one against the other).
 // The scalar table keeps BLAS: its row-group kernel is plain C.
-bool group_prefill() {
-  static const bool on = env_switch_on("SPLITDEC_GROUP_PREFILL") && std::strcmp(simd::best().name, "generic") != 0;
-  return on;
+bool group_prefill(const simd::KernelTable& t) {
+  static const bool on = env_switch_on("SPLITDEC_GROUP_PREFILL");
+  return on && std::strcmp(t.name, "generic") != 0;
+}
+
+// Few rows, or rows that must not depend on each other: the row kernels of
+// the context's table (never BLAS).
+void matvec(const CpuContext& cpu, const float* x, int rows, const WeightMatrix& w, float* y) {
+  const simd::KernelTable& t = *cpu.table;
+  const int64_t grain = matvec_grain(w.in, rows);
+  const RowKernels& k = row_kernels(w.format);
+  if (w.int8_activations && k.dot_q8act) {
+    const QuantizedRows& xq = quantize_rows(cpu, x, rows, w);
+    cpu.pool->parallel_for(
+        work_units(w), [&](int64_t u0, int64_t u1) { matvec_q8act_units(t, k, xq, rows, w, y, u0, u1); }, unit_grain(w, grain));
+    return;
+  }
+  check_ungrouped(w);
+  cpu.pool->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
 }
 
 }  // namespace
 
 void linear_with(const simd::KernelTable& t, const float* x, int rows, const WeightMatrix& w, float* y) {
-  const int64_t grain = matvec_grain(w.in, rows);
-  const RowKernels& k = row_kernels(w.format);
-  if (w.int8_activations && k.dot_q8act) {
-    const QuantizedRows& xq = quantize_rows(t, x, rows, w);
-    ThreadPool::global()->parallel_for(
-        work_units(w), [&](int64_t u0, int64_t u1) { matvec_q8act_units(t, k, xq, rows, w, y, u0, u1); }, unit_grain(w, grain));
-    return;
-  }
-  check_ungrouped(w);
-  ThreadPool::global()->parallel_for(w.out, [&](int64_t o0, int64_t o1) { matvec_block(t, k, x, rows, w, y, o0, o1); }, grain);
+  matvec(CpuContext::with_table(t), x, rows, w, y);
 }
 
-void linear_batch(const LinearJob* jobs, int count) {
-  const simd::KernelTable& t = simd::best();
+void linear_batch(const LinearJob* jobs, int count, const CpuContext& cpu) {
+  const simd::KernelTable& t = *cpu.table;
   // Activations quantized here, on the caller, once per job: a few rows of
   // a few thousand values, not worth a dispatch of their own.
   std::vector<QuantizedRows> quantized(static_cast<size_t>(count));
@@ -375,7 +384,7 @@ void linear_batch(const LinearJob* jobs, int count) {
   }
   const int64_t total = first.back();  // work units (work_units), all jobs end to end
   const int64_t grain = std::max<int64_t>(grouped ? 1 : 16, total * (int64_t(1) << 18) / std::max<int64_t>(1, work));
-  ThreadPool::global()->parallel_for(total, [&](int64_t a, int64_t b) {
+  cpu.pool->parallel_for(total, [&](int64_t a, int64_t b) {
     int j = int(std::upper_bound(first.begin(), first.end(), a) - first.begin()) - 1;
     for (; j < count && first[size_t(j)] < b; ++j) {
       const LinearJob& job = jobs[j];
@@ -391,19 +400,19 @@ void linear_batch(const LinearJob* jobs, int count) {
   }, grain);
 }
 
-void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent) {
+void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent, const CpuContext& cpu) {
   if (rows < kGemmRows || rows_independent) {
     // bf16 products in decode too: half the instructions per multiply-add
     // of the f32 kernels, so batched steps are no longer bound by their own
     // loads (docs/kernels.md).
-    if (matvec_bf16_takes(w.format) && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y);
-    return linear_with(simd::best(), x, rows, w, y);
+    if (matvec_bf16_takes(w.format) && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y, cpu);
+    return matvec(cpu, x, rows, w, y);
   }
   // Row groups in prefill too: integer products (VNNI or maddubs) against
   // the quantized activations, a group held in cache while every row meets
   // it, instead of expanding blocks for a float GEMM; and a prompt's result
   // is then each row's decode result, however it is cut into chunks.
-  if (w.grouped_rows > 0 && group_prefill()) return linear_with(simd::best(), x, rows, w, y);
+  if (w.grouped_rows > 0 && group_prefill(*cpu.table)) return matvec(cpu, x, rows, w, y);
   // bf16 products where the CPU has them, on every stored format but f32:
   // 2.7-3.6x the f32 GEMM (docs/benchmarks.md).
   const bool bf16 = bf16_gemm_takes(w.format) && bf16_gemm_enabled();
@@ -412,13 +421,13 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     // quantized to Q8_0 blocks, then expanded), so a prompt's result does not
     // depend on how it was cut into chunks beyond f32 rounding (and, with
     // bf16 products, bf16 rounding).
-    const QuantizedRows& xq = quantize_rows(simd::best(), x, rows, w);
+    const QuantizedRows& xq = quantize_rows(cpu, x, rows, w);
     std::vector<float> xd(size_t(rows) * size_t(w.in));
     for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / 32] * float(xq.q[i]);
-    return bf16 ? gemm_bf16(xd.data(), rows, w, y) : gemm_panels(xd.data(), rows, w, y);
+    return bf16 ? gemm_bf16(xd.data(), rows, w, y, cpu) : gemm_panels(*cpu.pool, xd.data(), rows, w, y);
   }
-  if (bf16) return gemm_bf16(x, rows, w, y);
-  gemm_panels(x, rows, w, y);
+  if (bf16) return gemm_bf16(x, rows, w, y, cpu);
+  gemm_panels(*cpu.pool, x, rows, w, y);
 }
 
 }  // namespace splitdec

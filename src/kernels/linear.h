@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "kernels/simd/kernel_table.h"
+#include "kernels/cpu_context.h"
 #include "kernels/weight_matrix.h"
 
 namespace splitdec {
@@ -25,13 +25,14 @@ namespace splitdec {
 // `rows_independent`: never BLAS, so each row's result is the same whatever
 // the other rows (dot, dot2, dot4 and dot4x2 sum a row in one order): a batched decode
 // step gives every sequence the logits it gets alone.
-void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent = false);
-// The same, pinned to one SIMD table and without BLAS (tests of each target).
-void linear_with(const simd::KernelTable& table, const float* x, int rows, const WeightMatrix& w, float* y);
+// `cpu`: the threads and SIMD table to run on (a backend call's; by default
+// the process's).
+void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows_independent = false,
+            const CpuContext& cpu = CpuContext::process_default());
 
 // Several small linear layers (decode-sized: the row kernels, never BLAS) in
 // one dispatch of the thread pool: y_j = x_j W_j^T for each job. Each
-// output's bits are linear_with's. For many small matrices per step (a
+// output's bits are linear()'s on few rows. For many small matrices per step (a
 // token's experts), where one pool dispatch per matrix would cost more than
 // reading it.
 struct LinearJob {
@@ -40,33 +41,9 @@ struct LinearJob {
   const WeightMatrix* w;
   float* y;
 };
-void linear_batch(const LinearJob* jobs, int count);
+void linear_batch(const LinearJob* jobs, int count, const CpuContext& cpu = CpuContext::process_default());
 
 // Rows at or above this go to the BLAS path.
 constexpr int kGemmRows = 16;
-
-// A weight format's row kernels, taken from a SIMD table. `row` points at
-// one stored row of n elements (WeightMatrix::row).
-struct RowKernels {
-  float (*dot)(const simd::KernelTable& t, const float* x, const uint8_t* row, int n);
-  // out[r] = x[r] . row for four rows of x, the row read once.
-  void (*dot4)(const simd::KernelTable& t, const float* const x[4], const uint8_t* row, int n, float out[4]);
-  // The row expanded exactly to f32.
-  void (*to_f32)(const simd::KernelTable& t, const uint8_t* row, int n, float* dst);
-  bool f32_rows;  // stored rows are f32 already: GEMM reads them in place
-  // Block formats only (else null): the row against activations quantized
-  // to Q8_0 blocks, x_scale[n / 32] and x_q[n] (WeightMatrix::int8_activations).
-  float (*dot_q8act)(const simd::KernelTable& t, const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
-  void (*dot4_q8act)(const simd::KernelTable& t, const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* row, int n,
-                     float out[4]);
-  // out[j] = x . row_j for two rows against one x, each exactly dot's bits
-  // (f32 / bf16 / f16 only, else null).
-  void (*dot2)(const simd::KernelTable& t, const float* x, const uint8_t* row0, const uint8_t* row1, int n, float out[2]);
-  // out[r] = x[r] . row0 and out[4 + r] = x[r] . row1, each exactly dot's
-  // bits (f32 / bf16 / f16 only, else null).
-  void (*dot4x2)(const simd::KernelTable& t, const float* const x[4], const uint8_t* row0, const uint8_t* row1, int n, float out[8]);
-};
-// The one dispatch point from a weight format to its kernels.
-const RowKernels& row_kernels(WeightFormat format);
 
 }  // namespace splitdec

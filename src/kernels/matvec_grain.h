@@ -1,6 +1,6 @@
 // How many outputs of a decode matvec a pool range should hold: ~256K
 // multiply-adds, a range worth waking a thread for. Shared by every matvec
-// (linear_with, matvec_bf16) so they split work alike.
+// (linear, matvec_bf16) so they split work alike.
 #pragma once
 
 #include <algorithm>

@@ -49,11 +49,11 @@ void rope(float* x, int heads, int head_dim, const float* inv_freq, int64_t posi
   }
 }
 
-void gelu_tanh_gate(float* gate, const float* up, size_t n) {
+void gelu_tanh_gate(float* gate, const float* up, size_t n, const CpuContext& cpu) {
   // Ranges of >= 32K values over the pool (a prefill chunk's MLP is
   // millions); each value is computed the same way wherever it falls, so
   // results do not depend on the thread count or on the batch a row is in.
-  ThreadPool::global()->parallel_for(
+  cpu.pool->parallel_for(
       int64_t(n),
       [&](int64_t b, int64_t e) {
         float t[kGeluBlock];

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu_context.h"
+
 namespace splitdec::ops {
 
 // `rows` rows of n: y = x * rsqrt(mean(x^2) + eps) * scale, with scale
@@ -23,8 +25,8 @@ void rope(float* x, int heads, int head_dim, const float* inv_freq, int64_t posi
 
 // gate[i] = gelu_tanh(gate[i]) * up[i] (HF "gelu_pytorch_tanh"), in f32
 // through kernels/gelu.h (within a few ulp of the float64 formula), on the
-// thread pool.
-void gelu_tanh_gate(float* gate, const float* up, size_t n);
+// context's pool.
+void gelu_tanh_gate(float* gate, const float* up, size_t n, const CpuContext& cpu = CpuContext::process_default());
 
 // h[i] = (h[i] + x[i]) * scale (Gemma-4's layer_scalar; 1 elsewhere, exact).
 void residual_add(float* h, const float* x, size_t n, float scale = 1.f);

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "io/ggml_block_formats.h"
 
-#include "kernels/linear.h"
+#include "kernels/row_kernels.h"
 #include "kernels/simd/row_groups.h"
 
 namespace splitdec {

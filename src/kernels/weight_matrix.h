@@ -2,8 +2,9 @@
 // matrix the linear layers read. Matrices keep the checkpoint's format in
 // memory (bf16 / f16 halve the bytes a decode step reads) and are expanded
 // to f32 inside the kernels. The kernels for a format are picked in one
-// place, row_kernels() in linear.cpp; a new format (block-quantized int8 or
-// 4-bit) is a tag here, its row size, and its kernels there.
+// place, row_kernels() (kernels/row_kernels.h); a new format
+// (block-quantized int8 or 4-bit) is a tag here, its row size, and its
+// kernels there.
 #pragma once
 
 #include <cstddef>

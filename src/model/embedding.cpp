@@ -23,14 +23,14 @@ std::vector<float> embed_prompt(const Model& model, const PromptBatch& p, const 
 }
 
 std::vector<float> embed_per_layer(const Model& model, const PromptBatch& p, const std::vector<float>& hidden,
-                                   bool rows_independent) {
+                                   bool rows_independent, const CpuContext& cpu) {
   const ModelConfig& c = model.config();
   if (!model.has_per_layer_inputs()) return {};
   std::vector<int> ids(p.tokens.begin(), p.tokens.end());
   for (size_t r = 0; r < ids.size(); ++r)
     if (p.modality[r] != Modality::Text) ids[r] = c.pad_token_id;
   std::vector<float> out(size_t(c.num_layers) * size_t(p.rows()) * size_t(c.per_layer_dim));
-  model.per_layer_inputs(ids.data(), hidden.data(), int(p.rows()), out.data(), rows_independent);
+  model.per_layer_inputs(ids.data(), hidden.data(), int(p.rows()), out.data(), rows_independent, cpu);
   return out;
 }
 

@@ -20,6 +20,6 @@ std::vector<float> embed_prompt(const Model& model, const PromptBatch& prompt, c
 // rows read the pad token's table row), from `hidden` = embed_prompt's rows.
 // Empty for a model without per-layer embeddings.
 std::vector<float> embed_per_layer(const Model& model, const PromptBatch& prompt, const std::vector<float>& hidden,
-                                   bool rows_independent = false);
+                                   bool rows_independent = false, const CpuContext& cpu = CpuContext::process_default());
 
 }  // namespace splitdec

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "kernels/cpu_context.h"
 #include "model/weights.h"
 
 namespace splitdec {
@@ -50,23 +51,26 @@ class Model {
   // ids are `table_tokens` (pad on media rows) and whose input embeddings
   // are `hidden` (model/per_layer_embeddings.h).
   void per_layer_inputs(const int* table_tokens, const float* hidden, int rows, float* out,
-                        bool rows_independent = false) const;
+                        bool rows_independent = false, const CpuContext& cpu = CpuContext::process_default()) const;
 
   // Runs every decoder layer over hidden [rows, hidden_size] in place.
   // positions: the RoPE position of each row. per_layer: per_layer_inputs()
   // of these rows when has_per_layer_inputs(), else null.
   // `rows_independent`: each row computed as it would be alone (decode
-  // steps of a batch; see linear()).
+  // steps of a batch; see linear()). `cpu`: the threads and SIMD table of
+  // every kernel (a backend call's; by default the process's).
   void run_layers(float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                  bool rows_independent = false, const float* per_layer = nullptr) const;
+                  bool rows_independent = false, const float* per_layer = nullptr,
+                  const CpuContext& cpu = CpuContext::process_default()) const;
 
   // Final norm, LM head and (where configured) final logit softcap.
-  void logits(const float* hidden, int rows, float* out, bool rows_independent = false) const;
+  void logits(const float* hidden, int rows, float* out, bool rows_independent = false,
+              const CpuContext& cpu = CpuContext::process_default()) const;
 
  private:
   struct LayerScratch;
   void run_layer(int layer, float* hidden, int rows, const int64_t* positions, AttentionStage& attention,
-                 LayerScratch& scratch, bool rows_independent, const float* per_layer) const;
+                 LayerScratch& scratch, bool rows_independent, const float* per_layer, const CpuContext& cpu) const;
   ModelConfig config_;
   ModelWeights weights_;
 };

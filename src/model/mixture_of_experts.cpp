@@ -11,14 +11,14 @@
 namespace splitdec {
 
 std::vector<ExpertChoice> route_to_experts(const ModelConfig& c, const LayerSpec& spec, const LayerWeights& w,
-                                           const float* residual, int rows, bool rows_independent) {
+                                           const float* residual, int rows, bool rows_independent, const CpuContext& cpu) {
   const int H = c.hidden_size, E = spec.num_experts, K = spec.top_k_experts;
   AlignedVector<float> x(size_t(rows) * size_t(H)), scores(size_t(rows) * size_t(E));
   ops::rms_norm(residual, nullptr, rows, H, c.rms_norm_eps, false, x.data());
   const float root = 1.f / std::sqrt(float(H));
   for (int r = 0; r < rows; ++r)
     for (int k = 0; k < H; ++k) x[size_t(r) * H + k] *= w.router_scale[size_t(k)] * root;
-  linear(x.data(), rows, w.router, scores.data(), rows_independent);
+  linear(x.data(), rows, w.router, scores.data(), rows_independent, cpu);
   std::vector<ExpertChoice> out(static_cast<size_t>(rows));
   std::vector<int> order(static_cast<size_t>(E));
   for (int r = 0; r < rows; ++r) {
@@ -42,9 +42,10 @@ std::vector<ExpertChoice> route_to_experts(const ModelConfig& c, const LayerSpec
 }
 
 void mixture_of_experts(const ModelConfig& c, const LayerSpec& spec, const LayerWeights& w, const float* residual,
-                        const float* expert_input, int rows, float* out, bool rows_independent) {
+                        const float* expert_input, int rows, float* out, bool rows_independent,
+                        const CpuContext& cpu) {
   const int H = c.hidden_size, E = spec.num_experts, X = spec.expert_intermediate_size;
-  const std::vector<ExpertChoice> choices = route_to_experts(c, spec, w, residual, rows, rows_independent);
+  const std::vector<ExpertChoice> choices = route_to_experts(c, spec, w, residual, rows, rows_independent, cpu);
   // Rows per expert, in row order, with the weight each gives that expert.
   std::vector<std::vector<std::pair<int, float>>> members(static_cast<size_t>(E));
   for (int r = 0; r < rows; ++r)
@@ -70,14 +71,14 @@ void mixture_of_experts(const ModelConfig& c, const LayerSpec& spec, const Layer
       const float* xe = in + at[size_t(e)] * in_width;
       float* ye = result + at[size_t(e)] * out_width;
       if (rows_independent || n < kGemmRows) small.push_back({xe, n, &stack[size_t(e)], ye});
-      else linear(xe, n, stack[size_t(e)], ye, false);
+      else linear(xe, n, stack[size_t(e)], ye, false, cpu);
     }
-    if (!small.empty()) linear_batch(small.data(), int(small.size()));
+    if (!small.empty()) linear_batch(small.data(), int(small.size()), cpu);
   };
   project(w.expert_gate_up, x.data(), H, gate_up.data(), 2 * X);
   for (int64_t i = 0; i < total; ++i) {
     float* g = gate_up.data() + i * 2 * X;
-    ops::gelu_tanh_gate(g, g + X, size_t(X));
+    ops::gelu_tanh_gate(g, g + X, size_t(X), cpu);
     std::copy_n(g, X, act.data() + i * X);
   }
   project(w.expert_down, act.data(), X, y.data(), H);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "kernels/cpu_context.h"
 #include "model/weights.h"
 
 namespace splitdec {
@@ -24,10 +25,12 @@ struct ExpertChoice {
   std::vector<float> weights;
 };
 std::vector<ExpertChoice> route_to_experts(const ModelConfig& config, const LayerSpec& spec, const LayerWeights& layer,
-                                           const float* residual, int rows, bool rows_independent);
+                                           const float* residual, int rows, bool rows_independent,
+                                           const CpuContext& cpu = CpuContext::process_default());
 
 // out [rows, hidden] = the experts' weighted sum for each row.
 void mixture_of_experts(const ModelConfig& config, const LayerSpec& spec, const LayerWeights& layer, const float* residual,
-                        const float* expert_input, int rows, float* out, bool rows_independent);
+                        const float* expert_input, int rows, float* out, bool rows_independent,
+                        const CpuContext& cpu = CpuContext::process_default());
 
 }  // namespace splitdec

@@ -11,12 +11,12 @@
 namespace splitdec {
 
 void per_layer_inputs(const ModelConfig& c, const ModelWeights& w, const int* table_tokens, const float* embeddings, int rows,
-                      float* out, bool rows_independent) {
+                      float* out, bool rows_independent, const CpuContext& cpu) {
   const int L = c.num_layers, P = c.per_layer_dim, H = c.hidden_size;
   const int64_t LP = int64_t(L) * P;
   // The projection of the input embedding, all layers at once: [rows, L * P].
   AlignedVector<float> projected(size_t(rows) * size_t(LP));
-  linear(embeddings, rows, w.per_layer_model_projection, projected.data(), rows_independent);
+  linear(embeddings, rows, w.per_layer_model_projection, projected.data(), rows_independent, cpu);
   const float projection_scale = 1.f / std::sqrt(float(H));
   for (float& x : projected) x *= projection_scale;
   ops::rms_norm(projected.data(), w.per_layer_projection_norm.data(), int(int64_t(rows) * L), P, c.rms_norm_eps,
@@ -42,12 +42,12 @@ void per_layer_inputs(const ModelConfig& c, const ModelWeights& w, const int* ta
 }
 
 void add_per_layer_input(const ModelConfig& c, const LayerWeights& w, const float* input, float* hidden, int rows,
-                         bool rows_independent) {
+                         bool rows_independent, const CpuContext& cpu) {
   const int P = c.per_layer_dim, H = c.hidden_size;
   AlignedVector<float> gate(size_t(rows) * size_t(P)), projected(size_t(rows) * size_t(H));
-  linear(hidden, rows, w.per_layer_input_gate, gate.data(), rows_independent);
-  ops::gelu_tanh_gate(gate.data(), input, gate.size());
-  linear(gate.data(), rows, w.per_layer_projection, projected.data(), rows_independent);
+  linear(hidden, rows, w.per_layer_input_gate, gate.data(), rows_independent, cpu);
+  ops::gelu_tanh_gate(gate.data(), input, gate.size(), cpu);
+  linear(gate.data(), rows, w.per_layer_projection, projected.data(), rows_independent, cpu);
   ops::rms_norm(projected.data(), w.post_per_layer_input_norm.data(), rows, H, c.rms_norm_eps, c.norm_adds_one, projected.data());
   ops::residual_add(hidden, projected.data(), projected.size());
 }

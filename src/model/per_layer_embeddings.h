@@ -10,6 +10,7 @@
 #pragma once
 
 #include "io/model_config.h"
+#include "kernels/cpu_context.h"
 #include "model/weights.h"
 
 namespace splitdec {
@@ -19,11 +20,12 @@ namespace splitdec {
 // InputError when one is past the table. embeddings: the rows' input
 // embeddings [rows, hidden].
 void per_layer_inputs(const ModelConfig& config, const ModelWeights& weights, const int* table_tokens,
-                      const float* embeddings, int rows, float* out, bool rows_independent);
+                      const float* embeddings, int rows, float* out, bool rows_independent,
+                      const CpuContext& cpu = CpuContext::process_default());
 
 // hidden [rows, hidden] += post_norm(projection(gelu(gate(hidden)) * input)),
 // input: this layer's [rows, P].
 void add_per_layer_input(const ModelConfig& config, const LayerWeights& layer, const float* input, float* hidden, int rows,
-                         bool rows_independent);
+                         bool rows_independent, const CpuContext& cpu = CpuContext::process_default());
 
 }  // namespace splitdec
