@@ -1,5 +1,6 @@
 // One process-wide pool of worker threads, sized to the cores (or
-// --threads). Every parallel kernel runs on it, and BLAS is kept
+// --threads). Every parallel kernel runs on it (a backend call's kernels on
+// the one its CpuContext holds, taken from here), and BLAS is kept
 // single-threaded, so there is never more than one thread per core.
 //
 // Threads: any thread may call parallel_for; jobs from different callers

@@ -335,6 +335,11 @@ bool group_prefill(const simd::KernelTable& t) {
   return on && std::strcmp(t.name, "generic") != 0;
 }
 
+// bf16 products (gemm_bf16.h) on this context: enabled, and its table the
+// process's best one (the one the CPU's AVX512_BF16 was checked against); a
+// context pinned to another table takes that table's exact kernels.
+bool bf16_products(const CpuContext& cpu) { return bf16_gemm_enabled() && cpu.table == &simd::best(); }
+
 // Few rows, or rows that must not depend on each other: the row kernels of
 // the context's table (never BLAS).
 void matvec(const CpuContext& cpu, const float* x, int rows, const WeightMatrix& w, float* y) {
@@ -405,7 +410,7 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
     // bf16 products in decode too: half the instructions per multiply-add
     // of the f32 kernels, so batched steps are no longer bound by their own
     // loads (docs/kernels.md).
-    if (matvec_bf16_takes(w.format) && bf16_gemm_enabled()) return matvec_bf16(x, rows, w, y, cpu);
+    if (matvec_bf16_takes(w.format) && bf16_products(cpu)) return matvec_bf16(x, rows, w, y, cpu);
     return matvec(cpu, x, rows, w, y);
   }
   // Row groups in prefill too: integer products (VNNI or maddubs) against
@@ -415,7 +420,7 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
   if (w.grouped_rows > 0 && group_prefill(*cpu.table)) return matvec(cpu, x, rows, w, y);
   // bf16 products where the CPU has them, on every stored format but f32:
   // 2.7-3.6x the f32 GEMM (docs/benchmarks.md).
-  const bool bf16 = bf16_gemm_takes(w.format) && bf16_gemm_enabled();
+  const bool bf16 = bf16_gemm_takes(w.format) && bf16_products(cpu);
   if (w.int8_activations && row_kernels(w.format).dot_q8act) {
     // The GEMM sees the activations the decode kernels see (each row
     // quantized to Q8_0 blocks, then expanded), so a prompt's result does not

@@ -32,7 +32,8 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
 
 // Several small linear layers (decode-sized: the row kernels, never BLAS) in
 // one dispatch of the thread pool: y_j = x_j W_j^T for each job. Each
-// output's bits are linear()'s on few rows. For many small matrices per step (a
+// output's bits are the row kernels' (linear_with's,
+// kernels/row_kernels.h). For many small matrices per step (a
 // token's experts), where one pool dispatch per matrix would cost more than
 // reading it.
 struct LinearJob {
