@@ -100,9 +100,13 @@ std::vector<float> StepGenerator::feed(const std::vector<int>& seqs, const Promp
     for (int b : *rows) g.seqs.push_back(seqs[size_t(b)]), tokens.push_back(pending(seqs[size_t(b)]));
     if (rows->size() != size_t(n)) g.own = prompt.select(*rows);
     if (rows == &with) g.own = PromptBatch::text_column(tokens).concat(g.own ? *g.own : prompt);
-    src_.check_prompt(g.seqs, g.own ? *g.own : prompt);
     groups.push_back(std::move(g));
   }
+  // Two groups: both are checked before either is fed, so a refused one
+  // leaves no sequence half fed. One group: the source's prompt() checks it
+  // before it changes anything (the session validates a prompt once).
+  if (groups.size() > 1)
+    for (const Group& g : groups) src_.check_prompt(g.seqs, g.own ? *g.own : prompt);
 
   const size_t V = size_t(c_.vocab_size);
   std::vector<float> last(size_t(n) * V);
