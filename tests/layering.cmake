@@ -15,11 +15,11 @@ foreach(f ${files})
   # internals (other rooms read an engine through api/engine_parts.h); the
   # SIMD tables and each format's row kernels (the model reaches them only
   # through linear() and a CpuContext).
-  foreach(rule "api|api/api_internal.h|see api/engine_parts.h" "kernels|kernels/(simd/|row_kernels.h)|others pass a CpuContext")
-    string(REPLACE "|" ";" parts "${rule}")
+  foreach(rule "api::api/api_internal.h::see api/engine_parts.h" "kernels::kernels/(simd/|row_kernels.h)::others pass a CpuContext")
+    string(REPLACE "::" ";" parts "${rule}")
     list(GET parts 0 owner)
-    list(GET parts -1 why)
-    string(REGEX REPLACE "^[a-z_]+\\|(.*)\\|[^|]*$" "\\1" pattern "${rule}")
+    list(GET parts 1 pattern)
+    list(GET parts 2 why)
     if(NOT room STREQUAL owner)
       foreach(line ${includes})
         if(line MATCHES "^#include \"${pattern}")
