@@ -883,7 +883,7 @@ json bf16_prefill(const std::string& dir, const std::string& weights, const std:
 
 // Decode on a given folder (the full gemma4-12b quantized, say): a step at a
 // 1K and a 4K-token context (synthetic past) against the weight-bandwidth
-// floor, with the load's peak RSS.
+// floor, then 1-16 lockstep sequences, with the load's peak RSS.
 json folder_decode(const std::string& dir, const std::string& weights) {
   std::printf("loading %s%s ...\n", dir.c_str(), weights.empty() ? "" : (" (--weights " + weights + ")").c_str());
   std::fflush(stdout);
@@ -922,6 +922,25 @@ json folder_decode(const std::string& dir, const std::string& weights) {
     std::printf("%-40s decode at %dK: %6.2f tokens/s (%.0f%% of the %.2f tokens/s floor at %.1f GB/s; %.0f%% with the %.0f MB of KV read)\n",
                 "", context / 1024, 1 / f.step_s, 100 * f.fraction, 1 / f.floor_s, f.bandwidth_gbs, 100 * with_kv, kv / 1e6);
     rss = std::max(rss, f.peak_rss_mib);
+  }
+  // Lockstep sequences at 512 positions each (the server's batched step,
+  // without HTTP): aggregate tokens/s against one sequence's at the same
+  // context, the ratio the batched goals name (8 >= 4x, 16 >= 6x).
+  {
+    constexpr int kContext = 512;
+    double one = 0;
+    json batches = json::object();
+    for (int batch : {1, 4, 8, 16}) {
+      const FloorStep f = decode_against_floor(model, kContext, batch);
+      const double tokens_per_s = batch / f.step_s;
+      if (batch == 1) one = tokens_per_s;
+      batches[std::to_string(batch)] = {{"decode_tokens_per_s", tokens_per_s}, {"step_ms", f.step_s * 1e3},
+                                        {"times_one_sequence", tokens_per_s / one}, {"peak_rss_mib", f.peak_rss_mib}};
+      std::printf("%-40s %2d sequences at %d: %7.2f tokens/s in all, %.2fx one sequence (step %.1f ms)\n", "", batch,
+                  kContext, tokens_per_s, tokens_per_s / one, f.step_s * 1e3);
+      rss = std::max(rss, f.peak_rss_mib);
+    }
+    out["sequences_at_512"] = batches;
   }
   out["fraction_of_floor"] = out["at_4k"]["fraction_of_floor"];
   out["peak_rss_mib"] = rss;
