@@ -23,6 +23,10 @@ using namespace splitdec;
 
 int main(int argc, char** argv) {
   const int layers = argc > 1 ? std::atoi(argv[1]) : 26;
+  if (layers < 1 || layers > 1000) {
+    std::fprintf(stderr, "ab_group_rows: layers must be 1-1000 (got %s)\n", argv[1]);
+    return 2;
+  }
   const WeightFormat format = argc > 2 && std::string(argv[2]) == "q4_0" ? WeightFormat::Q4_0 : WeightFormat::Q8_0;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 0.05f);
