@@ -52,7 +52,7 @@ QRows quantized(const std::vector<std::vector<float>>& xs, int n) {
     }
   }
   for (size_t k = 0; k < xs.size(); ++k)
-    r.rows.push_back({r.scale[k].data(), r.q[k].data(), nullptr, nullptr, r.sum[k].data(), r.half_sums[k].data()});
+    r.rows.push_back({r.scale[k].data(), r.q[k].data(), nullptr, r.sum[k].data(), r.half_sums[k].data()});
   return r;
 }
 

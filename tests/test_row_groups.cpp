@@ -35,30 +35,29 @@ WeightMatrix block_matrix(WeightFormat format, std::mt19937& rng, int out, int i
   return w;
 }
 
-// Activation rows in Q8_0 form, as linear() makes them.
+// Activation rows in Q8_0 form, as linear() makes them for `format`'s
+// row groups (offset_sum: -8 or -128 x each block's sum of q).
 struct QRows {
   std::vector<std::vector<float>> scale;
   std::vector<std::vector<int8_t>> q;
-  std::vector<std::vector<uint8_t>> q_offset;
-  std::vector<std::vector<int32_t>> eight_sum;
+  std::vector<std::vector<int32_t>> offset_sum;
   std::vector<simd::Q8Row> rows;
 };
-QRows quantized(const std::vector<std::vector<float>>& xs, int n) {
+QRows quantized(const std::vector<std::vector<float>>& xs, int n, WeightFormat format) {
   QRows r;
+  const int32_t offset = format == WeightFormat::Q4_0 ? 8 : 128;
   for (const auto& x : xs) {
     r.scale.emplace_back(size_t(n / 32));
     r.q.emplace_back(size_t(n));
     simd::generic_table().quantize_q8_activations(x.data(), n, r.scale.back().data(), r.q.back().data());
-    r.q_offset.emplace_back(size_t(n));
-    for (int j = 0; j < n; ++j) r.q_offset.back()[size_t(j)] = uint8_t(r.q.back()[size_t(j)] + 128);
-    r.eight_sum.emplace_back(size_t(n / 32));
+    r.offset_sum.emplace_back(size_t(n / 32));
     for (int b = 0; b < n / 32; ++b) {
       int32_t s = 0;
       for (int j = 0; j < 32; ++j) s += r.q.back()[size_t(b * 32 + j)];
-      r.eight_sum.back()[size_t(b)] = 8 * s;
+      r.offset_sum.back()[size_t(b)] = -offset * s;
     }
   }
-  for (size_t k = 0; k < xs.size(); ++k) r.rows.push_back({r.scale[k].data(), r.q[k].data(), r.q_offset[k].data(), r.eight_sum[k].data()});
+  for (size_t k = 0; k < xs.size(); ++k) r.rows.push_back({r.scale[k].data(), r.q[k].data(), r.offset_sum[k].data()});
   return r;
 }
 
@@ -106,8 +105,9 @@ TEST(RowGroups, LayoutRoundTripsEveryRow) {
         }
         if (out >= 16) {  // row i's block b: its scale at 16 B b + 2 i, its value byte 4c + k at 16 B b + 32 + 64 c + 4 i + k
           const int B = format == WeightFormat::Q4_0 ? 18 : 34, i = 5, b = in / 32 - 1, c = B == 18 ? 3 : 7, k = 2;
+          const uint8_t offset = format == WeightFormat::Q8_0 ? 0x80 : 0;  // Q8_0 grouped as w + 128
           EXPECT_EQ(0, std::memcmp(grouped.group(0) + 16 * B * b + 2 * i, rows.row(i) + B * b, 2));
-          EXPECT_EQ(grouped.group(0)[16 * B * b + 32 + 64 * c + 4 * i + k], rows.row(i)[B * b + 2 + 4 * c + k]);
+          EXPECT_EQ(grouped.group(0)[16 * B * b + 32 + 64 * c + 4 * i + k], uint8_t(rows.row(i)[B * b + 2 + 4 * c + k] ^ offset));
         }
       }
   // Only block formats with int8 activations are grouped; grouping twice changes nothing.
@@ -139,7 +139,7 @@ TEST(RowGroups, EveryKernelGivesTheExactBlockSumsInOrderBitForBit) {
       grouped.group_rows();
       std::vector<std::vector<float>> xs;
       for (int r = 0; r < simd::kMaxGroupDotRows; ++r) xs.push_back(random_vec(rng, size_t(n), r == 3 ? 1e-3f : 2.f));
-      const QRows x = quantized(xs, n);
+      const QRows x = quantized(xs, n, format);
       for (const simd::RowGroupKernels* k : simd::row_group_kernels_available())
         for (int count = 1; count <= simd::kMaxGroupDotRows; ++count) {
           SCOPED_TRACE(std::string(k->name) + " " + weight_format_name(format) + " n " + std::to_string(n) + " rows " +
@@ -159,6 +159,33 @@ TEST(RowGroups, EveryKernelGivesTheExactBlockSumsInOrderBitForBit) {
               ASSERT_NEAR(want, exact, 1e-5 * (1 + std::abs(exact)) * std::sqrt(double(n)));
             }
         }
+    }
+}
+
+// The pair kernels (two adjacent groups a call, the broadcasts shared):
+// each of the 32 outputs has the same bits as the one-group kernels'.
+TEST(RowGroups, PairKernelsGiveBothGroupsTheirBits) {
+  std::mt19937 rng(5);
+  for (WeightFormat format : kFormats)
+    for (int n : {32, 96, 1152}) {
+      const WeightMatrix rows = block_matrix(format, rng, 48, n);
+      WeightMatrix grouped = rows;
+      grouped.group_rows();
+      std::vector<std::vector<float>> xs;
+      for (int r = 0; r < simd::kMaxGroupDotRows; ++r) xs.push_back(random_vec(rng, size_t(n), r == 2 ? 1e-3f : 2.f));
+      const QRows x = quantized(xs, n, format);
+      for (const simd::RowGroupKernels* k : simd::row_group_kernels_available())
+        for (int count = 1; count <= simd::kMaxGroupDotRows; ++count)
+          for (int first : {0, 1}) {  // groups 0 and 1, then 1 and 2
+            SCOPED_TRACE(std::string(k->name) + " " + weight_format_name(format) + " n " + std::to_string(n) + " rows " +
+                         std::to_string(count) + " from group " + std::to_string(first));
+            std::vector<float> out(size_t(count) * 32, -1.f);
+            (format == WeightFormat::Q4_0 ? k->q4_pair : k->q8_pair)(x.rows.data(), count, grouped.group(first), n, out.data());
+            for (int r = 0; r < count; ++r)
+              for (int i = 0; i < 32; ++i)
+                ASSERT_EQ(out[size_t(r * 32 + i)], exact_order(format, rows.row(16 * first + i), x.rows[size_t(r)], n))
+                    << "x row " << r << " output " << i;
+          }
     }
 }
 
@@ -183,7 +210,7 @@ TEST(RowGroups, ExtremeWeightsAndActivationsStayExact) {
         rows.int8_activations = true;
         WeightMatrix grouped = rows;
         grouped.group_rows();
-        const QRows x = quantized({std::vector<float>(size_t(n), sign)}, n);
+        const QRows x = quantized({std::vector<float>(size_t(n), sign)}, n, format);
         ASSERT_EQ(x.q[0][0], int8_t(127 * sign));
         for (const simd::RowGroupKernels* k : simd::row_group_kernels_available()) {
           float out[16];

@@ -7,7 +7,7 @@
 // once and multiplies them R times.
 //
 // build: g++ -O2 -std=c++20 -Isrc -Iinclude bench/ab/ab_group_rows.cpp build/libsplitdec_core.a -lopenblas -lpthread -o /tmp/ab_group_rows
-// usage: ab_group_rows [layers (default 26)] [q8_0 | q4_0 (default q8_0)]
+// usage: ab_group_rows [layers (default 26)] [q8_0 | q4_0 (default q8_0)] [rows,rows,... (default 1,4,8,16,32,64,512)]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -48,7 +48,21 @@ int main(int argc, char** argv) {
   for (const WeightMatrix& w : ws) macs_per_row += double(w.in) * w.out, bytes += double(w.bytes());
   std::printf("%s: %zu matrices, %.0f MB, %.2f GMAC per row\n", format == WeightFormat::Q4_0 ? "q4_0" : "q8_0", ws.size(),
               bytes / 1e6, macs_per_row / 1e9);
-  for (int rows : {1, 4, 8, 16, 32, 64, 512}) {
+  std::vector<int> row_counts = {1, 4, 8, 16, 32, 64, 512};
+  if (argc > 3) {  // a comma-separated list instead
+    row_counts.clear();
+    for (const char* p = argv[3]; *p;) {
+      const int rows = std::atoi(p);
+      if (rows < 1 || rows > 4096) {
+        std::fprintf(stderr, "ab_group_rows: row counts must be 1-4096 (got %s)\n", argv[3]);
+        return 2;
+      }
+      row_counts.push_back(rows);
+      while (*p && *p != ',') ++p;
+      if (*p == ',') ++p;
+    }
+  }
+  for (int rows : row_counts) {
     std::vector<float> x(size_t(rows) * 6912), y(size_t(rows) * 6912);
     for (float& v : x) v = normal(rng);
     std::vector<double> times;

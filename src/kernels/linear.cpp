@@ -197,14 +197,14 @@ void gemm_panels(ThreadPool& pool, const float* x, int rows, const WeightMatrix&
 // [rows][in / 32], values [rows][in]. Kept per calling thread and reused, so
 // a decode step allocates nothing.
 // For row groups (simd/row_groups.h) also what their kernel takes, and only
-// then: q + 128 [rows][in] for Q8_0's, 8 x each block's sum of q
-// [rows][in / 32] for Q4_0's, each block's sum for Q4_K's and Q5_K's, the
+// then: -8 (Q4_0) or -128 (Q8_0) x each block's sum of q [rows][in / 32],
+// each block's sum for Q4_K's and Q5_K's, the
 // sums of its halves for Q6_K's (empty otherwise).
 struct QuantizedRows {
   std::vector<float> scale;
   std::vector<int8_t> q;
-  std::vector<uint8_t> q_offset;
-  std::vector<int32_t> eight_sum;
+  int32_t offset = 0;  // the weights' offset for offset_sum (8 or 128)
+  std::vector<int32_t> offset_sum;
   std::vector<int32_t> sum;
   std::vector<int32_t> half_sums;
 };
@@ -213,14 +213,10 @@ void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedR
   const size_t nb = size_t(in / 32);
   int8_t* q = &out.q[size_t(r) * size_t(in)];
   t.quantize_q8_activations(x, in, &out.scale[size_t(r) * nb], q);
-  if (!out.q_offset.empty()) {
-    uint8_t* q_offset = &out.q_offset[size_t(r) * size_t(in)];
-    for (int j = 0; j < in; ++j) q_offset[j] = uint8_t(q[j] ^ 0x80);  // q + 128
-  }
-  for (size_t b = 0; b < nb && (!out.eight_sum.empty() || !out.sum.empty() || !out.half_sums.empty()); ++b) {
+  for (size_t b = 0; b < nb && (!out.offset_sum.empty() || !out.sum.empty() || !out.half_sums.empty()); ++b) {
     int32_t first = 0, second = 0;
     for (int j = 0; j < 16; ++j) first += q[b * 32 + size_t(j)], second += q[b * 32 + 16 + size_t(j)];
-    if (!out.eight_sum.empty()) out.eight_sum[size_t(r) * nb + b] = 8 * (first + second);
+    if (!out.offset_sum.empty()) out.offset_sum[size_t(r) * nb + b] = -out.offset * (first + second);
     if (!out.sum.empty()) out.sum[size_t(r) * nb + b] = first + second;
     if (!out.half_sums.empty()) out.half_sums[size_t(r) * nb + b] = simd::pack_half_sums(first, second);
   }
@@ -231,8 +227,8 @@ void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
   const size_t nb = size_t(w.in / 32), grouped = w.grouped_rows > 0;
   out.scale.resize(size_t(rows) * nb);
   out.q.resize(size_t(rows) * size_t(w.in));
-  out.q_offset.resize(grouped && w.format == WeightFormat::Q8_0 ? size_t(rows) * size_t(w.in) : 0);
-  out.eight_sum.resize(grouped && w.format == WeightFormat::Q4_0 ? size_t(rows) * nb : 0);
+  out.offset = w.format == WeightFormat::Q4_0 ? 8 : w.format == WeightFormat::Q8_0 ? 128 : 0;
+  out.offset_sum.resize(grouped && out.offset > 0 ? size_t(rows) * nb : 0);
   out.sum.resize(grouped && (w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q5_K) ? size_t(rows) * nb : 0);
   out.half_sums.resize(grouped && w.format == WeightFormat::Q6_K ? size_t(rows) * nb : 0);
 }
@@ -281,8 +277,10 @@ int64_t unit_grain(const WeightMatrix& w, int64_t output_grain) {
   return w.grouped_rows > 0 ? std::max<int64_t>(1, output_grain / simd::kGroupRows) : output_grain;
 }
 
-// The row-group kernel of a block format (Q8_0 for the one left).
-simd::GroupDot group_dot(const simd::RowGroupKernels& kernels, WeightFormat f) {
+// The row-group kernel of a block format (Q8_0 for the one left); `pair`:
+// the one that takes two adjacent groups (Q4_0 and Q8_0 only, else null).
+simd::GroupDot group_dot(const simd::RowGroupKernels& kernels, WeightFormat f, bool pair = false) {
+  if (pair) return f == WeightFormat::Q4_0 ? kernels.q4_pair : f == WeightFormat::Q8_0 ? kernels.q8_pair : nullptr;
   switch (f) {
     case WeightFormat::Q4_0: return kernels.q4;
     case WeightFormat::Q4_K: return kernels.q4_k;
@@ -293,30 +291,35 @@ simd::GroupDot group_dot(const simd::RowGroupKernels& kernels, WeightFormat f) {
 }
 
 // Units [u0, u1) for every quantized row: groups through the row-group
-// kernel (up to kMaxGroupDotRows rows per weight load), the rest through matvec_q8act_block.
+// kernel (up to kMaxGroupDotRows rows per weight load; two groups a call
+// where the format has a pair kernel and there are two rows or more: one
+// row's Q4_0 decode read 10-40% slower in pairs), the rest through
+// matvec_q8act_block.
 void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
                         float* y, int64_t u0, int64_t u1) {
   const int64_t groups = w.grouped_rows / simd::kGroupRows;
   if (u0 < groups) {
     const simd::RowGroupKernels& kernels = simd::row_group_kernels(t);
-    const simd::GroupDot dot = group_dot(kernels, w.format);
+    const simd::GroupDot one = group_dot(kernels, w.format), pair = group_dot(kernels, w.format, true);
     const size_t nb = size_t(w.in / 32);
     constexpr int kPass = simd::kMaxGroupDotRows;
     simd::Q8Row xr[kPass];
-    float out[kPass * simd::kGroupRows];
-    for (int64_t g = u0; g < std::min(u1, groups); ++g) {
+    float out[kPass * 2 * simd::kGroupRows];
+    const int64_t end = std::min(u1, groups);
+    for (int64_t g = u0, count = 1; g < end; g += count) {
+      count = pair && rows >= 2 && g + 1 < end ? 2 : 1;  // one row reads at the stream's pace either way
+      const simd::GroupDot dot = count == 2 ? pair : one;
       for (int r = 0; r < rows; r += kPass) {
         const int n = std::min(kPass, rows - r);
         for (int j = 0; j < n; ++j)
           xr[j] = {x.scale.data() + size_t(r + j) * nb, x.q.data() + size_t(r + j) * size_t(w.in),
-                   x.q_offset.empty() ? nullptr : x.q_offset.data() + size_t(r + j) * size_t(w.in),
-                   x.eight_sum.empty() ? nullptr : x.eight_sum.data() + size_t(r + j) * nb,
+                   x.offset_sum.empty() ? nullptr : x.offset_sum.data() + size_t(r + j) * nb,
                    x.sum.empty() ? nullptr : x.sum.data() + size_t(r + j) * nb,
                    x.half_sums.empty() ? nullptr : x.half_sums.data() + size_t(r + j) * nb};
         dot(xr, n, w.group(int(g)), w.in, out);
         for (int j = 0; j < n; ++j)
-          std::memcpy(y + int64_t(r + j) * w.out + g * simd::kGroupRows, out + j * simd::kGroupRows,
-                      sizeof(float) * simd::kGroupRows);
+          std::memcpy(y + int64_t(r + j) * w.out + g * simd::kGroupRows, out + j * count * simd::kGroupRows,
+                      sizeof(float) * size_t(count) * simd::kGroupRows);
       }
     }
   }

@@ -174,6 +174,13 @@ struct GroupedBlocks {
   int chunks() const { return int(block_bytes - 2) / 4; }
   size_t scale_at(int b, int i) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(2 * i); }
   size_t chunk_at(int b, int i, int c) const { return size_t(b) * simd::kGroupRows * block_bytes + size_t(32 + 64 * c + 4 * i); }
+  // Q8_0's values are grouped as w + 128 (row_groups.h): the same xor
+  // each way.
+  void move_chunk(uint8_t* dst, const uint8_t* src) const {
+    std::memcpy(dst, src, 4);
+    if (block_bytes == 34)
+      for (int k = 0; k < 4; ++k) dst[k] ^= 0x80;
+  }
 };
 
 // Where the bytes of row i's super-block b (as llama.cpp stores it) lie in
@@ -220,7 +227,7 @@ void WeightMatrix::copy_row(int o, uint8_t* dst) const {
   const GroupedBlocks at{weight_row_bytes(format, 32)};
   for (int b = 0; b < in / 32; ++b, dst += at.block_bytes) {
     std::memcpy(dst, g + at.scale_at(b, i), 2);
-    for (int c = 0; c < at.chunks(); ++c) std::memcpy(dst + 2 + 4 * c, g + at.chunk_at(b, i, c), 4);
+    for (int c = 0; c < at.chunks(); ++c) at.move_chunk(dst + 2 + 4 * c, g + at.chunk_at(b, i, c));
   }
 }
 
@@ -243,7 +250,7 @@ void WeightMatrix::group_rows() {
       }
       for (int b = 0; b < in / 32; ++b, src += at.block_bytes) {
         std::memcpy(dst + at.scale_at(b, i), src, 2);
-        for (int c = 0; c < at.chunks(); ++c) std::memcpy(dst + at.chunk_at(b, i, c), src + 2 + 4 * c, 4);
+        for (int c = 0; c < at.chunks(); ++c) at.move_chunk(dst + at.chunk_at(b, i, c), src + 2 + 4 * c);
       }
     }
   }

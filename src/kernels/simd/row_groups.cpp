@@ -49,9 +49,26 @@ void q8_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n,
       out[r * kGroupRows + i] = group_row_dot<kQ8GroupBlockBytes>(x[r], group, i, n, [&](const uint8_t* block, const int8_t* xq) {
         int32_t sum = 0;
         for (int c = 0; c < 8; ++c)
-          for (int k = 0; k < 4; ++k) sum += int32_t(int8_t(block[32 + 64 * c + 4 * i + k])) * xq[4 * c + k];
+          for (int k = 0; k < 4; ++k) sum += (int32_t(block[32 + 64 * c + 4 * i + k]) - 128) * xq[4 * c + k];  // stored w + 128
         return sum;
       });
+}
+
+// Two groups: the second 16 x row bytes after the first, its outputs after
+// the first's in each activation row's 32.
+template <int kBlockBytes>
+void pair_dot(GroupDot dot, const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  float one[kMaxGroupDotRows * kGroupRows];
+  for (int g = 0; g < 2; ++g) {
+    dot(x, rows, group + int64_t(g) * (n / 32) * kBlockBytes, n, one);
+    for (int r = 0; r < rows; ++r) std::memcpy(out + (2 * r + g) * kGroupRows, one + r * kGroupRows, sizeof(float) * kGroupRows);
+  }
+}
+void q4_group_pair_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  pair_dot<kQ4GroupBlockBytes>(q4_group_dot_generic, x, rows, group, n, out);
+}
+void q8_group_pair_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  pair_dot<kQ8GroupBlockBytes>(q8_group_dot_generic, x, rows, group, n, out);
 }
 
 namespace {
@@ -128,8 +145,8 @@ void q6_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
 
 namespace {
 #define SPLITDEC_ROW_GROUP_SET(name, suffix)                                                                  \
-  {name, q4_group_dot_##suffix, q8_group_dot_##suffix, q4_k_group_dot_##suffix, q5_k_group_dot_##suffix, \
-   q6_k_group_dot_##suffix}
+  {name, q4_group_dot_##suffix, q8_group_dot_##suffix, q4_group_pair_dot_##suffix, q8_group_pair_dot_##suffix, \
+   q4_k_group_dot_##suffix, q5_k_group_dot_##suffix, q6_k_group_dot_##suffix}
 const RowGroupKernels kGeneric SPLITDEC_ROW_GROUP_SET("generic", generic);
 const RowGroupKernels kAvx2 SPLITDEC_ROW_GROUP_SET("avx2", avx2);
 const RowGroupKernels kAvxVnni SPLITDEC_ROW_GROUP_SET("avx-vnni", avx_vnni);

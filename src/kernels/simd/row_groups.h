@@ -40,7 +40,8 @@ namespace splitdec::simd {
 // rearranged per block b (at b x 16 x block bytes): the 16 rows' f16 scales
 // (row i at 2 i), then chunk c at 32 + 64 c holding bytes 4c .. 4c + 3 of
 // each row's block values (row i at 4 i): 4 chunks for Q4_0's 16 nibble
-// bytes, 8 for Q8_0's 32 values.
+// bytes, 8 for Q8_0's 32 values, stored unsigned as w + 128 (w ^ 0x80: the
+// unsigned operand of vpdpbusd; the activations are the signed one).
 constexpr int kGroupRows = 16;
 constexpr int kQ4GroupBlockBytes = kGroupRows * 18;
 constexpr int kQ8GroupBlockBytes = kGroupRows * 34;
@@ -66,8 +67,9 @@ constexpr int kQ5KGroupBlockBytes = kGroupRows * 176;
 constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 
 // One activation row in Q8_0 form: scale[n / 32], q[n] (-127 .. 127);
-// q_offset[n] = q + 128 (the unsigned operand for Q8_0's signed weights);
-// eight_sum[b] = 8 x the sum of block b's q (Q4_0's nibble offset);
+// offset_sum[b] = -(the weights' offset) x the sum of block b's q: -8 x
+// for Q4_0's nibbles, -128 x for Q8_0's grouped w + 128 (the integer
+// sums start there);
 // sum[b] = the sum of block b's q (Q4_K's and Q5_K's mins); half_sums[b] = the sums
 // of its two 16-value halves as int16 in one int32 (first half in the low
 // 16 bits; Q6_K's offset of 32). Each needs to be there only for the
@@ -75,8 +77,7 @@ constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 struct Q8Row {
   const float* scale;
   const int8_t* q;
-  const uint8_t* q_offset;
-  const int32_t* eight_sum;
+  const int32_t* offset_sum;
   const int32_t* sum = nullptr;
   const int32_t* half_sums = nullptr;
 };
@@ -97,6 +98,12 @@ struct RowGroupKernels {
   const char* name;
   GroupDot q4;
   GroupDot q8;
+  // Two adjacent groups (rows 16 g .. 16 g + 31 from `group`, the second at
+  // group + 16 x row bytes): out[r * 32 + i]. The same bits as two calls
+  // of q4 / q8; the 512-bit kernels share each activation broadcast
+  // between the two groups.
+  GroupDot q4_pair;
+  GroupDot q8_pair;
   GroupDot q4_k;  // n a multiple of 256
   GroupDot q5_k;  // n a multiple of 256
   GroupDot q6_k;  // n a multiple of 256
@@ -112,6 +119,8 @@ std::vector<const RowGroupKernels*> row_group_kernels_available();
 #define SPLITDEC_ROW_GROUP_KERNELS(suffix)                                                   \
   void q4_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q8_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
+  void q4_group_pair_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
+  void q8_group_pair_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q4_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q5_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out); \
   void q6_k_group_dot_##suffix(const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
