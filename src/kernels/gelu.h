@@ -15,8 +15,11 @@ namespace splitdec {
 // first clamped to [-87, 88], where 2^k stays a normal float; the clamp works
 // on the bit pattern with unsigned compares (a float compare would keep GCC
 // from vectorizing under the default -ftrapping-math). NaN comes out finite:
-// gelu_tanh keeps it through its factor x.
-inline float exp_f32(float x) {
+// gelu_tanh keeps it through its factor x. Always inlined: the
+// per-instruction-set files (simd/gelu_gate_*.cpp) include it too, and an
+// out-of-line copy built for AVX-512 must never be the one a baseline
+// caller links to.
+[[gnu::always_inline]] inline float exp_f32(float x) {
   constexpr uint32_t kSign = 0x80000000u, kHi = 0x42b00000u, kLo = 0xc2ae0000u;  // 88.f, -87.f
   uint32_t b = std::bit_cast<uint32_t>(x);
   uint32_t ordered = b ^ kSign;  // non-negative floats: the signed order as unsigned
@@ -41,7 +44,7 @@ inline float exp_f32(float x) {
 // HF "gelu_pytorch_tanh", 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x +
 // 0.044715 x^3), written as the identical x / (1 + e^(-2u)): no cancellation
 // for negative x, and no libm call.
-inline float gelu_tanh(float x) {
+[[gnu::always_inline]] inline float gelu_tanh(float x) {
   const float u = 0.7978845608f * (x + 0.044715f * x * x * x);
   return x / (1.f + exp_f32(-2.f * u));
 }

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/gelu.h"
+#include "kernels/simd/gelu_gate.h"
 
 namespace splitdec::ops {
 
@@ -50,20 +50,14 @@ void rope(float* x, int heads, int head_dim, const float* inv_freq, int64_t posi
 }
 
 void gelu_tanh_gate(float* gate, const float* up, size_t n, const CpuContext& cpu) {
+  const simd::GeluGate gelu = simd::gelu_gate_kernel(*cpu.table);
   // Ranges of >= 32K values over the pool (a prefill chunk's MLP is
   // millions); each value is computed the same way wherever it falls, so
   // results do not depend on the thread count or on the batch a row is in.
   cpu.pool->parallel_for(
       int64_t(n),
       [&](int64_t b, int64_t e) {
-        float t[kGeluBlock];
-        int64_t i = b;
-        for (; i + kGeluBlock <= e; i += kGeluBlock) {
-          std::copy_n(gate + i, kGeluBlock, t);
-          for (int j = 0; j < kGeluBlock; ++j) t[j] = gelu_tanh(t[j]);
-          for (int j = 0; j < kGeluBlock; ++j) gate[i + j] = t[j] * up[i + j];
-        }
-        for (; i < e; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
+        gelu(gate + b, up + b, e - b);
       },
       int64_t(1) << 15);
 }

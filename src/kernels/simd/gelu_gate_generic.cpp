@@ -1,0 +1,2 @@
+#define GELU_GATE_NAME gelu_gate_generic
+#include "kernels/simd/gelu_gate.inc"
