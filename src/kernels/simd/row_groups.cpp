@@ -54,21 +54,18 @@ void q8_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n,
       });
 }
 
-// Two groups: the second 16 x row bytes after the first, its outputs after
-// the first's in each activation row's 32.
-template <int kBlockBytes>
-void pair_dot(GroupDot dot, const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
-  float one[kMaxGroupDotRows * kGroupRows];
+void group_pair_dot_in_two_calls(GroupDot one, int block_bytes, const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
+  float each[kMaxGroupDotRows * kGroupRows];
   for (int g = 0; g < 2; ++g) {
-    dot(x, rows, group + int64_t(g) * (n / 32) * kBlockBytes, n, one);
-    for (int r = 0; r < rows; ++r) std::memcpy(out + (2 * r + g) * kGroupRows, one + r * kGroupRows, sizeof(float) * kGroupRows);
+    one(x, rows, group + int64_t(g) * (n / 32) * block_bytes, n, each);
+    for (int r = 0; r < rows; ++r) std::memcpy(out + (2 * r + g) * kGroupRows, each + r * kGroupRows, sizeof(float) * kGroupRows);
   }
 }
 void q4_group_pair_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
-  pair_dot<kQ4GroupBlockBytes>(q4_group_dot_generic, x, rows, group, n, out);
+  group_pair_dot_in_two_calls(q4_group_dot_generic, kQ4GroupBlockBytes, x, rows, group, n, out);
 }
 void q8_group_pair_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int n, float* out) {
-  pair_dot<kQ8GroupBlockBytes>(q8_group_dot_generic, x, rows, group, n, out);
+  group_pair_dot_in_two_calls(q8_group_dot_generic, kQ8GroupBlockBytes, x, rows, group, n, out);
 }
 
 namespace {

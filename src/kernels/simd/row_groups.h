@@ -109,6 +109,11 @@ struct RowGroupKernels {
   GroupDot q6_k;  // n a multiple of 256
 };
 
+// A pair kernel made of two calls of `one` (Q4_0 or Q8_0 blocks of
+// block_bytes per group block), for the kernels that gain nothing from
+// sharing broadcasts.
+void group_pair_dot_in_two_calls(GroupDot one, int block_bytes, const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
+
 // The kernels that go with a SIMD table on this CPU (VNNI where present;
 // SPLITDEC_VNNI=0 keeps them off, to measure a CPU without).
 const RowGroupKernels& row_group_kernels(const KernelTable& table);
