@@ -14,6 +14,7 @@ struct BenchOptions {
   std::string only;         // section names to run (e.g. "prefill,linear"; empty: all); machine always runs
   std::string model_dir;    // section "folder": decode on this model folder against its weight floor
   std::string weights;      // how that folder's weights load (LoadOptions::weights)
+  std::string kv_dtype;     // that folder's KV storage (f32 | bf16 | f16 | q8; empty: the session default)
 };
 
 int run_benchmarks(const BenchOptions& options);

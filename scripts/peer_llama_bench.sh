@@ -21,7 +21,8 @@
 # 512 (aggregate tokens/s); SHORT=1 keeps prefill 512 and decode @512. Peak
 # RSS of each side's prefill-512 run. PRESET=gemma4-e2b (with LAYERS 20 or
 # more, so its KV-shared layers start after a full layer) measures Gemma-4's
-# per-layer embeddings and KV sharing.
+# per-layer embeddings and KV sharing. KV=f16 (or bf16, q8) stores
+# splitdec's KV cache that way (default f32; llama.cpp's default is f16).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 llama="${1:?usage: $0 LLAMA_BIN_DIR [BUILD_DIR] [LAYERS] [ROUNDS] [TYPES...]}"
@@ -49,7 +50,7 @@ decode=64
 
 # splitdec: tokens/s of one field of generate's --json (prefill or decode, summed over sequences).
 sd() {  # sd GGUF IDS_FILE FIELD [extra args]
-  "$bin" generate --model "$1" --input "$2" -n "$decode" -t "$threads" --json "${@:4}" 2>/dev/null | head -1 |
+  "$bin" generate --model "$1" --input "$2" -n "$decode" -t "$threads" --json ${KV:+--kv-dtype "$KV"} "${@:4}" 2>/dev/null | head -1 |
     node -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
       const r = JSON.parse(s), seqs = JSON.parse(require("fs").readFileSync(process.argv[1])).tokens.length;
       console.log(process.argv[2] === "prefill" ? (r.prompt_tokens * seqs) / r.prefill_ms * 1e3 : (r.decode_tokens * seqs) / r.decode_ms * 1e3);
