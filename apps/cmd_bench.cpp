@@ -19,11 +19,12 @@ void add_bench(CLI::App& app, std::function<int()>& run_fn) {
   cmd->add_option("-m,--model", o->model_dir,
                   "also run section 'folder': decode steps at 1K and 4K context on this model folder against its weight floor");
   cmd->add_option("--weights", o->weights, "how --model's weights load (as generate's --weights)");
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV storage for --model's decode rows: f32 | bf16 | f16 | q8 (default f32; llama.cpp's is f16)")
-      ->check(CLI::IsMember({"f32", "bf16", "f16", "q8"}));
+  auto kv_dtype = std::make_shared<std::string>();
+  cmd->add_option("--kv-dtype", *kv_dtype, "KV storage for --model's rows: f32 | bf16 | f16 | q8 (default f32; llama.cpp's is f16)");
   cmd->add_option("--work-dir", o->work_dir, "where generated benchmark models go (default: a temporary directory)");
-  cmd->callback([o, threads, &run_fn] {
-    run_fn = [o, threads] {
+  cmd->callback([o, threads, kv_dtype, &run_fn] {
+    run_fn = [o, threads, kv_dtype] {
+      if (!kv_dtype->empty()) o->kv_storage = flag_value("--kv-dtype", *kv_dtype, parse_kv_storage);
       ThreadPool::set_threads(*threads);
       return bench::run_benchmarks(*o);
     };

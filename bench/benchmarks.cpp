@@ -44,9 +44,6 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
-// A KV storage as the tables name it (q8: int8 rows with a scale each).
-const char* kv_name(DType storage) { return storage == DType::I8 ? "q8" : dtype_name(storage); }
-
 // Median seconds of `fn` over repetitions (at least `min_reps`, up to `budget_s`).
 double median_time(const std::function<void()>& fn, int min_reps = 3, double budget_s = 0.5) {
   std::vector<double> t;
@@ -286,7 +283,7 @@ json decode_attention(const json& m, bool quick) {
         return (now_s() - t0) * rows_share;
       };
       const AgainstFloor a = against_floor(read_kv, [&] { gqa_attention(qb, kv, 0, &start, o.data()); }, quick ? 9 : 15);
-      const char* name = kv_name(kv_dtype);
+      const char* name = kv_dtype == DType::I8 ? "q8" : dtype_name(kv_dtype);
       std::printf("%8d %6d %6s %10.3f %12.3f %9.0f%% %10.1f %14.0f\n", ctx, hd, name, a.kernel_s * 1e3, a.floor_s * 1e3,
                   100 * a.fraction, bytes / a.floor_s / 1e9, rss);
       out.push_back({{"context", ctx}, {"head_dim", hd}, {"kv_dtype", name}, {"ms", a.kernel_s * 1e3}, {"kv_bytes", bytes},
@@ -888,13 +885,14 @@ json bf16_prefill(const std::string& dir, const std::string& weights, const std:
 // Decode on a given folder (the full gemma4-12b quantized, say): a step at a
 // 1K and a 4K-token context (synthetic past) against the weight-bandwidth
 // floor, then 1-16 lockstep sequences, with the load's peak RSS.
-json folder_decode(const std::string& dir, const std::string& weights, DType kv_dtype) {
+json folder_decode(const std::string& dir, const std::string& weights, KvStorage kv_storage) {
+  const DType kv_dtype = kv_storage_dtype(kv_storage);
   std::printf("loading %s%s, KV cache %s ...\n", dir.c_str(), weights.empty() ? "" : (" (--weights " + weights + ")").c_str(),
-              kv_name(kv_dtype));
+              kv_storage_name(kv_storage));
   std::fflush(stdout);
   reset_peak_rss();
   const Model model = Model::load(dir, {}, weight_loading_named(weights));
-  json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights}, {"kv_dtype", kv_name(kv_dtype)},
+  json out = {{"model", dir}, {"weights", weights.empty() ? "as stored" : weights}, {"kv_dtype", kv_storage_name(kv_storage)},
               {"weight_bytes", double(model.weights().bytes())}, {"decode_weight_bytes", decode_weight_bytes(model)}};
   double rss = peak_rss_mib();  // the load's
   {
@@ -918,7 +916,7 @@ json folder_decode(const std::string& dir, const std::string& weights, DType kv_
   for (int context : {1024, 4096}) {
     const FloorStep f = decode_against_floor(model, context, 1, kv_dtype);
     const std::string key = "at_" + std::to_string(context / 1024) + "k";
-    // The step also reads the KV cache (f32 by default): the floor of all the
+    // The step also reads the KV cache (f32 unless --kv-dtype): the floor of all the
     // bytes it reads, beside the weights-only one.
     const double kv = kv_bytes_per_step(model.config(), context, kv_dtype);
     const double with_kv = f.fraction * (1.0 + kv / decode_weight_bytes(model));
@@ -1062,8 +1060,7 @@ int run_benchmarks(const BenchOptions& opt) {
   }
   if (!opt.model_dir.empty() && wanted("folder")) {
     section(("decode on " + opt.model_dir).c_str());
-    r["folder"] = folder_decode(opt.model_dir, opt.weights,
-                                opt.kv_dtype.empty() ? SessionOptions{}.kv_dtype : kv_storage_dtype(parse_kv_storage(opt.kv_dtype)));
+    r["folder"] = folder_decode(opt.model_dir, opt.weights, opt.kv_storage);
   }
   if (!opt.quick && wanted("whole_model")) {
     MakeModelOptions o{"gemma4-12b", work + "/gemma4-12b", 1, DType::BF16, 6};

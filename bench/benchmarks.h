@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "splitdec/splitdec.h"
+
 namespace splitdec::bench {
 
 struct BenchOptions {
@@ -14,7 +16,7 @@ struct BenchOptions {
   std::string only;         // section names to run (e.g. "prefill,linear"; empty: all); machine always runs
   std::string model_dir;    // section "folder": decode on this model folder against its weight floor
   std::string weights;      // how that folder's weights load (LoadOptions::weights)
-  std::string kv_dtype;     // that folder's KV storage (f32 | bf16 | f16 | q8; empty: the session default)
+  KvStorage kv_storage = ConversationOptions{}.kv_dtype;  // that folder's KV storage (default: generate's and serve's)
 };
 
 int run_benchmarks(const BenchOptions& options);
