@@ -14,7 +14,7 @@ namespace splitdec::cli {
 void add_export_onnx(CLI::App& app, std::function<int()>& run) {
   auto* cmd = app.add_subcommand("export-onnx",
                                  "write an ONNX Runtime package: --model DIR --out PKG [--max-length N] [--policy NAME] "
-                                 "[--plan split|single]");
+                                 "[--plan split|single] [--genai-route pipeline|multimodal]");
   cmd->prefix_command();  // every argument goes to the exporter, --help included
   cmd->set_help_flag();
   cmd->callback([cmd, &run] {

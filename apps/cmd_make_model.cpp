@@ -15,7 +15,7 @@ void add_make_model(CLI::App& app, std::function<int()>& run) {
   auto dtype = std::make_shared<std::string>();
   auto layers = std::make_shared<int>(0);
   cmd->add_option("--preset", o->preset,
-                  "tiny-gemma3 | tiny-gemma3-256 | tiny-gemma4 | tiny-gemma4-unified | tiny-gemma4-ple | tiny-gemma4-moe | gemma3-1b | "
+                  "tiny-gemma3 | tiny-gemma3-img256 | tiny-gemma3-256 | tiny-gemma4 | tiny-gemma4-unified | tiny-gemma4-ple | tiny-gemma4-moe | gemma3-1b | "
                   "gemma3-12b | gemma4-12b | gemma4-12b-attention | gemma4-31b | gemma4-e2b | gemma4-e4b | gemma4-26b-a4b")
       ->required();
   cmd->add_option("--out", o->out_dir, "output directory")->required();

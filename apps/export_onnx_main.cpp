@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   using namespace splitdec;
   CLI::App app{"splitdec export-onnx: write an ONNX Runtime package (split: prefill + GQA decode graphs)"};
   app.name("splitdec export-onnx");
-  std::string model_dir, out, policy, plan = "split";
+  std::string model_dir, out, policy, plan = "split", route = "pipeline";
   int64_t max_length = 4096;
   app.add_option("-m,--model", model_dir, "model directory")->required();
   app.set_version_flag("--version", "splitdec " SPLITDEC_VERSION);
@@ -25,6 +25,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-length", max_length, "length of the shared KV buffers / context (default 4096)");
   app.add_option("--policy", policy, "mask policy (default: the model family's)");
   app.add_option("--plan", plan, "split | single (default split)");
+  app.add_option("--genai-route", route,
+                 "pipeline: a decoder-pipeline package, the caller binds media rows (default); multimodal: ONNX "
+                 "Runtime GenAI's own Gemma-3 route (its processor, vision.onnx; --plan single)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -38,14 +41,18 @@ int main(int argc, char** argv) {
     o.max_length = max_length;
     o.plan = parse_package_kind(plan);
     if (!policy.empty()) o.policy = parse_mask_policy(policy);
+    o.genai_route = parse_genai_route(route);
+    o.model_dir = model_dir;
     check_onnx_export_options(o);  // before loading a model that may be large
     check_onnx_exportable(load_model_config(model_dir));
     const Model model = Model::load(model_dir);
     // The media frontends' graphs, when the checkpoint has their weights.
     const onnx_export::ExportFrontends frontends = onnx_export::load_export_frontends(model_dir, model.config());
+    check_genai_route(o, &frontends);
     const OnnxPackage pkg = export_onnx_package(model, out, o, &frontends);
-    std::printf("wrote %s (plan %s, max_length %lld, weights %.1f MiB):", out.c_str(), package_kind_name(o.plan),
-                static_cast<long long>(o.max_length), double(pkg.weight_bytes) / (1 << 20));
+    std::printf("wrote %s (plan %s, GenAI route %s, max_length %lld, weights %.1f MiB):", out.c_str(),
+                package_kind_name(o.plan), genai_route_name(o.genai_route), static_cast<long long>(o.max_length),
+                double(pkg.weight_bytes) / (1 << 20));
     for (const auto& file : pkg.files) std::printf(" %s", file.c_str());
     std::printf("\n");
     return 0;

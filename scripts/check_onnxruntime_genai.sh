@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs exported splitdec packages in ONNX Runtime GenAI itself and compares
-# its greedy tokens with `splitdec generate` on the same exact inputs.
+# its greedy tokens and the logits each was chosen from (within 1e-4) with
+# `splitdec generate` on the same exact inputs.
 #
 #   scripts/check_onnxruntime_genai.sh ORT_GENAI_DIR [BUILD_DIR]
 #
@@ -12,8 +13,9 @@
 # fetch ONNX Runtime GenAI); see docs/onnx-export.md.
 #
 # For tiny-gemma3, tiny-gemma4 and tiny-gemma4-unified, both packages
-# (split, single), four cases: text, one image, two turns with a new image
-# in turn 2, three turns (text, image, text). The driver
+# (split, single), five cases: text, one image, two turns with a new image
+# in turn 2, three turns (text, image, text), and a text prompt after which
+# tiny-gemma4 generates its image id (a generated media id is text). The driver
 # (scripts/onnxruntime_genai_driver.cpp) binds media_embeds only, once, and
 # feeds the last generated token before each later turn.
 set -euo pipefail
@@ -67,24 +69,48 @@ cases = {
   'three_turns': {'turns': [turn([bos, 40, 41, 42], None, 5), turn([60, 61] + image('demo_png.npy') + [62], 'demo_png.npy'),
                             turn([70, 71, 72], None, 4)]},
 }
+# Issue 32's reproduction: on tiny-gemma4 the 23rd generated token is the
+# image id; generated ids are text in splitdec and must be in the package.
+cases['generated_media_id'] = {'turns': [turn([2, 185, 505, 97, 222, 353, 44, 57, 440, 294, 68, 207, 318, 49, 485, 279],
+                                               None, 33)]}
 for name, case in cases.items():
     json.dump(case, open(os.path.join(m, name + '.json'), 'w'))
 EOF
   for plan in split single; do
     pkg=$m/pkg-$plan
     "$splitdec" export-onnx --model "$m" --out "$pkg" --plan "$plan" --max-length 512 > /dev/null
-    for case in text image two_turns_new_image three_turns; do
-      want=$("$splitdec" generate --model "$m" --input "$m/$case.json" --plan split --json | grep '^{' | head -1)
-      if got=$("$work/driver" "$pkg" "$m/$case.json" 2> "$work/err"); then :; else got="error: $(tail -1 "$work/err")"; fi
-      verdict=$(python3 -c '
-import json, sys
+    for case in text image two_turns_new_image three_turns generated_media_id; do
+      want=$("$splitdec" generate --model "$m" --input "$m/$case.json" --plan split --json \
+        --step-logits "$work/want.npy" | grep '^{' | head -1)
+      rm -f "$work/got.npy"
+      if got=$("$work/driver" "$pkg" "$m/$case.json" "$work/got.npy" 2> "$work/err"); then :; else
+        got="error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"  # ORT's messages end in newlines
+      fi
+      verdict=$(python3 - "$want" "$got" "$work/want.npy" "$work/got.npy" <<'EOF'
+import json, os, sys, struct, array
+def npy(path):  # float32 [1, steps, vocab] -> (shape, values)
+    b = open(path, 'rb').read()
+    n = struct.unpack('<H', b[8:10])[0]
+    header = b[10:10 + n].decode('latin1')
+    shape = tuple(int(x) for x in header[header.index('(') + 1:header.index(')')].split(',') if x.strip())
+    a = array.array('f'); a.frombytes(b[10 + n:])
+    return shape, a
 want = json.loads(sys.argv[1])["tokens"]
 try:
     got = [t for turn in json.loads(sys.argv[2])["turns"] for t in turn["tokens"]]
 except Exception:
     print("FAIL  " + sys.argv[2]); sys.exit()
-print(("same  " if got == want else "FAIL  ") + "%d tokens: %s%s" % (len(want), got, "" if got == want else "  splitdec: %s" % want))
-' "$want" "$got")
+if not os.path.exists(sys.argv[4]):
+    print("FAIL  the driver wrote no logits"); sys.exit()
+(ws, wl), (gs, gl) = npy(sys.argv[3]), npy(sys.argv[4])
+if ws != gs:
+    print("FAIL  logits %s, splitdec's %s" % (gs, ws)); sys.exit()
+diff = max((abs(a - b) for a, b in zip(wl, gl)), default=0.0)
+ok = got == want and diff <= 1e-4  # tokens alone missed a caller error that shifted logits by 0.1-0.4
+print(("same  " if ok else "FAIL  ") + "%d tokens, logits within %.1e%s" %
+      (len(want), diff, "" if got == want else ": %s  splitdec: %s" % (got, want)))
+EOF
+)
       printf '%-20s %-7s %-20s %s\n' "$preset" "$plan" "$case" "$verdict"
       [[ $verdict == same* ]] || failures=$((failures + 1))
     done
@@ -94,4 +120,4 @@ if ((failures)); then
   echo "$failures case(s) differ from splitdec" >&2
   exit 1
 fi
-echo "ONNX Runtime GenAI gives splitdec's tokens in every case"
+echo "ONNX Runtime GenAI gives splitdec's tokens and logits in every case"

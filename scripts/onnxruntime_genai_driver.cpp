@@ -3,11 +3,13 @@
 // `splitdec generate --input` takes. Built and run by
 // scripts/check_onnxruntime_genai.sh; not part of the splitdec build.
 //
-//   onnxruntime_genai_driver PKG INPUT.json
+//   onnxruntime_genai_driver PKG INPUT.json [STEP_LOGITS.npy]
 //
 // INPUT.json: one sequence, {"tokens": [[ids...]], "media_embeddings":
 // "rows.npy"} or {"turns": [{..., "max_new_tokens": N}, ...]}. Prints
-// {"turns": [{"tokens": [generated ids]}, ...]} on stdout.
+// {"turns": [{"tokens": [generated ids]}, ...]} on stdout. STEP_LOGITS.npy
+// receives the logits each token was chosen from, all turns in order, as
+// float32 [1, steps, vocab]: the layout of `splitdec generate --step-logits`.
 //
 // What a caller binds, per the package's rules (docs/onnx-export.md):
 // - media_embeds only, [rows, hidden] float32: the turn's media rows in
@@ -108,6 +110,20 @@ std::vector<Turn> read_turns(const std::string& file, int64_t hidden) {
   return out;
 }
 
+void write_npy(const std::string& file, int64_t steps, int64_t vocab, const std::vector<float>& data) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, " + std::to_string(steps) + ", " +
+                       std::to_string(vocab) + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');  // 64-byte aligned data, as numpy writes it
+  header += '\n';
+  std::ofstream out(file, std::ios::binary);
+  const uint16_t len = uint16_t(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.put(char(len & 0xff)).put(char(len >> 8));
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size() * sizeof(float)));
+  if (!out) throw std::runtime_error("cannot write " + file);
+}
+
 OgaTensor* make_tensor(float* data, int64_t rows, int64_t width) {
   const int64_t shape[2] = {rows, width};
   OgaTensor* t = nullptr;
@@ -118,11 +134,11 @@ OgaTensor* make_tensor(float* data, int64_t rows, int64_t width) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s PKG INPUT.json\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s PKG INPUT.json [STEP_LOGITS.npy]\n", argv[0]);
     return 2;
   }
-  const std::string pkg = argv[1], input = argv[2];
+  const std::string pkg = argv[1], input = argv[2], logits_file = argc == 4 ? argv[3] : "";
   try {
     const json cfg = json::parse(std::ifstream(pkg + "/genai_config.json"));
     const int64_t hidden = cfg["model"]["decoder"]["hidden_size"].get<int64_t>();
@@ -143,6 +159,8 @@ int main(int argc, char** argv) {
     check(OgaGenerator_SetModelInput(gen, "media_embeds", media), "OgaGenerator_SetModelInput");
 
     json out = json::array();
+    std::vector<float> step_logits;
+    int64_t steps = 0, vocab = 0;
     for (size_t k = 0; k < turns.size(); ++k) {
       const Turn& t = turns[k];
       std::copy(t.media.data.begin(), t.media.data.end(), buffer.begin());
@@ -154,6 +172,19 @@ int main(int argc, char** argv) {
       check(OgaGenerator_AppendTokens(gen, t.tokens.data(), t.tokens.size()), "OgaGenerator_AppendTokens");
       json generated = json::array();
       for (int n = 0; n < t.max_new_tokens && !OgaGenerator_IsDone(gen); ++n) {
+        OgaTensor* logits = nullptr;  // [1, 1, vocab]: what the next token is chosen from
+        check(OgaGenerator_GetLogits(gen, &logits), "OgaGenerator_GetLogits");
+        void* data = nullptr;
+        size_t rank = 0;
+        int64_t shape[3] = {};
+        check(OgaTensorGetShapeRank(logits, &rank), "OgaTensorGetShapeRank");
+        if (rank != 3) throw std::runtime_error("logits of rank " + std::to_string(rank) + ", expected [1, 1, vocab]");
+        check(OgaTensorGetShape(logits, shape, 3), "OgaTensorGetShape");
+        check(OgaTensorGetData(logits, &data), "OgaTensorGetData");
+        vocab = shape[2];
+        step_logits.insert(step_logits.end(), static_cast<float*>(data), static_cast<float*>(data) + vocab);
+        ++steps;
+        OgaDestroyTensor(logits);
         check(OgaGenerator_GenerateNextToken(gen), "OgaGenerator_GenerateNextToken");
         const int32_t* next = nullptr;
         size_t count = 0;
@@ -162,6 +193,7 @@ int main(int argc, char** argv) {
       }
       out.push_back({{"tokens", generated}});
     }
+    if (!logits_file.empty()) write_npy(logits_file, steps, vocab, step_logits);
     std::cout << json{{"turns", out}}.dump() << "\n";
     OgaDestroyTensor(media);
     OgaDestroyGenerator(gen);

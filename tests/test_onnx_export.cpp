@@ -430,11 +430,18 @@ TEST_P(OnnxPackage, GreedyGenerationMatchesSplitdecGenerate) {
 // src/config.cpp, is tests/data/onnxruntime_genai/config_keys.json), and a
 // model type it runs as a decoder pipeline. splitdec's own metadata is in
 // splitdec.json.
-TEST_P(OnnxPackage, GenaiConfigHasOnlyKeysOnnxRuntimeGenaiParses) {
-  const json schema = json::parse(std::ifstream(ORT_GENAI_CONFIG_KEYS));
-  const json& elements = schema["elements"];
+namespace {
+
+const json& genai_config_schema() {
+  static const json schema = json::parse(std::ifstream(ORT_GENAI_CONFIG_KEYS));
+  return schema;
+}
+
+// What ONNX Runtime GenAI's config parser would refuse in `cfg`: walks it as
+// the parser's elements would (tests/data/onnxruntime_genai/config_keys.json).
+std::vector<std::string> genai_config_problems(const json& cfg) {
+  const json& elements = genai_config_schema()["elements"];
   std::vector<std::string> problems;
-  // Walks `value` as the parser's element `element` would.
   std::function<void(const json&, const std::string&, const std::string&)> walk =
       [&](const json& value, const std::string& element, const std::string& where) {
         if (element == "numbers" || element == "strings") {
@@ -467,14 +474,21 @@ TEST_P(OnnxPackage, GenaiConfigHasOnlyKeysOnnxRuntimeGenaiParses) {
           }
         }
       };
+  walk(cfg, "root", "");
+  return problems;
+}
+
+}  // namespace
+
+TEST_P(OnnxPackage, GenaiConfigHasOnlyKeysOnnxRuntimeGenaiParses) {
+  const json& schema = genai_config_schema();
   const std::string preset = GetParam();
   const ModelConfig& c = model(preset).config();
   for (const std::string plan : {"split", "single"}) {
     SCOPED_TRACE(plan);
     const fs::path pkg = export_package(preset, plan, mask_policy_name(c.default_policy), kMaxLength);
     const json cfg = json::parse(std::ifstream(pkg / "genai_config.json"));
-    problems.clear();
-    walk(cfg, "root", "");
+    const std::vector<std::string> problems = genai_config_problems(cfg);
     EXPECT_TRUE(problems.empty()) << json(problems).dump(1);
     EXPECT_TRUE(schema["model_types"].contains(cfg["model"]["type"].get<std::string>())) << cfg["model"]["type"];
     EXPECT_EQ(cfg["search"]["past_present_share_buffer"], plan == "split");
@@ -489,11 +503,9 @@ TEST_P(OnnxPackage, GenaiConfigHasOnlyKeysOnnxRuntimeGenaiParses) {
   bad["splitdec"] = json::object();
   bad["model"]["embedding"] = {{"filename", "embedding.onnx"}, {"outputs", {{"embeddings", "inputs_embeds"}}}};
   bad["model"]["decoder"]["inputs"]["block_ids"] = "block_ids";
-  problems.clear();
-  walk(bad, "root", "");
-  EXPECT_EQ(problems, (std::vector<std::string>{":model:decoder:inputs:block_ids: unknown value",
-                                                 ":model:embedding:outputs:embeddings: unknown value",
-                                                 ":splitdec: unknown object"}));
+  EXPECT_EQ(genai_config_problems(bad), (std::vector<std::string>{":model:decoder:inputs:block_ids: unknown value",
+                                                                   ":model:embedding:outputs:embeddings: unknown value",
+                                                                   ":splitdec: unknown object"}));
 }
 
 // Every pipeline stage lists exactly its graph's inputs and outputs, and each
@@ -764,6 +776,26 @@ void expect_rows_match(const NpyArray& got, const MediaEmbeddings& want, int64_t
   EXPECT_LE(err, kMediaTolerance) << what;
 }
 
+// Gemma-3's pixel_values [images, 3, S, S] (HF's and ONNX Runtime GenAI's
+// processors: stretched to S x S, x / 255, (x - 0.5) / 0.5, channels
+// first), rebuilt from splitdec's (c, ky, kx) patches.
+GraphInput siglip_pixel_values(const std::vector<RgbImage>& images, int S, int P) {
+  const int G = S / P;
+  GraphInput pixels{{int64_t(images.size()), 3, S, S}, std::vector<float>(images.size() * 3 * size_t(S) * S), {}};
+  for (size_t b = 0; b < images.size(); ++b) {
+    const ImagePatches p = siglip_patches(images[b], S, P);
+    for (int t = 0; t < G * G; ++t)
+      for (int ch = 0; ch < 3; ++ch)
+        for (int ky = 0; ky < P; ++ky)
+          for (int kx = 0; kx < P; ++kx) {
+            const int y = (t / G) * P + ky, x = (t % G) * P + kx;
+            pixels.f32[((b * 3 + size_t(ch)) * S + size_t(y)) * S + size_t(x)] =
+                p.data[size_t(t) * p.patch_dim + (size_t(ch) * P + size_t(ky)) * P + size_t(kx)];
+          }
+  }
+  return pixels;
+}
+
 json package_config(const fs::path& pkg) {
   std::ifstream in(pkg / "genai_config.json");
   return json::parse(in);
@@ -825,23 +857,11 @@ TEST(OnnxMediaGraphs, SiglipTowerMatchesTheFrontendOnABatchOfImages) {
   const auto f = frontend(preset);
   ASSERT_TRUE(f->has_vision()) << f->describe();
   const SiglipShape& s = f->config().siglip;
-  const int width = model(preset).config().hidden_size, S = s.image_size, P = s.patch, G = s.grid();
+  const int width = model(preset).config().hidden_size, S = s.image_size, P = s.patch;
 
-  // Two images of different shapes, stretched to S x S by the processor;
-  // pixel_values rebuilt from the (c, ky, kx) patches: [2, 3, S, S].
+  // Two images of different shapes, stretched to S x S by the processor.
   const std::vector<RgbImage> images = {test_image(100, 60, 2), test_image(70, 130, 3)};
-  GraphInput pixels{{int64_t(images.size()), 3, S, S}, std::vector<float>(images.size() * 3 * size_t(S) * S), {}};
-  for (size_t b = 0; b < images.size(); ++b) {
-    const ImagePatches p = siglip_patches(images[b], S, P);
-    for (int t = 0; t < G * G; ++t)
-      for (int ch = 0; ch < 3; ++ch)
-        for (int ky = 0; ky < P; ++ky)
-          for (int kx = 0; kx < P; ++kx) {
-            const int y = (t / G) * P + ky, x = (t % G) * P + kx;
-            pixels.f32[((b * 3 + size_t(ch)) * S + size_t(y)) * S + size_t(x)] =
-                p.data[size_t(t) * p.patch_dim + (size_t(ch) * P + size_t(ky)) * P + size_t(kx)];
-          }
-  }
+  const GraphInput pixels = siglip_pixel_values(images, S, P);
   const NpyArray got = run_media_graph(pkg / "vision.onnx", {{"pixel_values", pixels}}, "siglip").at("image_features");
   ASSERT_EQ(got.shape, (std::vector<int64_t>{2, s.tokens(), width}));
   for (size_t b = 0; b < images.size(); ++b) {
@@ -1030,4 +1050,197 @@ TEST(OnnxMediaGraphs, ImageFileThroughTheFourGraphPackageMatchesSplitdec) {
             0)
       << out;
   EXPECT_EQ(json::parse(out)["tokens"], want["tokens"]) << out;
+}
+
+// ---------------------------------------------------------------------------
+// ONNX Runtime GenAI's multimodal route (`--genai-route multimodal`): model
+// type gemma3, GenAI's processor makes ids and pixels, vision.onnx the rows,
+// the embedding graph runs on every run, one decoder graph after it.
+
+namespace {
+
+constexpr const char* kRoutePreset = "tiny-gemma3-img256";  // GenAI's 256 tokens an image
+
+fs::path export_multimodal_route(const std::string& preset) {
+  const fs::path pkg = temp_root() / ("pkg-multimodal-" + preset);
+  if (fs::exists(pkg / "genai_config.json")) return pkg;
+  std::string out;
+  if (run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + model_dir(preset) + " --out " + pkg.string() +
+              " --plan single --genai-route multimodal --max-length 512",
+          &out) != 0)
+    throw std::runtime_error("export-onnx failed: " + out);
+  return pkg;
+}
+
+}  // namespace
+
+TEST(OnnxGenaiMultimodalRoute, PackageHoldsWhatGenaiReads) {
+  const fs::path pkg = export_multimodal_route(kRoutePreset);
+  const json cfg = package_config(pkg);
+  EXPECT_TRUE(genai_config_problems(cfg).empty()) << json(genai_config_problems(cfg)).dump(1);
+  const json& m = cfg["model"];
+  EXPECT_EQ(m["type"], "gemma3");
+  EXPECT_TRUE(genai_config_schema()["model_types"].contains("gemma3"));
+  EXPECT_EQ(m["decoder"]["filename"], "decoder.onnx");
+  EXPECT_FALSE(m["decoder"].contains("pipeline"));
+  EXPECT_EQ(m["embedding"], (json{{"filename", "embedding.onnx"},
+                                  {"inputs", {{"input_ids", "input_ids"}, {"image_features", "media_embeds"}}},
+                                  {"outputs", {{"inputs_embeds", "inputs_embeds"}}}}));
+  EXPECT_EQ(m["vision"]["config_filename"], "processor_config.json");
+  EXPECT_EQ(cfg["search"]["past_present_share_buffer"], false);
+  EXPECT_EQ(json::parse(std::ifstream(pkg / "splitdec.json"))["genai_route"], "multimodal");
+  // Only the graphs this route runs.
+  EXPECT_FALSE(fs::exists(pkg / "token_embedding.onnx"));
+  EXPECT_FALSE(fs::exists(pkg / "decoder_prefill.onnx"));
+  // The tokenizer files, as in the model folder; the processor's transforms
+  // for the model's image size.
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    std::ifstream a(fs::path(model_dir(kRoutePreset)) / name), b(pkg / name);
+    std::stringstream sa, sb;
+    sa << a.rdbuf(), sb << b.rdbuf();
+    EXPECT_FALSE(sa.str().empty()) << name;
+    EXPECT_EQ(sa.str(), sb.str()) << name;
+  }
+  const json processor = json::parse(std::ifstream(pkg / "processor_config.json"));
+  std::vector<std::string> types;
+  for (const json& t : processor["processor"]["transforms"]) types.push_back(t["operation"]["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"DecodeImage", "Resize", "Rescale", "Normalize", "Permute3D"}));
+  const json& resize = processor["processor"]["transforms"][1]["operation"]["attrs"];
+  EXPECT_EQ(resize["width"], 224);
+  EXPECT_EQ(resize["height"], 224);
+  EXPECT_EQ(resize["interpolation"], "LINEAR");  // PIL's BILINEAR, as HF's Gemma3ImageProcessor
+  EXPECT_EQ(resize["keep_aspect_ratio"], 0);
+  // A pipeline package carries the tokenizer files too (GenAI's tokenizer reads them).
+  const fs::path pipeline = export_package("tiny-gemma3", "split", "gemma3", kMaxLength);
+  EXPECT_TRUE(fs::exists(pipeline / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(pipeline / "tokenizer_config.json"));
+  EXPECT_FALSE(fs::exists(pipeline / "processor_config.json"));
+}
+
+TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
+  // A model folder without the tokenizer's files.
+  const fs::path bare = temp_root() / "img256-without-tokenizer";
+  fs::create_directories(bare);
+  for (const auto& e : fs::directory_iterator(model_dir(kRoutePreset)))
+    if (e.path().filename().string().rfind("tokenizer", 0) != 0 && e.is_regular_file())
+      fs::copy_file(e.path(), bare / e.path().filename(), fs::copy_options::overwrite_existing);
+  struct Case {
+    std::string model, args, expect;
+  };
+  const std::vector<Case> bad = {
+      {model_dir(kRoutePreset), "", "needs --plan single"},
+      {model_dir(kRoutePreset), "--plan single --genai-route sideways", "unknown GenAI route 'sideways'"},
+      {model_dir("tiny-gemma3"), "--plan single", "16 soft tokens an image; GenAI's Gemma-3 processor expands every image to 256"},
+      {model_dir("tiny-gemma3-256"), "--plan single", "has no vision frontend"},
+      {model_dir("tiny-gemma4"), "--plan single", "written for Gemma-3 (SigLIP) only"},
+      {bare.string(), "--plan single", "tokenizer.json"},
+  };
+  for (const Case& b : bad) {
+    std::string output;
+    const std::string args = b.args.find("--genai-route") == std::string::npos ? b.args + " --genai-route multimodal" : b.args;
+    EXPECT_EQ(run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + b.model + " --out " +
+                      (temp_root() / "bad-route").string() + " " + args,
+                  &output),
+              1)
+        << args << ": " << output;
+    EXPECT_NE(output.find(b.expect), std::string::npos) << b.model << " " << args << ": " << output;
+  }
+}
+
+// The embedding graph takes media rows in any rank GenAI binds ([rows,
+// hidden] or [images, tokens, hidden]), and with no rows every id is text,
+// a media id included: the rows of GenAI's generation steps, where a
+// generated image id must be a text row as in splitdec.
+TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndNoRowsMeansText) {
+  REQUIRE_RUNTIME();
+  const fs::path pkg = export_multimodal_route(kRoutePreset);
+  const ModelConfig& c = model(kRoutePreset).config();
+  const int H = c.hidden_size;
+  const std::vector<int64_t> ids = {c.bos_token_id, 40, c.image_token_id, c.image_token_id, 41};
+  std::vector<float> rows(size_t(2 * H));
+  for (size_t k = 0; k < rows.size(); ++k) rows[k] = float(k % 17) * 0.25f - 2.f;
+  const GraphInput input_ids{{1, int64_t(ids.size())}, {}, ids};
+  auto embed = [&](const GraphInput& media, const std::string& tag) {
+    return run_media_graph(pkg / "embedding.onnx", {{"input_ids", input_ids}, {"media_embeds", media}}, tag).at("inputs_embeds");
+  };
+  const NpyArray flat = embed({{2, H}, rows, {}}, "emb-2d");
+  const NpyArray batched = embed({{1, 2, H}, rows, {}}, "emb-3d");
+  EXPECT_EQ(flat.data, batched.data);
+  for (int d = 0; d < H; ++d) {  // the image positions hold the rows, unscaled
+    EXPECT_EQ(flat.data[size_t(2 * H + d)], rows[size_t(d)]);
+    EXPECT_EQ(flat.data[size_t(3 * H + d)], rows[size_t(H + d)]);
+  }
+  // No rows: the image id's position is its text row E[id] * sqrt(H), as
+  // every position is, bit for bit what a text id gets.
+  const NpyArray text = embed({{0, H}, {}, {}}, "emb-none");
+  const Model& m = model(kRoutePreset);
+  const std::vector<int> ids32(ids.begin(), ids.end());
+  std::vector<float> want(ids.size() * size_t(H));
+  m.embed(ids32.data(), int(ids32.size()), want.data());
+  ASSERT_EQ(text.data.size(), want.size());
+  EXPECT_EQ(text.data, want);
+  EXPECT_EQ(flat.data[0], text.data[0]);  // text positions unchanged by the rows
+}
+
+// The route end to end as GenAI's MultiModalPipelineState runs it
+// (tests/onnx/genai_multimodal.mjs): a PNG's pixel_values -> vision.onnx ->
+// embedding (every run) -> decoder gives splitdec's tokens and logits for
+// the same PNG through its own frontend; a text prompt too.
+TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
+  REQUIRE_RUNTIME();
+  const fs::path pkg = export_multimodal_route(kRoutePreset);
+  const ModelConfig& c = model(kRoutePreset).config();
+  const fs::path dir = model_dir(kRoutePreset), work = temp_root() / "multimodal-route";
+  fs::create_directories(work);
+  const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
+  ASSERT_EQ(s.tokens(), 256);
+  const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
+  write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
+  std::string out;
+  ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG + " --out " +
+                    (work / "rows.npy").string(),
+                &out),
+            0)
+      << out;
+  constexpr int kNew = 10;
+  for (const bool image : {true, false}) {
+    SCOPED_TRACE(image ? "image prompt" : "text prompt");
+    std::vector<int> tokens = {c.bos_token_id, 40, 41};
+    std::vector<std::string> modality(tokens.size(), "text");
+    if (image) {
+      tokens.push_back(c.boi_token_id), modality.push_back("text");
+      for (int k = 0; k < 256; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
+      tokens.push_back(c.eoi_token_id), modality.push_back("text");
+    }
+    for (int t : {50, 51, 52}) tokens.push_back(t), modality.push_back("text");
+    json input = {{"tokens", {tokens}}, {"modality", {modality}}};
+    if (image) input["media_embeddings"] = "rows.npy";
+    std::ofstream(work / "input.json") << input.dump();
+    std::ofstream(work / "ids.json") << json{{"tokens", tokens}}.dump();
+    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " +
+                      (work / "input.json").string() + " --max-new-tokens " + std::to_string(kNew) + " --json --step-logits " +
+                      (work / "want.npy").string(),
+                  &out),
+              0)
+        << out;
+    const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
+    const NpyArray want_logits = read_npy((work / "want.npy").string());
+    ASSERT_EQ(run("node " + (runner_dir() / "genai_multimodal.mjs").string() + " " + pkg.string() + " " +
+                      (work / "ids.json").string() + (image ? " " + (work / "pixels.npy").string() : "") +
+                      " --max-new-tokens " + std::to_string(kNew),
+                  &out),
+              0)
+        << out;
+    const json got = json::parse(out);
+    EXPECT_EQ(got["tokens"], want["tokens"]) << out;
+    const size_t V = size_t(c.vocab_size);
+    ASSERT_EQ(got["step_logits"].size() * V, want_logits.data.size());
+    double worst = 0;
+    for (size_t k = 0; k < got["step_logits"].size(); ++k)
+      for (size_t v = 0; v < V; ++v)
+        worst = std::max(worst, std::abs(got["step_logits"][k][v].get<double>() - double(want_logits.data[k * V + v])));
+    std::printf("  multimodal route, %s: max |logit diff| %.2e over %zu steps\n", image ? "image" : "text", worst,
+                got["step_logits"].size());
+    EXPECT_LE(worst, kLogitTolerance);
+  }
 }

@@ -61,6 +61,12 @@ void GraphBuilder::input(const std::string& name, int elem_type, const std::vect
   set_type(graph_.add_input(), name, elem_type, dims);
 }
 
+void GraphBuilder::input_any_rank(const std::string& name, int elem_type) {
+  onnx::ValueInfoProto* v = graph_.add_input();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(elem_type);
+}
+
 void GraphBuilder::output(const std::string& name, int elem_type, const std::vector<Dim>& dims) {
   set_type(graph_.add_output(), name, elem_type, dims);
 }

@@ -61,6 +61,9 @@ class GraphBuilder {
   void set_scope(const std::string& scope) { scope_ = scope; }
 
   void input(const std::string& name, int elem_type, const std::vector<Dim>& dims);
+  // An input of any rank (no shape in its type): for a tensor that callers
+  // bind in different ranks, which the graph reshapes itself.
+  void input_any_rank(const std::string& name, int elem_type);
   void output(const std::string& name, int elem_type, const std::vector<Dim>& dims);
 
   // One node; returns its output names (`outputs` of them, or the given names).

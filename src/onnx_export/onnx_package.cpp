@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/gemma_model.h"
 #include "onnx_export/decoder_graphs.h"
+#include "onnx_export/genai_files.h"
 #include "onnx_export/media_graphs.h"
 #include "onnx_export/onnx_graph.h"
 
@@ -28,12 +29,23 @@ OnnxPackageKind parse_package_kind(const std::string& plan) {
 
 const char* package_kind_name(OnnxPackageKind k) { return k == OnnxPackageKind::Split ? "split" : "single"; }
 
+GenaiRoute parse_genai_route(const std::string& name) {
+  if (name == "pipeline") return GenaiRoute::Pipeline;
+  if (name == "multimodal") return GenaiRoute::Multimodal;
+  throw InputError("unknown GenAI route '" + name + "' (valid: pipeline, multimodal)");
+}
+
+const char* genai_route_name(GenaiRoute r) { return r == GenaiRoute::Pipeline ? "pipeline" : "multimodal"; }
+
 void check_onnx_export_options(const OnnxExportOptions& o) {
   // GroupQueryAttention takes seqlens_k and total_sequence_length as int32.
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
   if (o.max_length < 1 || o.max_length > kInt32Max)
     throw InputError("max_length " + std::to_string(o.max_length) + " cannot be exported: it must be in [1, " +
                      std::to_string(kInt32Max) + "] (GroupQueryAttention's total_sequence_length is int32)");
+  if (o.genai_route == GenaiRoute::Multimodal && o.plan != OnnxPackageKind::Single)
+    throw InputError("--genai-route multimodal needs --plan single: stock ONNX Runtime GenAI's multimodal models run "
+                     "one decoder graph (decoder.filename), not a prefill / decode pipeline");
   // The model needs no check of its own: the config loader already refuses
   // query heads that are not whole KV groups (both attention operators need
   // them) and odd head dims (the exported RoPE pairs them), and every mask
@@ -50,13 +62,34 @@ void check_onnx_exportable(const ModelConfig& c) {
                         " experts, Gemma-4 26B-A4B) is not exported; run the model with splitdec itself");
 }
 
+// ONNX Runtime GenAI a0c04eb13's multimodal route for Gemma-3 (model type
+// gemma3, MultiModalLanguageModel) starts at vision.onnx, and its
+// GemmaImageProcessor expands every image to 256 soft tokens (the plan is
+// checked with the options: one decoder graph).
+void check_genai_route(const OnnxExportOptions& o, const ExportFrontends* f) {
+  if (o.genai_route != GenaiRoute::Multimodal) return;
+  const std::string what = "--genai-route multimodal";
+  if (!f || f->config.vision == VisionFrontend::None)
+    throw InputError(what + ": the model has no vision frontend (GenAI's multimodal route starts at vision.onnx)");
+  if (f->config.vision != VisionFrontend::Siglip)
+    throw InputError(what + " is written for Gemma-3 (SigLIP) only; GenAI's Gemma-4 processor feeds batched "
+                     "patches [images, patches, 768] that this package's vision graph does not take yet");
+  if (!f->has_vision())
+    throw InputError(what + ": the checkpoint has no vision tower weights, so no vision.onnx can be written");
+  if (f->config.siglip.tokens() != 256)
+    throw InputError(what + ": the model makes " + std::to_string(f->config.siglip.tokens()) +
+                     " soft tokens an image; GenAI's Gemma-3 processor expands every image to 256 "
+                     "(gemma_image_processor.cpp), e.g. the preset tiny-gemma3-img256 or a real checkpoint");
+  require_tokenizer_files(o.model_dir);
+}
+
 namespace {
 
 // model.vision / model.speech with only the keys that ONNX Runtime GenAI's
 // config parser knows for them (src/config.cpp, see docs/onnx-export.md):
 // filename, inputs, outputs; the key names map to our graph names. Their
 // input layouts in words go to splitdec.json.
-void add_media_sections(const ExportFrontends& f, json& cfg, json& ours) {
+void add_media_sections(const ExportFrontends& f, GenaiRoute route, json& cfg, json& ours) {
   json& model = cfg["model"];
   json& media = ours["media"];
   if (f.has_vision()) {
@@ -65,6 +98,7 @@ void add_media_sections(const ExportFrontends& f, json& cfg, json& ours) {
     model["vision"] = {{"filename", kOnnxVisionFile},
                        {"inputs", inputs},
                        {"outputs", {{"image_features", media_names::kImageFeatures}}}};
+    if (route == GenaiRoute::Multimodal) model["vision"]["config_filename"] = kGenaiProcessorFile;
     media["vision"] = vision_graph_layout(f.config);
   }
   if (f.has_audio()) {
@@ -140,13 +174,23 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
                         {"inputs", decoder_inputs},
                         {"outputs", decoder_outputs},
                         {"pipeline", pipeline}};
-  json m = {{"type", "decoder-pipeline"},
+  const bool multimodal = o.genai_route == GenaiRoute::Multimodal;
+  json m = {{"type", multimodal ? "gemma3" : "decoder-pipeline"},
             {"bos_token_id", c.bos_token_id},
             {"eos_token_id", json(c.eos_token_ids)},
             {"pad_token_id", c.pad_token_id},
             {"vocab_size", c.vocab_size},
             {"context_length", o.max_length},
             {"decoder", decoder}};
+  if (multimodal) {
+    // GenAI's multimodal state runs the embedding on every run (media rows
+    // [0, hidden] after the prompt: every id text) and one decoder graph.
+    m["decoder"].erase("pipeline");
+    m["decoder"]["filename"] = kOnnxSingleFile;
+    m["embedding"] = {{"filename", kOnnxEmbeddingFile},
+                      {"inputs", {{"input_ids", names::kInputIds}, {"image_features", names::kMediaEmbeds}}},
+                      {"outputs", {{"inputs_embeds", names::kInputsEmbeds}}}};
+  }
   for (auto [key, id] : {std::pair{"image_token_id", c.image_token_id}, {"video_token_id", c.video_token_id},
                          {"audio_token_id", c.audio_token_id}})
     if (id >= 0) m[key] = id;
@@ -168,6 +212,7 @@ json splitdec_config(const Model& model, const OnnxExportOptions& o, MaskPolicy 
                          {"window", s.window}});
   }
   json out = {{"plan", package_kind_name(o.plan)},
+          {"genai_route", genai_route_name(o.genai_route)},
           {"mask_policy", mask_policy_name(policy)},
           {"max_length", o.max_length},
           {"media_blocks",
@@ -191,14 +236,15 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
                                 const ExportFrontends* frontends) {
   check_onnx_export_options(o);
   check_onnx_exportable(model.config());
+  check_genai_route(o, frontends);
+  const bool multimodal = o.genai_route == GenaiRoute::Multimodal;
   const MaskPolicy policy = o.policy.value_or(model.config().default_policy);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw InputError("cannot create " + out_dir + ": " + ec.message());
   // A folder reused for another plan must not keep the other plan's graphs.
-  for (const char* name :
-       {kOnnxEmbeddingFile, kOnnxTokenEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile, kOnnxSingleFile, kOnnxVisionFile,
-        kOnnxSpeechFile}) {
+  for (const char* name : {kOnnxEmbeddingFile, kOnnxTokenEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile,
+                           kOnnxSingleFile, kOnnxVisionFile, kOnnxSpeechFile, kGenaiProcessorFile}) {
     fs::remove(fs::path(out_dir) / name, ec);
     if (ec) throw InputError("cannot replace " + (fs::path(out_dir) / name).string() + ": " + ec.message());
   }
@@ -213,7 +259,7 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
     pkg.files.push_back(file);
   };
   write(GraphKind::Embedding, kOnnxEmbeddingFile);
-  write(GraphKind::TokenEmbedding, kOnnxTokenEmbeddingFile);
+  if (!multimodal) write(GraphKind::TokenEmbedding, kOnnxTokenEmbeddingFile);  // the pipeline's generation stage
   if (o.plan == OnnxPackageKind::Split) {
     write(GraphKind::SplitPrefill, kOnnxPrefillFile);
     write(GraphKind::SplitDecode, kOnnxDecodeFile);
@@ -233,13 +279,17 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
   pkg.files.push_back(kOnnxWeightsFile);
 
   json config = genai_config(model, o), ours = splitdec_config(model, o, policy);
-  if (frontends) add_media_sections(*frontends, config, ours);
-  for (const auto& [file, content] : {std::pair{kGenaiConfigFile, &config}, {kSplitdecConfigFile, &ours}}) {
+  if (frontends) add_media_sections(*frontends, o.genai_route, config, ours);
+  json processor;
+  std::vector<std::pair<const char*, const json*>> configs = {{kGenaiConfigFile, &config}, {kSplitdecConfigFile, &ours}};
+  if (multimodal) configs.push_back({kGenaiProcessorFile, &(processor = siglip_processor_config(*frontends))});
+  for (const auto& [file, content] : configs) {
     std::ofstream out(fs::path(out_dir) / file);
     out << content->dump(2) << "\n";
     if (!out) throw InputError("cannot write " + (fs::path(out_dir) / file).string());
     pkg.files.push_back(file);
   }
+  for (const std::string& file : copy_tokenizer_files(o.model_dir, out_dir)) pkg.files.push_back(file);
   return pkg;
 }
 

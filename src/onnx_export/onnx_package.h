@@ -32,10 +32,26 @@ enum class OnnxPackageKind { Split, Single };
 OnnxPackageKind parse_package_kind(const std::string& plan);
 const char* package_kind_name(OnnxPackageKind k);
 
+// How ONNX Runtime GenAI runs the package. `pipeline`: a decoder-pipeline
+// model (embedding stages, then the decoder graphs); the caller binds the
+// media rows (media_embeds). `multimodal`: GenAI's own route for the family
+// (model type gemma3): its processor turns a prompt and images into ids and
+// pixels, vision.onnx makes the rows, the embedding graph runs on every
+// step, the single decoder after it. Written for Gemma-3 with 256 image
+// tokens and the single plan (docs/onnx-export.md says why).
+enum class GenaiRoute { Pipeline, Multimodal };
+// "pipeline" | "multimodal"; InputError otherwise.
+GenaiRoute parse_genai_route(const std::string& name);
+const char* genai_route_name(GenaiRoute r);
+
 struct OnnxExportOptions {
   int64_t max_length = 4096;         // KV buffer length (split); context length (both)
   std::optional<MaskPolicy> policy;  // default: the model family's
   OnnxPackageKind plan = OnnxPackageKind::Split;
+  GenaiRoute genai_route = GenaiRoute::Pipeline;
+  // The model folder: its tokenizer files go into the package (required by
+  // the multimodal route, copied when present otherwise).
+  std::string model_dir;
 };
 
 struct OnnxPackage {
@@ -59,6 +75,10 @@ void check_onnx_export_options(const OnnxExportOptions& options);
 // ConfigError naming the feature a model has that the export cannot write
 // (experts).
 void check_onnx_exportable(const ModelConfig& config);
+// InputError naming what the multimodal route needs and the model lacks
+// (the single plan, a Gemma-3 SigLIP tower with its weights, 256 tokens an
+// image); nothing for the pipeline route.
+void check_genai_route(const OnnxExportOptions& options, const onnx_export::ExportFrontends* frontends);
 
 // `frontends` (when given and holding weights) adds the vision / speech
 // graphs and their genai_config.json sections; without it, or for a

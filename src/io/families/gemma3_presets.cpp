@@ -1,5 +1,8 @@
 // Gemma-3's presets: tiny-gemma3 (every feature, SigLIP tower),
-// tiny-gemma3-256 (text, rows of whole K-quant super-blocks), and the
+// tiny-gemma3-img256 (the same with 256 image tokens, as ONNX Runtime
+// GenAI's Gemma-3 processor expands every image, and as the real
+// checkpoints have), tiny-gemma3-256 (text, rows of whole K-quant
+// super-blocks), and the
 // shapes of gemma-3-1b and gemma-3-12b (the 4B/12B/27B SigLIP-So400m tower).
 #include "io/families/presets.h"
 
@@ -35,6 +38,17 @@ void tiny(int vocab, const PresetTokenIds& s, PresetDraft& d) {
   // 112 px in 14 px patches: an 8 x 8 grid, pooled 2 x 2 to the 16 tokens.
   siglip(d, {{"hidden_size", 32}, {"intermediate_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 2},
              {"image_size", 112}, {"patch_size", 14}, {"layer_norm_eps", 1e-6}});
+}
+
+// tiny-gemma3 with 256 soft tokens an image: 224 px in 7 px patches, a
+// 32 x 32 grid pooled 2 x 2 to 16 x 16. ONNX Runtime GenAI's Gemma-3
+// processor hard-codes 256 image tokens (gemma_image_processor.cpp), so this
+// is the tiny model its multimodal route can run (docs/onnx-export.md).
+void tiny_img256(int vocab, const PresetTokenIds& s, PresetDraft& d) {
+  tiny(vocab, s, d);
+  d.top["mm_tokens_per_image"] = 256;
+  d.top["vision_config"]["image_size"] = 224;
+  d.top["vision_config"]["patch_size"] = 7;
 }
 
 // tiny-gemma3 text-only with rows of 256 and 512: whole K-quant
@@ -76,6 +90,7 @@ void gemma3_12b(int, const PresetTokenIds& s, PresetDraft& d) {
 
 std::vector<ModelPreset> gemma3_presets() {
   return {{"tiny-gemma3", Family::Gemma3, true, false, tiny},
+          {"tiny-gemma3-img256", Family::Gemma3, true, false, tiny_img256},
           {"tiny-gemma3-256", Family::Gemma3, true, false, tiny_256},
           {"gemma3-1b", Family::Gemma3, false, true, gemma3_1b},
           {"gemma3-12b", Family::Gemma3, false, true, gemma3_12b}};

@@ -1,0 +1,63 @@
+#include "onnx_export/genai_files.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "onnx_export/media_graphs.h"
+
+namespace splitdec::onnx_export {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+// GenAI's tokenizer (onnxruntime-extensions) needs tokenizer_config.json and
+// tokenizer.json; it takes the chat template from tokenizer_config.json or,
+// failing that, chat_template.jinja / chat_template.json.
+constexpr const char* kRequired[] = {"tokenizer.json", "tokenizer_config.json"};
+constexpr const char* kOptional[] = {"chat_template.jinja", "chat_template.json"};
+}  // namespace
+
+void require_tokenizer_files(const std::string& model_dir) {
+  for (const char* name : kRequired)
+    if (model_dir.empty() || !fs::is_regular_file(fs::path(model_dir) / name))
+      throw InputError("the package needs the model folder's " + std::string(name) +
+                       " (ONNX Runtime GenAI's tokenizer reads it); '" + model_dir + "' has none");
+}
+
+std::vector<std::string> copy_tokenizer_files(const std::string& model_dir, const std::string& out_dir) {
+  std::vector<std::string> copied;
+  if (model_dir.empty() || !fs::is_directory(model_dir)) return copied;  // a GGUF file: its tokenizer is inside
+  std::vector<const char*> names(std::begin(kRequired), std::end(kRequired));
+  names.insert(names.end(), std::begin(kOptional), std::end(kOptional));
+  for (const char* name : names) {
+    const fs::path from = fs::path(model_dir) / name;
+    if (!fs::is_regular_file(from)) continue;
+    std::error_code ec;
+    fs::copy_file(from, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) throw InputError("cannot copy " + from.string() + " into " + out_dir + ": " + ec.message());
+    copied.push_back(name);
+  }
+  return copied;
+}
+
+json siglip_processor_config(const ExportFrontends& f) {
+  const int size = f.config.siglip.image_size;
+  auto op = [](const char* name, const char* type, json attrs) {
+    json o = {{"name", name}, {"type", type}};
+    if (!attrs.is_null()) o["attrs"] = std::move(attrs);
+    return json{{"operation", o}};
+  };
+  return {{"processor",
+           {{"name", "gemma_3_image_processing"},
+            {"transforms",
+             {op("decode_image", "DecodeImage", {{"color_space", "RGB"}}),
+              op("resize", "Resize",
+                 {{"interpolation", "LINEAR"}, {"width", size}, {"height", size}, {"keep_aspect_ratio", 0}}),
+              op("re-scale", "Rescale", {{"rescale_factor", 1.0 / 255.0}}),
+              op("normalize", "Normalize", {{"mean", {0.5, 0.5, 0.5}}, {"std", {0.5, 0.5, 0.5}}}),
+              op("to_channel_first", "Permute3D", {{"dims", {2, 0, 1}}})}}}}};
+}
+
+}  // namespace splitdec::onnx_export

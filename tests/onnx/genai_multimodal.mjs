@@ -1,0 +1,145 @@
+// A `--genai-route multimodal` package run the way ONNX Runtime GenAI's
+// multimodal route runs a model of type gemma3 (microsoft/onnxruntime-genai
+// at a0c04eb13: src/models/multi_modal.cpp, MultiModalPipelineState;
+// multi_modal_features.cpp; logits.cpp), so the tests hold the package to
+// that runtime's rules:
+//
+// - a prompt run with images runs vision.onnx once on pixel_values
+//   [images, 3, S, S] (what GenAI's Gemma-3 processor makes); its
+//   image_features buffer is [images, 256, hidden] when the graph's output
+//   has rank 3, else [256, hidden] (GenAI sizes it; the graph must fill it);
+// - the embedding graph runs on every run, fed input_ids and image_features:
+//   the vision output on a prompt run with images, else an empty
+//   [0, hidden] (the embedding input's own rank decides: 2-D for an input
+//   without a rank-3 shape);
+// - the decoder gets inputs_embeds, attention_mask, position_ids, input_ids
+//   only if its graph declares it, and the KV: with
+//   search.past_present_share_buffer false a present per run that becomes the
+//   next past;
+// - logits are bound as [batch, run length, vocab]; the last row is read.
+//
+// As a program: greedy generation of one sequence.
+//
+//   node genai_multimodal.mjs PKG IDS.json [PIXELS.npy] [--max-new-tokens N]
+//
+// IDS.json: {"tokens": [ids...]} (the prompt as GenAI's processor expands
+// it); PIXELS.npy: float32 [images, 3, S, S]. Prints {"tokens": [...],
+// "step_logits": [[vocab floats] per generated token]}.
+import fs from 'node:fs';
+import path from 'node:path';
+import ort from 'onnxruntime-node';
+
+const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));
+// GenAI's Gemma-3 processor expands every image to this many tokens (gemma_image_processor.cpp).
+const kImageTokens = 256;
+
+export class GenaiMultimodal {
+  static async open(dir, sessionOptions) {
+    const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
+    const ours = JSON.parse(fs.readFileSync(path.join(dir, 'splitdec.json'), 'utf8'));
+    if (cfg.model.type !== 'gemma3') throw new Error(`model.type ${cfg.model.type} is not gemma3`);
+    const open = (section) => ort.InferenceSession.create(path.join(dir, cfg.model[section].filename), sessionOptions);
+    return new GenaiMultimodal(cfg, ours, await open('vision'), await open('embedding'), await open('decoder'));
+  }
+
+  constructor(cfg, ours, vision, embedding, decoder) {
+    Object.assign(this, { cfg, ours, vision, embedding, decoder });
+    this.hidden = cfg.model.decoder.hidden_size;
+    this.vocab = cfg.model.vocab_size;
+    this.shared = cfg.search.past_present_share_buffer === true;
+    if (this.shared) throw new Error('this model of GenAI covers the single package (past_present_share_buffer false)');
+    this.length = 0;
+    this.kv = new Map();
+    for (const n of decoder.inputNames) {
+      const m = /^past_key_values\.(\d+)\.key$/.exec(n);
+      if (!m) continue;
+      const l = ours.layers[Number(m[1])];
+      const empty = () => new ort.Tensor('float32', new Float32Array(0), [1, l.kv_heads, 0, l.head_dim]);
+      this.kv.set(Number(m[1]), { key: empty(), value: empty() });
+    }
+  }
+
+  name(section, key, kind = 'inputs') {
+    return this.cfg.model[section][kind][key];
+  }
+
+  // ids: the run's token ids (one sequence); pixels: ort.Tensor [images, 3,
+  // S, S] on the prompt run with images, else null. Returns the last row's logits.
+  async run(ids, pixels = null) {
+    const S = ids.length, total = this.length + S, H = this.hidden;
+    const inputIds = new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, S]);
+    let features = new ort.Tensor('float32', new Float32Array(0), [0, H]);
+    if (pixels && S > 1) {
+      const out = this.name('vision', 'image_features', 'outputs');
+      const images = pixels.dims[0];
+      const r = await this.vision.run({ [this.name('vision', 'pixel_values')]: pixels });
+      const got = r[out];
+      const want = got.dims.length === 3 ? [images, kImageTokens, H] : [kImageTokens, H];
+      if (got.dims.join(',') !== want.join(','))
+        throw new Error(`vision.onnx gave image_features [${got.dims}]; GenAI allocates [${want}] for ${images} image(s)`);
+      features = got;
+    }
+    const emb = await this.embedding.run({
+      [this.cfg.model.decoder.inputs.input_ids]: inputIds,  // GenAI names the embedding's ids by the decoder's key
+      [this.name('embedding', 'image_features')]: features,
+    });
+    const feeds = {
+      [this.cfg.model.decoder.inputs.inputs_embeds]: emb[this.name('embedding', 'inputs_embeds', 'outputs')],
+      attention_mask: new ort.Tensor('int64', i64(total, () => 1), [1, total]),
+      position_ids: new ort.Tensor('int64', i64(S, (k) => this.length + k), [1, S]),
+    };
+    if (this.decoder.inputNames.includes('input_ids')) feeds.input_ids = inputIds;
+    for (const [l, b] of this.kv) {
+      feeds[`past_key_values.${l}.key`] = b.key;
+      feeds[`past_key_values.${l}.value`] = b.value;
+    }
+    const logits = new ort.Tensor('float32', new Float32Array(S * this.vocab), [1, S, this.vocab]);
+    const out = await this.decoder.run(feeds, { ...Object.fromEntries(this.decoder.outputNames.map((n) => [n, null])), logits });
+    for (const [l, b] of this.kv) b.key = out[`present.${l}.key`], b.value = out[`present.${l}.value`];
+    this.length = total;
+    return logits.data.slice((S - 1) * this.vocab, S * this.vocab);
+  }
+}
+
+// A float32 .npy (C order): { shape, data }.
+function readNpy(file) {
+  const buf = fs.readFileSync(file);
+  if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
+  const v1 = buf[6] === 1, len = v1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8), start = (v1 ? 10 : 12) + len;
+  const header = buf.toString('latin1', v1 ? 10 : 12, start);
+  if (!/'descr':\s*'<f4'/.test(header)) throw new Error(`${file}: not little-endian float32`);
+  const shape = header.match(/'shape':\s*\(([^)]*)\)/)[1].split(',').filter((s) => s.trim()).map(Number);
+  const n = shape.reduce((a, b) => a * b, 1);
+  return { shape, data: new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + 4 * n)) };
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  let maxNew = 8;
+  const pos = [];
+  for (let k = 0; k < args.length; ++k) {
+    if (args[k] === '--max-new-tokens') maxNew = Number(args[++k]);
+    else pos.push(args[k]);
+  }
+  if (pos.length < 2 || pos.length > 3) throw new Error('usage: genai_multimodal.mjs PKG IDS.json [PIXELS.npy] [--max-new-tokens N]');
+  const model = await GenaiMultimodal.open(pos[0], { executionProviders: ['cpu'], logSeverityLevel: 3 });
+  const ids = JSON.parse(fs.readFileSync(pos[1], 'utf8')).tokens;
+  const px = pos[2] ? readNpy(pos[2]) : null;
+  const argmax = (a) => a.reduce((best, x, k) => (x > a[best] ? k : best), 0);
+  const eos = new Set([].concat(model.cfg.model.eos_token_id));
+  const tokens = [], stepLogits = [];
+  let logits = await model.run(ids, px ? new ort.Tensor('float32', px.data, px.shape) : null);
+  for (;;) {
+    const next = argmax(logits);
+    tokens.push(next), stepLogits.push(Array.from(logits));
+    if (eos.has(next) || tokens.length >= maxNew) break;
+    logits = await model.run([next]);
+  }
+  process.stdout.write(JSON.stringify({ tokens, step_logits: stepLogits }) + '\n');
+}
+
+if (import.meta.url === `file://${process.argv[1]}`)
+  main().catch((e) => {
+    process.stderr.write(`genai_multimodal.mjs: error: ${e && e.message ? e.message : e}\n`);
+    process.exit(1);
+  });
