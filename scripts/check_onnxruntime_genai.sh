@@ -17,7 +17,9 @@
 # in turn 2, three turns (text, image, text), and a text prompt after which
 # tiny-gemma4 generates its image id (a generated media id is text). The driver
 # (scripts/onnxruntime_genai_driver.cpp) binds media_embeds only, once, and
-# feeds the last generated token before each later turn.
+# feeds the last generated token before each later turn. Then GenAI's own
+# multimodal route on tiny-gemma3-img256 (a PNG through its processor and
+# vision.onnx; a text prompt), against splitdec on the same ids and PNG.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -37,6 +39,36 @@ work=$(mktemp -d /tmp/splitdec-genai-check.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 g++ -std=c++20 -O1 -Wall -Wextra "$root/scripts/onnxruntime_genai_driver.cpp" -I"$genai/include" \
   -L"$genai/lib" -lonnxruntime-genai -Wl,-rpath,"$genai/lib" -o "$work/driver"
+
+# compare WANT_JSON GOT_JSON: "same ..." when the driver's tokens and the
+# logits it wrote ($work/got.npy) are splitdec's ($work/want.npy, within 1e-4).
+compare() {
+  python3 - "$1" "$2" "$work/want.npy" "$work/got.npy" <<'EOF'
+import json, os, sys, struct, array
+def npy(path):  # float32 [1, steps, vocab] -> (shape, values)
+    b = open(path, 'rb').read()
+    n = struct.unpack('<H', b[8:10])[0]
+    header = b[10:10 + n].decode('latin1')
+    shape = tuple(int(x) for x in header[header.index('(') + 1:header.index(')')].split(',') if x.strip())
+    a = array.array('f'); a.frombytes(b[10 + n:])
+    return shape, a
+want = json.loads(sys.argv[1])["tokens"]
+try:
+    g = json.loads(sys.argv[2])
+    got = [t for turn in g["turns"] for t in turn["tokens"]] if "turns" in g else g["tokens"]
+except Exception:
+    print("FAIL  " + sys.argv[2]); sys.exit()
+if not os.path.exists(sys.argv[4]):
+    print("FAIL  the driver wrote no logits"); sys.exit()
+(ws, wl), (gs, gl) = npy(sys.argv[3]), npy(sys.argv[4])
+if ws != gs:
+    print("FAIL  logits %s, splitdec's %s" % (gs, ws)); sys.exit()
+diff = max((abs(a - b) for a, b in zip(wl, gl)), default=0.0)
+ok = got == want and diff <= 1e-4  # tokens alone missed a caller error that shifted logits by 0.1-0.4
+print(("same  " if ok else "FAIL  ") + "%d tokens, logits within %.1e%s" %
+      (len(want), diff, "" if got == want else ": %s  splitdec: %s" % (got, want)))
+EOF
+}
 
 failures=0
 for preset in tiny-gemma3 tiny-gemma4 tiny-gemma4-unified; do
@@ -86,36 +118,54 @@ EOF
       if got=$("$work/driver" "$pkg" "$m/$case.json" "$work/got.npy" 2> "$work/err"); then :; else
         got="error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"  # ORT's messages end in newlines
       fi
-      verdict=$(python3 - "$want" "$got" "$work/want.npy" "$work/got.npy" <<'EOF'
-import json, os, sys, struct, array
-def npy(path):  # float32 [1, steps, vocab] -> (shape, values)
-    b = open(path, 'rb').read()
-    n = struct.unpack('<H', b[8:10])[0]
-    header = b[10:10 + n].decode('latin1')
-    shape = tuple(int(x) for x in header[header.index('(') + 1:header.index(')')].split(',') if x.strip())
-    a = array.array('f'); a.frombytes(b[10 + n:])
-    return shape, a
-want = json.loads(sys.argv[1])["tokens"]
-try:
-    got = [t for turn in json.loads(sys.argv[2])["turns"] for t in turn["tokens"]]
-except Exception:
-    print("FAIL  " + sys.argv[2]); sys.exit()
-if not os.path.exists(sys.argv[4]):
-    print("FAIL  the driver wrote no logits"); sys.exit()
-(ws, wl), (gs, gl) = npy(sys.argv[3]), npy(sys.argv[4])
-if ws != gs:
-    print("FAIL  logits %s, splitdec's %s" % (gs, ws)); sys.exit()
-diff = max((abs(a - b) for a, b in zip(wl, gl)), default=0.0)
-ok = got == want and diff <= 1e-4  # tokens alone missed a caller error that shifted logits by 0.1-0.4
-print(("same  " if ok else "FAIL  ") + "%d tokens, logits within %.1e%s" %
-      (len(want), diff, "" if got == want else ": %s  splitdec: %s" % (got, want)))
-EOF
-)
+      verdict=$(compare "$want" "$got")
       printf '%-20s %-7s %-20s %s\n' "$preset" "$plan" "$case" "$verdict"
       [[ $verdict == same* ]] || failures=$((failures + 1))
     done
   done
 done
+# ONNX Runtime GenAI's own multimodal route (export-onnx --genai-route
+# multimodal): the PNG through GenAI's processor (OgaLoadImage,
+# OgaProcessorProcessImages) and vision.onnx. splitdec runs the ids GenAI's
+# processor made, with its own rows of the same PNG; the ids must also be
+# what splitdec's tokenizer makes of the text GenAI expanded.
+preset=tiny-gemma3-img256
+m=$work/$preset
+"$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
+"$splitdec" embed-media --model "$m" --image "$root/data/demo.png" --out "$m/demo_png.npy" > /dev/null
+"$splitdec" export-onnx --model "$m" --out "$m/pkg" --plan single --genai-route multimodal --max-length 512 > /dev/null
+for case in image text; do
+  if [[ $case == image ]]; then prompt='<bos>Describe <start_of_image> in a word.' image=$root/data/demo.png
+  else prompt='<bos>Say something.' image=-; fi
+  rm -f "$work/got.npy"
+  if got=$("$work/driver" --multimodal "$m/pkg" "$prompt" "$image" 10 "$work/got.npy" 2> "$work/err"); then
+    python3 - "$m" "$got" "$prompt" <<'EOF'
+import json, os, sys
+m, got, prompt = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+c = json.load(open(os.path.join(m, 'config.json')))
+img = c['image_token_index']
+ids = got['input_ids']
+n = sum(1 for t in ids if t == img)
+case = {'tokens': [ids], 'modality': [['image' if t == img else 'text' for t in ids]], 'max_new_tokens': 10}
+if n: case['media_embeddings'] = 'demo_png.npy'
+json.dump(case, open(os.path.join(m, 'route.json'), 'w'))
+# GenAI's Gemma-3 expansion of each image marker (gemma_image_processor.cpp)
+expanded = prompt.replace('<start_of_image>', '\n\n<start_of_image>' + '<image_soft_token>' * 256 + '<end_of_image>\n\n')
+json.dump([expanded], open(os.path.join(m, 'route_text.json'), 'w'))
+EOF
+    want=$("$splitdec" generate --model "$m" --input "$m/route.json" --plan split --json --step-logits "$work/want.npy" |
+      grep '^{' | head -1)
+    verdict=$(compare "$want" "$got")
+    ours=$("$splitdec" tokenize --model "$m" --strings "$m/route_text.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])' 2>&1)
+    theirs=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["input_ids"])' "$got")
+    [[ $ours == "$theirs" ]] || verdict="FAIL  GenAI's processor ids differ from splitdec's tokenizer: $theirs vs $ours"
+  else
+    verdict="FAIL  error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"
+  fi
+  printf '%-20s %-7s %-20s %s\n' "$preset" "route" "$case" "$verdict"
+  [[ $verdict == same* ]] || failures=$((failures + 1))
+done
+
 if ((failures)); then
   echo "$failures case(s) differ from splitdec" >&2
   exit 1

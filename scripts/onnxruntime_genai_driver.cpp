@@ -4,12 +4,20 @@
 // scripts/check_onnxruntime_genai.sh; not part of the splitdec build.
 //
 //   onnxruntime_genai_driver PKG INPUT.json [STEP_LOGITS.npy]
+//   onnxruntime_genai_driver --multimodal PKG PROMPT IMAGE|- MAX_NEW [STEP_LOGITS.npy]
 //
 // INPUT.json: one sequence, {"tokens": [[ids...]], "media_embeddings":
 // "rows.npy"} or {"turns": [{..., "max_new_tokens": N}, ...]}. Prints
 // {"turns": [{"tokens": [generated ids]}, ...]} on stdout. STEP_LOGITS.npy
 // receives the logits each token was chosen from, all turns in order, as
 // float32 [1, steps, vocab]: the layout of `splitdec generate --step-logits`.
+//
+// --multimodal: GenAI's own route for a `--genai-route multimodal` package,
+// as its users run it: OgaCreateMultiModalProcessor, OgaLoadImage (IMAGE, or
+// - for none), OgaProcessorProcessImages(PROMPT), OgaGenerator_SetInputs,
+// greedy. PROMPT is the text GenAI tokenizes (it adds no <bos>: write it);
+// each <start_of_image> in it becomes an image. Prints {"input_ids": [the
+// processor's ids], "tokens": [generated ids]}.
 //
 // What a caller binds, per the package's rules (docs/onnx-export.md):
 // - media_embeds only, [rows, hidden] float32: the turn's media rows in
@@ -124,6 +132,76 @@ void write_npy(const std::string& file, int64_t steps, int64_t vocab, const std:
   if (!out) throw std::runtime_error("cannot write " + file);
 }
 
+// The logits the next token is chosen from, [1, 1, vocab], appended to `all`.
+int64_t append_logits(OgaGenerator* gen, std::vector<float>& all) {
+  OgaTensor* logits = nullptr;
+  check(OgaGenerator_GetLogits(gen, &logits), "OgaGenerator_GetLogits");
+  void* data = nullptr;
+  size_t rank = 0;
+  int64_t shape[3] = {};
+  check(OgaTensorGetShapeRank(logits, &rank), "OgaTensorGetShapeRank");
+  if (rank != 3) throw std::runtime_error("logits of rank " + std::to_string(rank) + ", expected [1, 1, vocab]");
+  check(OgaTensorGetShape(logits, shape, 3), "OgaTensorGetShape");
+  check(OgaTensorGetData(logits, &data), "OgaTensorGetData");
+  all.insert(all.end(), static_cast<float*>(data), static_cast<float*>(data) + shape[2]);
+  OgaDestroyTensor(logits);
+  return shape[2];
+}
+
+// Greedy generation of `max_new` tokens after what the generator holds.
+json generate(OgaGenerator* gen, int max_new, std::vector<float>& step_logits, int64_t& steps, int64_t& vocab) {
+  json generated = json::array();
+  for (int n = 0; n < max_new && !OgaGenerator_IsDone(gen); ++n) {
+    vocab = append_logits(gen, step_logits);
+    ++steps;
+    check(OgaGenerator_GenerateNextToken(gen), "OgaGenerator_GenerateNextToken");
+    const int32_t* next = nullptr;
+    size_t count = 0;
+    check(OgaGenerator_GetNextTokens(gen, &next, &count), "OgaGenerator_GetNextTokens");
+    generated.push_back(next[0]);
+  }
+  return generated;
+}
+
+json run_multimodal(const std::string& pkg, const std::string& prompt, const std::string& image, int max_new,
+                    std::vector<float>& step_logits, int64_t& steps, int64_t& vocab) {
+  OgaModel* model = nullptr;
+  check(OgaCreateModel(pkg.c_str(), &model), "OgaCreateModel");
+  OgaMultiModalProcessor* processor = nullptr;
+  check(OgaCreateMultiModalProcessor(model, &processor), "OgaCreateMultiModalProcessor");
+  OgaImages* images = nullptr;
+  if (image != "-") check(OgaLoadImage(image.c_str(), &images), "OgaLoadImage");
+  OgaNamedTensors* inputs = nullptr;
+  check(OgaProcessorProcessImages(processor, prompt.c_str(), images, &inputs), "OgaProcessorProcessImages");
+  // The ids the processor made (the prompt with each image expanded).
+  OgaTensor* ids = nullptr;
+  check(OgaNamedTensorsGet(inputs, "input_ids", &ids), "OgaNamedTensorsGet(input_ids)");
+  int64_t shape[2] = {};
+  void* data = nullptr;
+  OgaElementType type{};
+  check(OgaTensorGetType(ids, &type), "OgaTensorGetType(input_ids)");
+  if (type != OgaElementType_int32) throw std::runtime_error("the processor's input_ids are not int32");
+  check(OgaTensorGetShape(ids, shape, 2), "OgaTensorGetShape(input_ids)");
+  check(OgaTensorGetData(ids, &data), "OgaTensorGetData(input_ids)");
+  json input_ids = json::array();
+  for (int64_t k = 0; k < shape[1]; ++k) input_ids.push_back(static_cast<const int32_t*>(data)[k]);
+  OgaDestroyTensor(ids);
+
+  OgaGeneratorParams* params = nullptr;
+  check(OgaCreateGeneratorParams(model, &params), "OgaCreateGeneratorParams");
+  OgaGenerator* gen = nullptr;
+  check(OgaCreateGenerator(model, params, &gen), "OgaCreateGenerator");
+  check(OgaGenerator_SetInputs(gen, inputs), "OgaGenerator_SetInputs");
+  const json tokens = generate(gen, max_new, step_logits, steps, vocab);
+  OgaDestroyGenerator(gen);
+  OgaDestroyGeneratorParams(params);
+  OgaDestroyNamedTensors(inputs);
+  if (images) OgaDestroyImages(images);
+  OgaDestroyMultiModalProcessor(processor);
+  OgaDestroyModel(model);
+  return {{"input_ids", input_ids}, {"tokens", tokens}};
+}
+
 OgaTensor* make_tensor(float* data, int64_t rows, int64_t width) {
   const int64_t shape[2] = {rows, width};
   OgaTensor* t = nullptr;
@@ -134,12 +212,23 @@ OgaTensor* make_tensor(float* data, int64_t rows, int64_t width) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 && argc != 4) {
-    std::fprintf(stderr, "usage: %s PKG INPUT.json [STEP_LOGITS.npy]\n", argv[0]);
+  const bool multimodal = argc > 1 && std::string(argv[1]) == "--multimodal";
+  if (multimodal ? argc != 6 && argc != 7 : argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s PKG INPUT.json [STEP_LOGITS.npy]\n"
+                 "       %s --multimodal PKG PROMPT IMAGE|- MAX_NEW [STEP_LOGITS.npy]\n", argv[0], argv[0]);
     return 2;
   }
-  const std::string pkg = argv[1], input = argv[2], logits_file = argc == 4 ? argv[3] : "";
   try {
+    std::vector<float> step_logits;
+    int64_t steps = 0, vocab = 0;
+    if (multimodal) {
+      const json out = run_multimodal(argv[2], argv[3], argv[4], std::stoi(argv[5]), step_logits, steps, vocab);
+      if (argc == 7) write_npy(argv[6], steps, vocab, step_logits);
+      std::cout << out.dump() << "\n";
+      OgaShutdown();
+      return 0;
+    }
+    const std::string pkg = argv[1], input = argv[2], logits_file = argc == 4 ? argv[3] : "";
     const json cfg = json::parse(std::ifstream(pkg + "/genai_config.json"));
     const int64_t hidden = cfg["model"]["decoder"]["hidden_size"].get<int64_t>();
     const std::vector<Turn> turns = read_turns(input, hidden);
@@ -159,8 +248,6 @@ int main(int argc, char** argv) {
     check(OgaGenerator_SetModelInput(gen, "media_embeds", media), "OgaGenerator_SetModelInput");
 
     json out = json::array();
-    std::vector<float> step_logits;
-    int64_t steps = 0, vocab = 0;
     for (size_t k = 0; k < turns.size(); ++k) {
       const Turn& t = turns[k];
       std::copy(t.media.data.begin(), t.media.data.end(), buffer.begin());
@@ -170,27 +257,7 @@ int main(int argc, char** argv) {
         OgaDestroyTensor(logits);
       }
       check(OgaGenerator_AppendTokens(gen, t.tokens.data(), t.tokens.size()), "OgaGenerator_AppendTokens");
-      json generated = json::array();
-      for (int n = 0; n < t.max_new_tokens && !OgaGenerator_IsDone(gen); ++n) {
-        OgaTensor* logits = nullptr;  // [1, 1, vocab]: what the next token is chosen from
-        check(OgaGenerator_GetLogits(gen, &logits), "OgaGenerator_GetLogits");
-        void* data = nullptr;
-        size_t rank = 0;
-        int64_t shape[3] = {};
-        check(OgaTensorGetShapeRank(logits, &rank), "OgaTensorGetShapeRank");
-        if (rank != 3) throw std::runtime_error("logits of rank " + std::to_string(rank) + ", expected [1, 1, vocab]");
-        check(OgaTensorGetShape(logits, shape, 3), "OgaTensorGetShape");
-        check(OgaTensorGetData(logits, &data), "OgaTensorGetData");
-        vocab = shape[2];
-        step_logits.insert(step_logits.end(), static_cast<float*>(data), static_cast<float*>(data) + vocab);
-        ++steps;
-        OgaDestroyTensor(logits);
-        check(OgaGenerator_GenerateNextToken(gen), "OgaGenerator_GenerateNextToken");
-        const int32_t* next = nullptr;
-        size_t count = 0;
-        check(OgaGenerator_GetNextTokens(gen, &next, &count), "OgaGenerator_GetNextTokens");
-        generated.push_back(next[0]);
-      }
+      const json generated = generate(gen, t.max_new_tokens, step_logits, steps, vocab);
       out.push_back({{"tokens", generated}});
     }
     if (!logits_file.empty()) write_npy(logits_file, steps, vocab, step_logits);
