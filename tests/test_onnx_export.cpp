@@ -1061,12 +1061,12 @@ namespace {
 
 constexpr const char* kRoutePreset = "tiny-gemma3-img256";  // GenAI's 256 tokens an image
 
-fs::path export_multimodal_route(const std::string& preset) {
-  const fs::path pkg = temp_root() / ("pkg-multimodal-" + preset);
+fs::path export_multimodal_route(const std::string& preset, const std::string& plan = "single") {
+  const fs::path pkg = temp_root() / ("pkg-multimodal-" + preset + "-" + plan);
   if (fs::exists(pkg / "genai_config.json")) return pkg;
   std::string out;
   if (run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + model_dir(preset) + " --out " + pkg.string() +
-              " --plan single --genai-route multimodal --max-length 512",
+              " --plan " + plan + " --genai-route multimodal --max-length 512",
           &out) != 0)
     throw std::runtime_error("export-onnx failed: " + out);
   return pkg;
@@ -1110,6 +1110,19 @@ TEST(OnnxGenaiMultimodalRoute, PackageHoldsWhatGenaiReads) {
   EXPECT_EQ(resize["height"], 224);
   EXPECT_EQ(resize["interpolation"], "LINEAR");  // PIL's BILINEAR, as HF's Gemma3ImageProcessor
   EXPECT_EQ(resize["keep_aspect_ratio"], 0);
+  // The split package: GenAI's gemma3 type with the pipeline kept, for
+  // contrib/onnxruntime-genai's Gemma3PipelineModel; the vision rows become
+  // the pipeline value media_embeds.
+  const fs::path split = export_multimodal_route(kRoutePreset, "split");
+  const json split_cfg = package_config(split);
+  EXPECT_TRUE(genai_config_problems(split_cfg).empty()) << json(genai_config_problems(split_cfg)).dump(1);
+  EXPECT_EQ(split_cfg["model"]["type"], "gemma3");
+  EXPECT_EQ(split_cfg["model"]["decoder"]["pipeline"].size(), 4u);
+  EXPECT_FALSE(split_cfg["model"]["decoder"].contains("filename"));
+  EXPECT_EQ(split_cfg["model"]["embedding"], (json{{"inputs", {{"image_features", "media_embeds"}}}}));
+  EXPECT_EQ(split_cfg["search"]["past_present_share_buffer"], true);
+  EXPECT_TRUE(fs::exists(split / "processor_config.json"));
+  EXPECT_TRUE(fs::exists(split / "token_embedding.onnx"));
   // A pipeline package carries the tokenizer files too (GenAI's tokenizer reads them).
   const fs::path pipeline = export_package("tiny-gemma3", "split", "gemma3", kMaxLength);
   EXPECT_TRUE(fs::exists(pipeline / "tokenizer.json"));
@@ -1128,7 +1141,6 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
     std::string model, args, expect;
   };
   const std::vector<Case> bad = {
-      {model_dir(kRoutePreset), "", "needs --plan single"},
       {model_dir(kRoutePreset), "--plan single --genai-route sideways", "unknown GenAI route 'sideways'"},
       {model_dir("tiny-gemma3"), "--plan single", "16 soft tokens an image; GenAI's Gemma-3 processor expands every image to 256"},
       {model_dir("tiny-gemma3-256"), "--plan single", "has no vision frontend"},
@@ -1182,65 +1194,70 @@ TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndNoRowsMeansText) {
   EXPECT_EQ(flat.data[0], text.data[0]);  // text positions unchanged by the rows
 }
 
-// The route end to end as GenAI's MultiModalPipelineState runs it
-// (tests/onnx/genai_multimodal.mjs): a PNG's pixel_values -> vision.onnx ->
-// embedding (every run) -> decoder gives splitdec's tokens and logits for
-// the same PNG through its own frontend; a text prompt too.
+// The route end to end as GenAI runs it (tests/onnx/genai_multimodal.mjs):
+// single package, stock GenAI's MultiModalPipelineState (a PNG's
+// pixel_values -> vision.onnx -> embedding on every run -> decoder); split
+// package, contrib/onnxruntime-genai's Gemma3PipelineModel (vision.onnx ->
+// the pipeline's stages). Both give splitdec's tokens and logits for the
+// same PNG through its own frontend; a text prompt too.
 TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
   REQUIRE_RUNTIME();
-  const fs::path pkg = export_multimodal_route(kRoutePreset);
-  const ModelConfig& c = model(kRoutePreset).config();
-  const fs::path dir = model_dir(kRoutePreset), work = temp_root() / "multimodal-route";
-  fs::create_directories(work);
-  const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
-  ASSERT_EQ(s.tokens(), 256);
-  const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
-  write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
-  std::string out;
-  ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG + " --out " +
-                    (work / "rows.npy").string(),
-                &out),
-            0)
-      << out;
-  constexpr int kNew = 10;
-  for (const bool image : {true, false}) {
-    SCOPED_TRACE(image ? "image prompt" : "text prompt");
-    std::vector<int> tokens = {c.bos_token_id, 40, 41};
-    std::vector<std::string> modality(tokens.size(), "text");
-    if (image) {
-      tokens.push_back(c.boi_token_id), modality.push_back("text");
-      for (int k = 0; k < 256; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
-      tokens.push_back(c.eoi_token_id), modality.push_back("text");
+  for (const std::string plan : {"single", "split"}) {
+    SCOPED_TRACE(plan);
+    const fs::path pkg = export_multimodal_route(kRoutePreset, plan);
+    const ModelConfig& c = model(kRoutePreset).config();
+    const fs::path dir = model_dir(kRoutePreset), work = temp_root() / "multimodal-route";
+    fs::create_directories(work);
+    const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
+    ASSERT_EQ(s.tokens(), 256);
+    const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
+    write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
+    std::string out;
+    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG + " --out " +
+                      (work / "rows.npy").string(),
+                  &out),
+              0)
+        << out;
+    constexpr int kNew = 10;
+    for (const bool image : {true, false}) {
+      SCOPED_TRACE(image ? "image prompt" : "text prompt");
+      std::vector<int> tokens = {c.bos_token_id, 40, 41};
+      std::vector<std::string> modality(tokens.size(), "text");
+      if (image) {
+        tokens.push_back(c.boi_token_id), modality.push_back("text");
+        for (int k = 0; k < 256; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
+        tokens.push_back(c.eoi_token_id), modality.push_back("text");
+      }
+      for (int t : {50, 51, 52}) tokens.push_back(t), modality.push_back("text");
+      json input = {{"tokens", {tokens}}, {"modality", {modality}}};
+      if (image) input["media_embeddings"] = "rows.npy";
+      std::ofstream(work / "input.json") << input.dump();
+      std::ofstream(work / "ids.json") << json{{"tokens", tokens}}.dump();
+      ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " +
+                        (work / "input.json").string() + " --max-new-tokens " + std::to_string(kNew) + " --json --step-logits " +
+                        (work / "want.npy").string(),
+                    &out),
+                0)
+          << out;
+      const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
+      const NpyArray want_logits = read_npy((work / "want.npy").string());
+      ASSERT_EQ(run("node " + (runner_dir() / "genai_multimodal.mjs").string() + " " + pkg.string() + " " +
+                        (work / "ids.json").string() + (image ? " " + (work / "pixels.npy").string() : "") +
+                        " --max-new-tokens " + std::to_string(kNew),
+                    &out),
+                0)
+          << out;
+      const json got = json::parse(out);
+      EXPECT_EQ(got["tokens"], want["tokens"]) << out;
+      const size_t V = size_t(c.vocab_size);
+      ASSERT_EQ(got["step_logits"].size() * V, want_logits.data.size());
+      double worst = 0;
+      for (size_t k = 0; k < got["step_logits"].size(); ++k)
+        for (size_t v = 0; v < V; ++v)
+          worst = std::max(worst, std::abs(got["step_logits"][k][v].get<double>() - double(want_logits.data[k * V + v])));
+      std::printf("  multimodal route, %s package, %s: max |logit diff| %.2e over %zu steps\n", plan.c_str(),
+                  image ? "image" : "text", worst, got["step_logits"].size());
+      EXPECT_LE(worst, kLogitTolerance);
     }
-    for (int t : {50, 51, 52}) tokens.push_back(t), modality.push_back("text");
-    json input = {{"tokens", {tokens}}, {"modality", {modality}}};
-    if (image) input["media_embeddings"] = "rows.npy";
-    std::ofstream(work / "input.json") << input.dump();
-    std::ofstream(work / "ids.json") << json{{"tokens", tokens}}.dump();
-    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " +
-                      (work / "input.json").string() + " --max-new-tokens " + std::to_string(kNew) + " --json --step-logits " +
-                      (work / "want.npy").string(),
-                  &out),
-              0)
-        << out;
-    const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
-    const NpyArray want_logits = read_npy((work / "want.npy").string());
-    ASSERT_EQ(run("node " + (runner_dir() / "genai_multimodal.mjs").string() + " " + pkg.string() + " " +
-                      (work / "ids.json").string() + (image ? " " + (work / "pixels.npy").string() : "") +
-                      " --max-new-tokens " + std::to_string(kNew),
-                  &out),
-              0)
-        << out;
-    const json got = json::parse(out);
-    EXPECT_EQ(got["tokens"], want["tokens"]) << out;
-    const size_t V = size_t(c.vocab_size);
-    ASSERT_EQ(got["step_logits"].size() * V, want_logits.data.size());
-    double worst = 0;
-    for (size_t k = 0; k < got["step_logits"].size(); ++k)
-      for (size_t v = 0; v < V; ++v)
-        worst = std::max(worst, std::abs(got["step_logits"][k][v].get<double>() - double(want_logits.data[k * V + v])));
-    std::printf("  multimodal route, %s: max |logit diff| %.2e over %zu steps\n", image ? "image" : "text", worst,
-                got["step_logits"].size());
-    EXPECT_LE(worst, kLogitTolerance);
   }
 }

@@ -43,9 +43,6 @@ void check_onnx_export_options(const OnnxExportOptions& o) {
   if (o.max_length < 1 || o.max_length > kInt32Max)
     throw InputError("max_length " + std::to_string(o.max_length) + " cannot be exported: it must be in [1, " +
                      std::to_string(kInt32Max) + "] (GroupQueryAttention's total_sequence_length is int32)");
-  if (o.genai_route == GenaiRoute::Multimodal && o.plan != OnnxPackageKind::Single)
-    throw InputError("--genai-route multimodal needs --plan single: stock ONNX Runtime GenAI's multimodal models run "
-                     "one decoder graph (decoder.filename), not a prefill / decode pipeline");
   // The model needs no check of its own: the config loader already refuses
   // query heads that are not whole KV groups (both attention operators need
   // them) and odd head dims (the exported RoPE pairs them), and every mask
@@ -63,9 +60,8 @@ void check_onnx_exportable(const ModelConfig& c) {
 }
 
 // ONNX Runtime GenAI a0c04eb13's multimodal route for Gemma-3 (model type
-// gemma3, MultiModalLanguageModel) starts at vision.onnx, and its
-// GemmaImageProcessor expands every image to 256 soft tokens (the plan is
-// checked with the options: one decoder graph).
+// gemma3) starts at vision.onnx, and its GemmaImageProcessor expands every
+// image to 256 soft tokens.
 void check_genai_route(const OnnxExportOptions& o, const ExportFrontends* f) {
   if (o.genai_route != GenaiRoute::Multimodal) return;
   const std::string what = "--genai-route multimodal";
@@ -182,14 +178,20 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
             {"vocab_size", c.vocab_size},
             {"context_length", o.max_length},
             {"decoder", decoder}};
-  if (multimodal) {
-    // GenAI's multimodal state runs the embedding on every run (media rows
-    // [0, hidden] after the prompt: every id text) and one decoder graph.
+  if (multimodal && !split) {
+    // Stock GenAI's multimodal model (MultiModalLanguageModel): the
+    // embedding graph on every run (media rows [0, hidden] after the
+    // prompt: every id text), then one decoder graph.
     m["decoder"].erase("pipeline");
     m["decoder"]["filename"] = kOnnxSingleFile;
     m["embedding"] = {{"filename", kOnnxEmbeddingFile},
                       {"inputs", {{"input_ids", names::kInputIds}, {"image_features", names::kMediaEmbeds}}},
                       {"outputs", {{"inputs_embeds", names::kInputsEmbeds}}}};
+  } else if (multimodal) {
+    // GenAI with contrib/onnxruntime-genai (Gemma3PipelineModel): the
+    // pipeline as above; the vision output becomes the pipeline value the
+    // prompt-stage embedding reads as media_embeds.
+    m["embedding"] = {{"inputs", {{"image_features", names::kMediaEmbeds}}}};
   }
   for (auto [key, id] : {std::pair{"image_token_id", c.image_token_id}, {"video_token_id", c.video_token_id},
                          {"audio_token_id", c.audio_token_id}})
@@ -259,7 +261,9 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
     pkg.files.push_back(file);
   };
   write(GraphKind::Embedding, kOnnxEmbeddingFile);
-  if (!multimodal) write(GraphKind::TokenEmbedding, kOnnxTokenEmbeddingFile);  // the pipeline's generation stage
+  // The pipeline's generation-run embedding (stock GenAI's multimodal model
+  // runs the one embedding graph on every run instead).
+  if (!multimodal || o.plan == OnnxPackageKind::Split) write(GraphKind::TokenEmbedding, kOnnxTokenEmbeddingFile);
   if (o.plan == OnnxPackageKind::Split) {
     write(GraphKind::SplitPrefill, kOnnxPrefillFile);
     write(GraphKind::SplitDecode, kOnnxDecodeFile);

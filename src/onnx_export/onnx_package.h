@@ -36,9 +36,10 @@ const char* package_kind_name(OnnxPackageKind k);
 // model (embedding stages, then the decoder graphs); the caller binds the
 // media rows (media_embeds). `multimodal`: GenAI's own route for the family
 // (model type gemma3): its processor turns a prompt and images into ids and
-// pixels, vision.onnx makes the rows, the embedding graph runs on every
-// step, the single decoder after it. Written for Gemma-3 with 256 image
-// tokens and the single plan (docs/onnx-export.md says why).
+// pixels, vision.onnx makes the rows. Stock GenAI runs the single package
+// so (the embedding graph on every run, one decoder); the split package
+// needs the Gemma3PipelineModel of contrib/onnxruntime-genai. Written for
+// Gemma-3 with 256 image tokens (docs/onnx-export.md says why).
 enum class GenaiRoute { Pipeline, Multimodal };
 // "pipeline" | "multimodal"; InputError otherwise.
 GenaiRoute parse_genai_route(const std::string& name);

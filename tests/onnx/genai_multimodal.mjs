@@ -18,6 +18,11 @@
 //   next past;
 // - logits are bound as [batch, run length, vocab]; the last row is read.
 //
+// A split package (model.decoder.pipeline) runs as contrib/onnxruntime-genai's
+// Gemma3PipelineModel runs it: vision.onnx as above, its output the pipeline
+// value media_embeds for the prompt run ([0, hidden] otherwise), then the
+// pipeline's stages under GenAI's pipeline rules (genai_pipeline.mjs).
+//
 // As a program: greedy generation of one sequence.
 //
 //   node genai_multimodal.mjs PKG IDS.json [PIXELS.npy] [--max-new-tokens N]
@@ -28,6 +33,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
+import { GenaiPipeline } from './genai_pipeline.mjs';
 
 const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));
 // GenAI's Gemma-3 processor expands every image to this many tokens (gemma_image_processor.cpp).
@@ -39,17 +45,20 @@ export class GenaiMultimodal {
     const ours = JSON.parse(fs.readFileSync(path.join(dir, 'splitdec.json'), 'utf8'));
     if (cfg.model.type !== 'gemma3') throw new Error(`model.type ${cfg.model.type} is not gemma3`);
     const open = (section) => ort.InferenceSession.create(path.join(dir, cfg.model[section].filename), sessionOptions);
-    return new GenaiMultimodal(cfg, ours, await open('vision'), await open('embedding'), await open('decoder'));
+    const vision = await open('vision');
+    if (cfg.model.decoder.pipeline) return new GenaiMultimodal(cfg, ours, vision, await GenaiPipeline.open(dir, sessionOptions));
+    return new GenaiMultimodal(cfg, ours, vision, null, await open('embedding'), await open('decoder'));
   }
 
-  constructor(cfg, ours, vision, embedding, decoder) {
-    Object.assign(this, { cfg, ours, vision, embedding, decoder });
+  constructor(cfg, ours, vision, pipeline, embedding, decoder) {
+    Object.assign(this, { cfg, ours, vision, pipeline, embedding, decoder });
     this.hidden = cfg.model.decoder.hidden_size;
     this.vocab = cfg.model.vocab_size;
-    this.shared = cfg.search.past_present_share_buffer === true;
-    if (this.shared) throw new Error('this model of GenAI covers the single package (past_present_share_buffer false)');
     this.length = 0;
     this.kv = new Map();
+    if (pipeline) return;
+    if (cfg.search.past_present_share_buffer === true)
+      throw new Error('GenAI runs a single decoder with past_present_share_buffer false here');
     for (const n of decoder.inputNames) {
       const m = /^past_key_values\.(\d+)\.key$/.exec(n);
       if (!m) continue;
@@ -78,6 +87,13 @@ export class GenaiMultimodal {
       if (got.dims.join(',') !== want.join(','))
         throw new Error(`vision.onnx gave image_features [${got.dims}]; GenAI allocates [${want}] for ${images} image(s)`);
       features = got;
+    }
+    if (this.pipeline) {
+      // Gemma3PipelineState: the vision rows are the pipeline value the
+      // prompt-stage embedding lists; no rows for every other run.
+      this.pipeline.extra.set(this.name('embedding', 'image_features'), features);
+      const out = await this.pipeline.run([ids]);
+      return out.logits.data.slice((S - 1) * this.vocab, S * this.vocab);
     }
     const emb = await this.embedding.run({
       [this.cfg.model.decoder.inputs.input_ids]: inputIds,  // GenAI names the embedding's ids by the decoder's key

@@ -1,0 +1,79 @@
+// Copyright (c) splitdec contributors. Licensed under the MIT License.
+//
+// Gemma3PipelineModel: a gemma3 model whose decoder is a pipeline (a masked
+// prompt stage, a GroupQueryAttention generation stage on shared buffers)
+// runs through the multimodal API and gives the tokens of the same model
+// exported as one decoder graph (stock MultiModalLanguageModel).
+//
+// Models (made by splitdec, see contrib/onnxruntime-genai/README.md):
+//   test/test_models/gemma3-pipeline  export-onnx --plan split --genai-route multimodal
+//   test/test_models/gemma3-single    export-onnx --plan single --genai-route multimodal
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#define OGA_USE_SPAN 1
+#include "ort_genai.h"
+
+namespace {
+
+std::string ModelDir(const char* name) { return std::string(MODEL_PATH) + name; }
+
+bool HaveModels() {
+  return std::filesystem::exists(ModelDir("gemma3-pipeline")) && std::filesystem::exists(ModelDir("gemma3-single"));
+}
+
+// Greedy tokens after the processor's inputs for `prompt` and the image (or none).
+std::vector<int32_t> Generate(const std::string& model_dir, const char* prompt, const char* image, int max_new) {
+  auto model = OgaModel::Create(model_dir.c_str());
+  auto processor = OgaMultiModalProcessor::Create(*model);
+  std::unique_ptr<OgaImages> images;
+  if (image) images = OgaImages::Load(std::vector<const char*>{image});
+  auto inputs = processor->ProcessImages(prompt, images.get());
+  auto params = OgaGeneratorParams::Create(*model);
+  params->SetSearchOption("max_length", 512);
+  auto generator = OgaGenerator::Create(*model, *params);
+  generator->SetInputs(*inputs);
+  std::vector<int32_t> tokens;
+  while (!generator->IsDone() && static_cast<int>(tokens.size()) < max_new) {
+    generator->GenerateNextToken();
+    tokens.push_back(generator->GetNextTokens()[0]);
+  }
+  return tokens;
+}
+
+}  // namespace
+
+TEST(Gemma3PipelineTest, ImagePromptGivesTheSingleGraphsTokens) {
+  if (!HaveModels()) GTEST_SKIP() << "gemma3-pipeline / gemma3-single test models not found";
+  const std::string image = std::string(MODEL_PATH) + "../images/sheet.png";
+  const char* prompt = "<bos>Describe <start_of_image> in a word.";
+  const auto pipeline = Generate(ModelDir("gemma3-pipeline"), prompt, image.c_str(), 12);
+  const auto single = Generate(ModelDir("gemma3-single"), prompt, image.c_str(), 12);
+  ASSERT_FALSE(pipeline.empty());
+  EXPECT_EQ(pipeline, single);
+}
+
+TEST(Gemma3PipelineTest, TextPromptNeedsNoImage) {
+  if (!HaveModels()) GTEST_SKIP() << "gemma3-pipeline / gemma3-single test models not found";
+  const char* prompt = "<bos>Say something.";
+  const auto pipeline = Generate(ModelDir("gemma3-pipeline"), prompt, nullptr, 12);
+  const auto single = Generate(ModelDir("gemma3-single"), prompt, nullptr, 12);
+  ASSERT_FALSE(pipeline.empty());
+  EXPECT_EQ(pipeline, single);
+}
+
+TEST(Gemma3PipelineTest, APipelineWithoutVisionIsRefusedByName) {
+  if (!HaveModels()) GTEST_SKIP() << "gemma3-pipeline test model not found";
+  auto config = OgaConfig::Create(ModelDir("gemma3-pipeline").c_str());
+  config->Overlay(R"({"model": {"vision": {"filename": ""}}})");
+  try {
+    OgaModel::Create(*config);
+    FAIL() << "a gemma3 pipeline without model.vision.filename loaded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("model.vision.filename"), std::string::npos) << e.what();
+  }
+}
