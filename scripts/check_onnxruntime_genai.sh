@@ -153,7 +153,7 @@ json.dump(case, open(os.path.join(m, 'route.json'), 'w'))
 expanded = prompt.replace('<start_of_image>', '\n\n<start_of_image>' + '<image_soft_token>' * 256 + '<end_of_image>\n\n')
 json.dump([expanded], open(os.path.join(m, 'route_text.json'), 'w'))
 EOF
-    want=$("$splitdec" generate --model "$m" --input "$m/route.json" --plan split --json --step-logits "$work/want.npy" |
+    want=$("$splitdec" generate --model "$m" --input "$m/route.json" --plan split --json --max-new-tokens 10 --step-logits "$work/want.npy" |
       grep '^{' | head -1)
     verdict=$(compare "$want" "$got")
     ours=$("$splitdec" tokenize --model "$m" --strings "$m/route_text.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])' 2>&1)
