@@ -19,7 +19,9 @@
 # (scripts/onnxruntime_genai_driver.cpp) binds media_embeds only, once, and
 # feeds the last generated token before each later turn. Then GenAI's own
 # multimodal route on tiny-gemma3-img256 (a PNG through its processor and
-# vision.onnx; a text prompt), against splitdec on the same ids and PNG.
+# vision.onnx; a text prompt), against splitdec on the same ids and PNG: the
+# single package; with CONTRIB=1 (a GenAI built with contrib/onnxruntime-genai)
+# the split package too.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -133,12 +135,15 @@ preset=tiny-gemma3-img256
 m=$work/$preset
 "$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
 "$splitdec" embed-media --model "$m" --image "$root/data/demo.png" --out "$m/demo_png.npy" > /dev/null
-"$splitdec" export-onnx --model "$m" --out "$m/pkg" --plan single --genai-route multimodal --max-length 512 > /dev/null
+plans=single
+[[ ${CONTRIB:-0} == 1 ]] && plans="single split"  # split: needs GenAI with contrib/onnxruntime-genai
+for plan in $plans; do
+"$splitdec" export-onnx --model "$m" --out "$m/pkg-$plan" --plan "$plan" --genai-route multimodal --max-length 512 > /dev/null
 for case in image text; do
   if [[ $case == image ]]; then prompt='<bos>Describe <start_of_image> in a word.' image=$root/data/demo.png
   else prompt='<bos>Say something.' image=-; fi
   rm -f "$work/got.npy"
-  if got=$("$work/driver" --multimodal "$m/pkg" "$prompt" "$image" 10 "$work/got.npy" 2> "$work/err"); then
+  if got=$("$work/driver" --multimodal "$m/pkg-$plan" "$prompt" "$image" 10 "$work/got.npy" 2> "$work/err"); then
     python3 - "$m" "$got" "$prompt" <<'EOF'
 import json, os, sys
 m, got, prompt = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
@@ -162,8 +167,9 @@ EOF
   else
     verdict="FAIL  error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"
   fi
-  printf '%-20s %-7s %-20s %s\n' "$preset" "route" "$case" "$verdict"
+  printf '%-20s %-7s %-20s %s\n' "$preset" "$plan" "route $case" "$verdict"
   [[ $verdict == same* ]] || failures=$((failures + 1))
+done
 done
 
 if ((failures)); then
