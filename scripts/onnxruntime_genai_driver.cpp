@@ -5,6 +5,7 @@
 //
 //   onnxruntime_genai_driver PKG INPUT.json [STEP_LOGITS.npy]
 //   onnxruntime_genai_driver --multimodal PKG PROMPT IMAGE|- MAX_NEW [STEP_LOGITS.npy]
+//   onnxruntime_genai_driver --time PKG PROMPT_TOKENS CHUNK STEPS
 //
 // INPUT.json: one sequence, {"tokens": [[ids...]], "media_embeddings":
 // "rows.npy"} or {"turns": [{..., "max_new_tokens": N}, ...]}. Prints
@@ -18,6 +19,11 @@
 // greedy. PROMPT is the text GenAI tokenizes (it adds no <bos>: write it);
 // each <start_of_image> in it becomes an image. Prints {"input_ids": [the
 // processor's ids], "tokens": [generated ids]}.
+//
+// --time: wall time of a text prompt of PROMPT_TOKENS ids (AppendTokens of
+// CHUNK ids at a time: the prompt stages) and of each of STEPS generation
+// steps (GenerateNextToken: one token run each), greedy, no early stop.
+// Prints {"prompt_ms": ..., "chunk_ms": [...], "step_ms": [...]}.
 //
 // What a caller binds, per the package's rules (docs/onnx-export.md):
 // - media_embeds only, [rows, hidden] float32: the turn's media rows in
@@ -33,6 +39,7 @@
 #include <ort_genai_c.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -209,16 +216,64 @@ OgaTensor* make_tensor(float* data, int64_t rows, int64_t width) {
   return t;
 }
 
+json run_timed(const std::string& pkg, int prompt_tokens, int chunk, int steps) {
+  using clock = std::chrono::steady_clock;
+  const auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  OgaModel* model = nullptr;
+  check(OgaCreateModel(pkg.c_str(), &model), "OgaCreateModel");
+  OgaGeneratorParams* params = nullptr;
+  check(OgaCreateGeneratorParams(model, &params), "OgaCreateGeneratorParams");
+  OgaGenerator* gen = nullptr;
+  check(OgaCreateGenerator(model, params, &gen), "OgaCreateGenerator");
+  // A text prompt binds no media rows: [0, hidden] (the package's rule).
+  const json cfg = json::parse(std::ifstream(pkg + "/genai_config.json"));
+  const int64_t hidden = cfg["model"]["decoder"]["hidden_size"].get<int64_t>();
+  std::vector<float> none(static_cast<size_t>(hidden));
+  OgaTensor* media = make_tensor(none.data(), 0, hidden);
+  check(OgaGenerator_SetModelInput(gen, "media_embeds", media), "OgaGenerator_SetModelInput");
+  std::vector<int32_t> ids(static_cast<size_t>(prompt_tokens));
+  for (int k = 0; k < prompt_tokens; ++k) ids[size_t(k)] = k == 0 ? 2 : 100 + (k * 7919) % 5000;  // <bos>, then text
+  // In runs of at most `chunk` ids: GenAI binds logits [1, run length,
+  // vocab], 16 GiB for one 16K run of a 262144-piece vocabulary.
+  json chunk_ms = json::array();
+  double prompt_ms = 0;
+  for (size_t from = 0; from < ids.size(); from += static_cast<size_t>(chunk)) {
+    const size_t n = std::min(ids.size() - from, static_cast<size_t>(chunk));
+    const auto t0 = clock::now();
+    check(OgaGenerator_AppendTokens(gen, ids.data() + from, n), "OgaGenerator_AppendTokens");
+    chunk_ms.push_back(ms(clock::now() - t0));
+    prompt_ms += chunk_ms.back().get<double>();
+  }
+  json step_ms = json::array();
+  for (int n = 0; n < steps; ++n) {
+    const auto t0 = clock::now();
+    check(OgaGenerator_GenerateNextToken(gen), "OgaGenerator_GenerateNextToken");
+    step_ms.push_back(ms(clock::now() - t0));
+  }
+  OgaDestroyTensor(media);
+  OgaDestroyGenerator(gen);
+  OgaDestroyGeneratorParams(params);
+  OgaDestroyModel(model);
+  return {{"prompt_ms", prompt_ms}, {"chunk_ms", chunk_ms}, {"step_ms", step_ms}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bool multimodal = argc > 1 && std::string(argv[1]) == "--multimodal";
-  if (multimodal ? argc != 6 && argc != 7 : argc != 3 && argc != 4) {
+  const bool timed = argc > 1 && std::string(argv[1]) == "--time";
+  if (timed ? argc != 6 : multimodal ? argc != 6 && argc != 7 : argc != 3 && argc != 4) {
     std::fprintf(stderr, "usage: %s PKG INPUT.json [STEP_LOGITS.npy]\n"
-                 "       %s --multimodal PKG PROMPT IMAGE|- MAX_NEW [STEP_LOGITS.npy]\n", argv[0], argv[0]);
+                 "       %s --multimodal PKG PROMPT IMAGE|- MAX_NEW [STEP_LOGITS.npy]\n"
+                 "       %s --time PKG PROMPT_TOKENS CHUNK STEPS\n", argv[0], argv[0], argv[0]);
     return 2;
   }
   try {
+    if (timed) {
+      std::cout << run_timed(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::stoi(argv[5])).dump() << "\n";
+      OgaShutdown();
+      return 0;
+    }
     std::vector<float> step_logits;
     int64_t steps = 0, vocab = 0;
     if (multimodal) {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The seed's numbers in its own runtime: per-step generation time of the
+# `split` package (GroupQueryAttention on shared past/present buffers)
+# against the `single` package (Attention with a dense bias every step,
+# separate past and present) inside ONNX Runtime GenAI, at 1K, 4K and 16K
+# context, and the prompt time; gemma3-1b's shape with LAYERS layers (default
+# 4), 2 threads (GenAI's default on this machine kind), the packages
+# alternated. Peak RSS of each run beside it.
+#
+#   scripts/bench_onnxruntime_genai.sh ORT_GENAI_DIR [BUILD_DIR] [LAYERS] [CONTEXTS]
+#
+# ORT_GENAI_DIR as for scripts/check_onnxruntime_genai.sh (ORT_LIB_DIR too).
+# The prompt goes in runs of 1024 ids (GenAI binds logits [1, run, vocab]:
+# 16 GiB for one 16K run of Gemma's 262144-piece vocabulary). Split buffers
+# are sized for the context (max_length = context + 64), as a runtime sizes
+# them. Not part of CI (it needs a GenAI build); about 10 minutes, 6 GB.
+set -euo pipefail
+if [[ $# -lt 1 || $# -gt 4 ]]; then
+  echo "usage: $0 ORT_GENAI_DIR [BUILD_DIR] [LAYERS] [CONTEXTS]" >&2
+  exit 2
+fi
+genai=$(cd "$1" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(cd "${2:-$root/build}" && pwd)
+layers=${3:-4}
+contexts=${4:-1024 4096 16384}
+export LD_LIBRARY_PATH="$genai/lib${ORT_LIB_DIR:+:$ORT_LIB_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+work=$(mktemp -d /tmp/splitdec-genai-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+g++ -std=c++20 -O2 -Wall -Wextra "$root/scripts/onnxruntime_genai_driver.cpp" -I"$genai/include" \
+  -L"$genai/lib" -lonnxruntime-genai -Wl,-rpath,"$genai/lib" -o "$work/driver"
+
+steps=16
+"$build/splitdec" make-model --preset gemma3-1b --layers "$layers" --out "$work/model" > /dev/null
+max_context=$(tr ' ' '\n' <<< "$contexts" | sort -n | tail -1)
+"$build/splitdec" export-onnx --model "$work/model" --out "$work/single" --plan single --max-length $((max_context + 64)) > /dev/null
+printf '%-8s %-7s %12s %14s %12s\n' context package "prompt (ms)" "step p50 (ms)" "peak RSS"
+for context in $contexts; do
+  "$build/splitdec" export-onnx --model "$work/model" --out "$work/split" --plan split --max-length $((context + 64)) > /dev/null
+  for pkg in single split; do
+    /usr/bin/time -f '%M' -o "$work/rss" "$work/driver" --time "$work/$pkg" "$context" 1024 "$steps" > "$work/out" 2> "$work/err" ||
+      { tail -3 "$work/err" >&2; exit 1; }
+    python3 - "$context" "$pkg" "$(cat "$work/out")" "$(tail -1 "$work/rss")" <<'EOF'
+import json, sys
+context, pkg, out, rss = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+steps = sorted(out['step_ms'][2:])  # step 0 takes the prompt's logits, step 1 is the first token run's warm-up
+print('%-8s %-7s %12.0f %14.1f %9.0f MiB' % (context, pkg, out['prompt_ms'], steps[len(steps) // 2], rss / 1024))
+EOF
+  done
+done
