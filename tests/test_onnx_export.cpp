@@ -361,6 +361,18 @@ TEST_P(OnnxPackage, DecodeGraphIsGqaOnlyAndPrefillWritesInPlace) {
       EXPECT_EQ(present.substr(0, 8), "present.");
       EXPECT_EQ(past.substr(16), present.substr(8));
     }
+  // Logits [batch, 1, vocab] in every decoder graph, the single one too: the
+  // static 1 makes GenAI bind last-token logits only (Model::IsPruned).
+  const onnx::ModelProto single = load_graph(fs::path(export_package(preset, "single", mask_policy_name(c.default_policy),
+                                                                     kMaxLength)) / "decoder.onnx");
+  for (const auto* g : {&prefill, &decode, &single})
+    for (const auto& out : g->graph().output())
+      if (out.name() == "logits") {
+        const auto& dims = out.type().tensor_type().shape().dim();
+        ASSERT_EQ(dims.size(), 3);
+        EXPECT_EQ(dims[1].dim_value(), 1) << "logits' second dim is a static 1";
+        EXPECT_EQ(dims[2].dim_value(), c.vocab_size);
+      }
   // Past and present have the same fixed shape [batch, kv_heads, max_length, head_dim] in both stages.
   for (const auto* g : {&prefill, &decode})
     for (const auto& in : g->graph().input())

@@ -405,7 +405,12 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
     for (bool key : {true, false}) g.input(names::past(l, key), kFloat, kv_dims(spec, past_len));
     for (bool key : {true, false}) g.output(names::present(l, key), kFloat, kv_dims(spec, present_len));
   }
-  g.output(names::kLogits, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(c.vocab_size)});
+  // [batch, 1, vocab] on every run: a static 1 makes ONNX Runtime GenAI
+  // bind and read last-token logits only (Model::IsPruned, Logits'
+  // trimmed_prefill_logits_), not a [batch, run length, vocab] buffer (1 GiB
+  // for a 1024-token prompt of a 262144-piece vocabulary, paged in on every
+  // prompt).
+  g.output(names::kLogits, kFloat, {std::string("batch"), int64_t(1), int64_t(c.vocab_size)});
 
   Shared s;
   s.batch = g.op("Shape", {names::kInputsEmbeds}, {{"end", int64_t(1)}});
@@ -432,15 +437,10 @@ void build_decoder(const Model& model, GraphKind kind, const GraphSettings& sett
     g.node_named("Identity", {w.logits(hidden)}, {names::kLogits});
     return;
   }
-  // A prompt run needs only its last row's logits: ONNX Runtime GenAI reads
-  // row (length - 1) of each sequence (Logits::Get) from the [B, S, V]
-  // buffer it binds. The LM head runs on that row alone and the rows before
-  // it are zeros (Pad), not S x V products of a 262144-token vocabulary.
-  // One-token runs of the single graph pad nothing.
+  // A prompt run needs only its last row's logits (rows of equal length, no
+  // padding: the package's limits), so the LM head runs on that row alone.
   const std::string last = g.op("Slice", {hidden, g.const_i64(-1), g.const_i64(std::numeric_limits<int64_t>::max()), g.const_i64(1)});
-  const std::string before = g.op("Sub", {s.seq, g.const_i64(1)});
-  const std::string pads = g.op("Concat", {g.const_i64(0), before, g.const_i64({0, 0, 0, 0}, {4})}, {{"axis", int64_t(0)}});
-  g.node_named("Pad", {w.logits(last), pads}, {names::kLogits});
+  g.node_named("Identity", {w.logits(last)}, {names::kLogits});
 }
 
 }  // namespace

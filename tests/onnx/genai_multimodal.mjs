@@ -16,7 +16,9 @@
 //   only if its graph declares it, and the KV: with
 //   search.past_present_share_buffer false a present per run that becomes the
 //   next past;
-// - logits are bound as [batch, run length, vocab]; the last row is read.
+// - logits are bound as [batch, 1, vocab] when the decoder declares that
+//   shape (Model::IsPruned), else [batch, run length, vocab]; the last row
+//   is read.
 //
 // A split package (model.decoder.pipeline) runs as contrib/onnxruntime-genai's
 // Gemma3PipelineModel runs it: vision.onnx as above, its output the pipeline
@@ -33,7 +35,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ort from 'onnxruntime-node';
-import { GenaiPipeline } from './genai_pipeline.mjs';
+import { GenaiPipeline, logitsArePruned } from './genai_pipeline.mjs';
 
 const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));
 // GenAI's Gemma-3 processor expands every image to this many tokens (gemma_image_processor.cpp).
@@ -93,7 +95,7 @@ export class GenaiMultimodal {
       // prompt-stage embedding lists; no rows for every other run.
       this.pipeline.extra.set(this.name('embedding', 'image_features'), features);
       const out = await this.pipeline.run([ids]);
-      return out.logits.data.slice((S - 1) * this.vocab, S * this.vocab);
+      return out.logits.data.slice(out.logits.data.length - this.vocab);
     }
     const emb = await this.embedding.run({
       [this.cfg.model.decoder.inputs.input_ids]: inputIds,  // GenAI names the embedding's ids by the decoder's key
@@ -109,11 +111,12 @@ export class GenaiMultimodal {
       feeds[`past_key_values.${l}.key`] = b.key;
       feeds[`past_key_values.${l}.value`] = b.value;
     }
-    const logits = new ort.Tensor('float32', new Float32Array(S * this.vocab), [1, S, this.vocab]);
+    const rows = logitsArePruned([this.decoder]) ? 1 : S;
+    const logits = new ort.Tensor('float32', new Float32Array(rows * this.vocab), [1, rows, this.vocab]);
     const out = await this.decoder.run(feeds, { ...Object.fromEntries(this.decoder.outputNames.map((n) => [n, null])), logits });
     for (const [l, b] of this.kv) b.key = out[`present.${l}.key`], b.value = out[`present.${l}.value`];
     this.length = total;
-    return logits.data.slice((S - 1) * this.vocab, S * this.vocab);
+    return logits.data.slice((rows - 1) * this.vocab);
   }
 }
 

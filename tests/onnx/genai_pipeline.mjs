@@ -14,8 +14,10 @@
 //   with search.past_present_share_buffer the past buffer itself
 //   [batch, kv_heads, max_length, head_dim]; otherwise a new present that
 //   becomes the next past;
-// - the logits output is bound to a buffer of [batch, run length, vocab]
-//   that the runtime allocates (src/models/logits.cpp, Logits::Update); it
+// - the logits output is bound to a buffer that the runtime allocates
+//   (src/models/logits.cpp, Logits::Update): [batch, 1, vocab] on every run
+//   when the graphs declare the logits' second dim as 1 (Model::IsPruned:
+//   trimmed prefill logits), else [batch, run length, vocab], of which it
 //   reads each sequence's last row (Logits::Get);
 // - extra inputs are bound once (Generator::AppendTokens calls
 //   SetExtraInputs on the first run only): binding a name twice throws.
@@ -43,6 +45,13 @@ export function readPackage(dir) {
   return { cfg, ours, stages };
 }
 
+// Model::IsPruned: the logits output's declared second dim is 1 (GenAI reads
+// it from the session that declares `logits`; every splitdec graph does the same).
+export function logitsArePruned(sessions) {
+  const shapes = sessions.flatMap((s) => s.outputMetadata.filter((m) => m.name === 'logits').map((m) => m.shape));
+  return shapes.length > 0 && shapes.every((shape) => shape[1] === 1);
+}
+
 export class GenaiPipeline {
   // batch: sequences run together (equal lengths, no padding).
   static async open(dir, sessionOptions, batch = 1) {
@@ -62,6 +71,7 @@ export class GenaiPipeline {
     this.extra = new Map();
     this.logitsPool = new Map();
     this.stagesRun = [];
+    this.pruned = logitsArePruned(sessions);
     const prefix = 'past_key_values.';
     const layers = new Set();
     for (const s of this.stages)
@@ -128,9 +138,10 @@ export class GenaiPipeline {
         const m = /^present\.(\d+)\.(key|value)$/.exec(n);
         fetches[n] = m && this.shared ? this.kv.get(Number(m[1]))[m[2]] : null;
       }
-      // GenAI binds its own logits buffer [batch, run length, vocab]
-      // (Logits::Update), so a stage's logits must have that shape.
-      if (stage.outputs.includes('logits')) fetches.logits = this.logitsBuffer([B, S, this.cfg.model.vocab_size]);
+      // GenAI binds its own logits buffer (Logits::Update), so a stage's
+      // logits must have that shape.
+      if (stage.outputs.includes('logits'))
+        fetches.logits = this.logitsBuffer([B, this.pruned ? 1 : S, this.cfg.model.vocab_size]);
       const out = await this.sessions[k].run(feeds, fetches);
       for (const n of stage.outputs) store.set(n, out[n]), (all[n] = out[n]);
       this.stagesRun.push(stage.name);

@@ -69,16 +69,17 @@ async function main() {
   const opts = { executionProviders: ['cpu'], logSeverityLevel: 3 };
   const pipe = await GenaiPipeline.open(dir, opts);
   pipe.bindExtraInput('media_embeds', new ort.Tensor('float32', media, [nMedia, hidden]));
-  const argmaxLast = (logits, rows) => {
+  // The last row of the logits GenAI binds ([1, 1, vocab] for splitdec's graphs).
+  const argmaxLast = (logits) => {
     let best = 0;
-    const off = (rows - 1) * vocab;
+    const off = logits.length - vocab;
     for (let k = 1; k < vocab; ++k) if (logits[off + k] > logits[off + best]) best = k;
     return best;
   };
 
   const eos = new Set([].concat(cfg.model.eos_token_id));
   let out = await pipe.run([tokens]);
-  let next = argmaxLast(out.logits.data, tokens.length);
+  let next = argmaxLast(out.logits.data);
   const generated = [];
   let stop = 'max_new_tokens';
   for (;;) {
@@ -86,7 +87,7 @@ async function main() {
     if (eos.has(next)) { stop = 'eos'; break; }
     if (generated.length >= maxNew) break;
     out = await pipe.run([[next]]);
-    next = argmaxLast(out.logits.data, 1);
+    next = argmaxLast(out.logits.data);
   }
   process.stdout.write(JSON.stringify({ tokens: generated, stop_reason: stop }) + '\n');
 }
