@@ -35,6 +35,10 @@ std::vector<std::string> copy_tokenizer_files(const std::string& model_dir, cons
     const fs::path from = fs::path(model_dir) / name;
     if (!fs::is_regular_file(from)) continue;
     std::error_code ec;
+    if (fs::equivalent(from, fs::path(out_dir) / name, ec)) {  // a package written into the model folder
+      copied.push_back(name);
+      continue;
+    }
     fs::copy_file(from, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
     if (ec) throw InputError("cannot copy " + from.string() + " into " + out_dir + ": " + ec.message());
     copied.push_back(name);
