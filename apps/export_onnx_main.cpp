@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/gemma_model.h"
+#include "onnx_export/genai_files.h"
 #include "onnx_export/media_graphs.h"
 #include "onnx_export/onnx_package.h"
 
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     o.model_dir = model_dir;
     check_onnx_export_options(o);  // before loading a model that may be large
     check_onnx_exportable(load_model_config(model_dir));
+    if (o.genai_route == GenaiRoute::Multimodal) onnx_export::require_tokenizer_files(model_dir);
     const Model model = Model::load(model_dir);
     // The media frontends' graphs, when the checkpoint has their weights.
     const onnx_export::ExportFrontends frontends = onnx_export::load_export_frontends(model_dir, model.config());

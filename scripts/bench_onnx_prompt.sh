@@ -2,7 +2,7 @@
 # Prompt processing of the same 1000-token prompt in ONNX Runtime (the
 # exported split package, run as ONNX Runtime GenAI runs it:
 # tests/onnx/time_prompt.mjs, the time inside ONNX Runtime, best of ROUNDS
-# after a first run that pays the page faults of the logits buffer) and in
+# after a first run of the shape) and in
 # splitdec (best of ROUNDS, default kernels and SPLITDEC_EXACT_GEMM=1, the
 # f32 products the exported graphs compute), 2 threads each. Model: the
 # gemma3-1b preset cut to LAYERS layers (its 262144-token LM head is what

@@ -11,9 +11,8 @@
 #   scripts/bench_onnxruntime_genai.sh ORT_GENAI_DIR [BUILD_DIR] [LAYERS] [CONTEXTS]
 #
 # ORT_GENAI_DIR as for scripts/check_onnxruntime_genai.sh (ORT_LIB_DIR too).
-# The prompt goes in runs of 1024 ids (GenAI binds logits [1, run, vocab]:
-# 16 GiB for one 16K run of Gemma's 262144-piece vocabulary, were the graphs'
-# logits not [batch, 1, vocab]; one untimed run first). Split buffers
+# The prompt goes in runs of 1024 ids, as a server feeds a long prompt, after
+# one untimed run (ONNX Runtime's first run of a shape). Split buffers
 # are sized for the context (max_length = context + 64), as a runtime sizes
 # them. Not part of CI (it needs a GenAI build); about 10 minutes, 6 GB.
 set -euo pipefail

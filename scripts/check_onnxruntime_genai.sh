@@ -45,7 +45,7 @@ g++ -std=c++20 -O1 -Wall -Wextra "$root/scripts/onnxruntime_genai_driver.cpp" -I
 # compare WANT_JSON GOT_JSON: "same ..." when the driver's tokens and the
 # logits it wrote ($work/got.npy) are splitdec's ($work/want.npy, within 1e-4).
 compare() {
-  python3 - "$1" "$2" "$work/want.npy" "$work/got.npy" <<'EOF'
+  python3 - "$1" "$2" "$work/want.npy" "$work/got.npy" <<'EOF' || echo "FAIL  comparison failed: $1"
 import json, os, sys, struct, array
 def npy(path):  # float32 [1, steps, vocab] -> (shape, values)
     b = open(path, 'rb').read()
@@ -54,7 +54,9 @@ def npy(path):  # float32 [1, steps, vocab] -> (shape, values)
     shape = tuple(int(x) for x in header[header.index('(') + 1:header.index(')')].split(',') if x.strip())
     a = array.array('f'); a.frombytes(b[10 + n:])
     return shape, a
-want = json.loads(sys.argv[1])["tokens"]
+want = json.loads(sys.argv[1]).get("tokens")
+if want is None:
+    print("FAIL  splitdec: " + sys.argv[1]); sys.exit()
 try:
     g = json.loads(sys.argv[2])
     got = [t for turn in g["turns"] for t in turn["tokens"]] if "turns" in g else g["tokens"]
@@ -115,7 +117,7 @@ EOF
     "$splitdec" export-onnx --model "$m" --out "$pkg" --plan "$plan" --max-length 512 > /dev/null
     for case in text image two_turns_new_image three_turns generated_media_id; do
       want=$("$splitdec" generate --model "$m" --input "$m/$case.json" --plan split --json \
-        --step-logits "$work/want.npy" | grep '^{' | head -1)
+        --step-logits "$work/want.npy" | grep '^{' | head -1) || want='{"error": "splitdec generate failed"}'
       rm -f "$work/got.npy"
       if got=$("$work/driver" "$pkg" "$m/$case.json" "$work/got.npy" 2> "$work/err"); then :; else
         got="error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"  # ORT's messages end in newlines
@@ -159,11 +161,15 @@ expanded = prompt.replace('<start_of_image>', '\n\n<start_of_image>' + '<image_s
 json.dump([expanded], open(os.path.join(m, 'route_text.json'), 'w'))
 EOF
     want=$("$splitdec" generate --model "$m" --input "$m/route.json" --plan split --json --max-new-tokens 10 --step-logits "$work/want.npy" |
-      grep '^{' | head -1)
+      grep '^{' | head -1) || want='{"error": "splitdec generate failed"}'
     verdict=$(compare "$want" "$got")
-    ours=$("$splitdec" tokenize --model "$m" --strings "$m/route_text.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])' 2>&1)
-    theirs=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["input_ids"])' "$got")
+    ours=$("$splitdec" tokenize --model "$m" --strings "$m/route_text.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])' 2>&1) || true
+    theirs=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["input_ids"])' "$got") || true
     [[ $ours == "$theirs" ]] || verdict="FAIL  GenAI's processor ids differ from splitdec's tokenizer: $theirs vs $ours"
+    # The image prompt must reach the image: 256 image ids from GenAI's processor.
+    images=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["input_ids"].count(int(sys.argv[2])))' "$got" \
+      "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_token_index"])' "$m/config.json")") || images=?
+    [[ $case == text || $images == 256 ]] || verdict="FAIL  $images image ids in GenAI's prompt, not 256"
   else
     verdict="FAIL  error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"
   fi

@@ -242,8 +242,9 @@ json run_timed(const std::string& pkg, int prompt_tokens, int chunk, int steps) 
   OgaDestroyGenerator(gen);
   check(OgaCreateGenerator(model, params, &gen), "OgaCreateGenerator");
   check(OgaGenerator_SetModelInput(gen, "media_embeds", media), "OgaGenerator_SetModelInput");
-  // In runs of at most `chunk` ids: GenAI binds logits [1, run length,
-  // vocab], 16 GiB for one 16K run of a 262144-piece vocabulary.
+  // In runs of at most `chunk` ids, as a server feeds a long prompt (and as
+  // older packages need: their logits were [1, run length, vocab], 16 GiB
+  // for one 16K run of a 262144-piece vocabulary).
   json chunk_ms = json::array();
   double prompt_ms = 0;
   for (size_t from = 0; from < ids.size(); from += static_cast<size_t>(chunk)) {

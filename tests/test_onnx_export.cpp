@@ -1149,6 +1149,19 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
   for (const auto& e : fs::directory_iterator(model_dir(kRoutePreset)))
     if (e.path().filename().string().rfind("tokenizer", 0) != 0 && e.is_regular_file())
       fs::copy_file(e.path(), bare / e.path().filename(), fs::copy_options::overwrite_existing);
+  // A tokenizer whose image soft token has another id than config.json's.
+  const fs::path relabeled = temp_root() / "img256-relabeled-tokenizer";
+  fs::create_directories(relabeled);
+  for (const auto& e : fs::directory_iterator(model_dir(kRoutePreset)))
+    if (e.is_regular_file()) fs::copy_file(e.path(), relabeled / e.path().filename(), fs::copy_options::overwrite_existing);
+  {
+    json tok = json::parse(std::ifstream(relabeled / "tokenizer.json"));
+    for (json& t : tok["added_tokens"]) {
+      if (t["content"] == "<image_soft_token>") t["content"] = "<start_of_audio>";
+      else if (t["content"] == "<start_of_audio>") t["content"] = "<image_soft_token>";
+    }
+    std::ofstream(relabeled / "tokenizer.json") << tok.dump();
+  }
   struct Case {
     std::string model, args, expect;
   };
@@ -1158,7 +1171,13 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
       {model_dir("tiny-gemma3-256"), "--plan single", "has no vision frontend"},
       {model_dir("tiny-gemma4"), "--plan single", "written for Gemma-3 (SigLIP) only"},
       {bare.string(), "--plan single", "tokenizer.json"},
+      {relabeled.string(), "--plan single", "<image_soft_token> tokens, found by text; it is id 9, config.json's is 8"},
   };
+  {  // Never into the model folder (it may hold HF's processor_config.json, which splitdec reads).
+    std::string output;
+    EXPECT_EQ(run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + relabeled.string() + " --out " + relabeled.string(), &output), 1);
+    EXPECT_NE(output.find("is the model folder"), std::string::npos) << output;
+  }
   for (const Case& b : bad) {
     std::string output;
     const std::string args = b.args.find("--genai-route") == std::string::npos ? b.args + " --genai-route multimodal" : b.args;
@@ -1172,10 +1191,11 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
 }
 
 // The embedding graph takes media rows in any rank GenAI binds ([rows,
-// hidden] or [images, tokens, hidden]), and with no rows every id is text,
-// a media id included: the rows of GenAI's generation steps, where a
-// generated image id must be a text row as in splitdec.
-TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndNoRowsMeansText) {
+// hidden] or [images, tokens, hidden]); a one-token run (a generation step:
+// GenAI's multimodal route runs this graph on every step, with no rows) is
+// text, a generated image id included, as in splitdec; a prompt whose image
+// has no rows, or rows of another width, is an error, not text.
+TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndGenerationStepsAreText) {
   REQUIRE_RUNTIME();
   const fs::path pkg = export_multimodal_route(kRoutePreset);
   const ModelConfig& c = model(kRoutePreset).config();
@@ -1183,27 +1203,40 @@ TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndNoRowsMeansText) {
   const std::vector<int64_t> ids = {c.bos_token_id, 40, c.image_token_id, c.image_token_id, 41};
   std::vector<float> rows(size_t(2 * H));
   for (size_t k = 0; k < rows.size(); ++k) rows[k] = float(k % 17) * 0.25f - 2.f;
-  const GraphInput input_ids{{1, int64_t(ids.size())}, {}, ids};
-  auto embed = [&](const GraphInput& media, const std::string& tag) {
+  auto embed = [&](const std::vector<int64_t>& in, const GraphInput& media, const std::string& tag) {
+    const GraphInput input_ids{{1, int64_t(in.size())}, {}, in};
     return run_media_graph(pkg / "embedding.onnx", {{"input_ids", input_ids}, {"media_embeds", media}}, tag).at("inputs_embeds");
   };
-  const NpyArray flat = embed({{2, H}, rows, {}}, "emb-2d");
-  const NpyArray batched = embed({{1, 2, H}, rows, {}}, "emb-3d");
+  auto text_rows = [&](const std::vector<int64_t>& in) {  // E[id] * sqrt(H), splitdec's
+    const std::vector<int> ids32(in.begin(), in.end());
+    std::vector<float> want(in.size() * size_t(H));
+    model(kRoutePreset).embed(ids32.data(), int(ids32.size()), want.data());
+    return want;
+  };
+  const NpyArray flat = embed(ids, {{2, H}, rows, {}}, "emb-2d");
+  const NpyArray batched = embed(ids, {{1, 2, H}, rows, {}}, "emb-3d");
   EXPECT_EQ(flat.data, batched.data);
-  for (int d = 0; d < H; ++d) {  // the image positions hold the rows, unscaled
-    EXPECT_EQ(flat.data[size_t(2 * H + d)], rows[size_t(d)]);
+  const std::vector<float> text = text_rows(ids);
+  for (int d = 0; d < H; ++d) {
+    EXPECT_EQ(flat.data[size_t(2 * H + d)], rows[size_t(d)]);  // the image positions hold the rows, unscaled
     EXPECT_EQ(flat.data[size_t(3 * H + d)], rows[size_t(H + d)]);
+    EXPECT_EQ(flat.data[size_t(d)], text[size_t(d)]);  // text positions are text rows
   }
-  // No rows: the image id's position is its text row E[id] * sqrt(H), as
-  // every position is, bit for bit what a text id gets.
-  const NpyArray text = embed({{0, H}, {}, {}}, "emb-none");
-  const Model& m = model(kRoutePreset);
-  const std::vector<int> ids32(ids.begin(), ids.end());
-  std::vector<float> want(ids.size() * size_t(H));
-  m.embed(ids32.data(), int(ids32.size()), want.data());
-  ASSERT_EQ(text.data.size(), want.size());
-  EXPECT_EQ(text.data, want);
-  EXPECT_EQ(flat.data[0], text.data[0]);  // text positions unchanged by the rows
+  // A generation step that chose the image id: its text row, bit for bit,
+  // with no rows bound (GenAI's [0, hidden]) and with [images, 0, hidden].
+  const std::vector<int64_t> step = {c.image_token_id};
+  EXPECT_EQ(embed(step, {{0, H}, {}, {}}, "emb-step").data, text_rows(step));
+  EXPECT_EQ(embed(step, {{1, 0, H}, {}, {}}, "emb-step-3d").data, text_rows(step));
+  // A prompt whose image has no rows, or rows of another width: ONNX Runtime's error.
+  for (const auto& [media, tag] : {std::pair{GraphInput{{0, H}, {}, {}}, std::string("emb-missing")},
+                                   std::pair{GraphInput{{1, 2 * H}, rows, {}}, std::string("emb-wide")}}) {
+    try {
+      embed(ids, media, tag);
+      ADD_FAILURE() << tag << " ran";
+    } catch (const std::runtime_error& e) {
+      SUCCEED() << e.what();
+    }
+  }
 }
 
 // The route end to end as GenAI runs it (tests/onnx/genai_multimodal.mjs):

@@ -340,7 +340,7 @@ void build_embedding(const Model& model, GraphBuilder& g, bool with_media) {
   g.input(names::kInputIds, kInt64, {std::string("batch"), std::string("sequence_length")});
   // Any rank: [rows, hidden] as a caller binds it, or ONNX Runtime GenAI's
   // multimodal route's [images, tokens, hidden] from vision.onnx ([0, hidden]
-  // without images and on generation steps); read as [-1, hidden].
+  // without images and on generation steps).
   if (with_media) g.input_any_rank(names::kMediaEmbeds, kFloat);
   g.output(names::kInputsEmbeds, kFloat, {std::string("batch"), std::string("sequence_length"), int64_t(H)});
   if (c.per_layer_dim > 0) g.output(names::kPerLayerInputs, kFloat, per_layer_dims(c));
@@ -354,24 +354,29 @@ void build_embedding(const Model& model, GraphBuilder& g, bool with_media) {
       g.node_named("Identity", {w.per_layer_inputs(names::kInputIds, names::kInputsEmbeds)}, {names::kPerLayerInputs});
     return;
   }
-  // Media rows replace the placeholder tokens' rows unscaled, in order.
-  const std::string media_rows = g.op("Reshape", {names::kMediaEmbeds, g.const_i64({-1, int64_t(H)}, {2})});
+  // Media rows replace the placeholder tokens' rows unscaled, in order. Read
+  // as [-1, its last dim]: a width other than H fails the Concat below.
+  const std::string width = g.op("Shape", {names::kMediaEmbeds}, {{"start", int64_t(-1)}});
+  const std::string media_rows =
+      g.op("Reshape", {names::kMediaEmbeds, g.op("Concat", {g.const_i64(-1), width}, {{"axis", int64_t(0)}})});
   std::string is_media = g.op("Equal", {names::kInputIds, g.const_i64(-1)});
   for (int id : {c.image_token_id, c.video_token_id, c.audio_token_id})
     if (id >= 0) is_media = g.op("Or", {is_media, g.op("Equal", {names::kInputIds, g.const_i64(id)})});
-  // No rows bound: every id is text. That is a text prompt, or a generation
-  // step of ONNX Runtime GenAI's multimodal route (one embedding graph for
-  // every run, media rows [0, hidden] after the prompt), where a generated
-  // media id must be text as in splitdec's decode steps.
-  const std::string has_rows =
-      g.op("Greater", {g.op("Shape", {media_rows}, {{"start", int64_t(0)}, {"end", int64_t(1)}}), g.const_i64(0)});
-  is_media = g.op("And", {is_media, has_rows});
+  // A one-token run embeds every id as text, a media id too: that is a
+  // generation step (GenAI's rule for runs of one token), which is where
+  // ONNX Runtime GenAI's multimodal route runs this graph again (with media
+  // rows [0, hidden]) and where a model may generate a media id; splitdec's
+  // decode steps embed it as text. Prompt runs read rows for their media ids.
+  const std::string prompt_run =
+      g.op("Greater", {g.op("Shape", {names::kInputIds}, {{"start", int64_t(1)}, {"end", int64_t(2)}}), g.const_i64(1)});
+  is_media = g.op("And", {is_media, prompt_run});
   const std::string flat = g.op("Reshape", {is_media, g.const_i64(-1)});
   // Row 0 is a zero row that the text positions gather (so an empty
   // media_embeds [0, H] works); the k-th media position (from 1) gathers row
-  // k. Fewer rows than media positions (but some) is Gather's out-of-bounds
-  // error, never a silent zero row; rows past the last media position are
-  // not read (a caller may bind one buffer of fixed capacity for every turn).
+  // k. Fewer rows than media positions is Gather's out-of-bounds error (an
+  // image whose rows were not bound), never a silent zero or text row; rows
+  // past the last media position are not read (a caller may bind one buffer
+  // of fixed capacity for every turn).
   const std::string nth = g.op("CumSum", {g.op("Cast", {flat}, {{"to", int64_t(kInt64)}}), g.scalar_i64(0)});
   const std::string rows = g.op("Concat", {g.const_f32(std::vector<float>(size_t(H), 0.f), {1, H}), media_rows},
                                 {{"axis", int64_t(0)}});

@@ -1,6 +1,7 @@
 #include "onnx_export/genai_files.h"
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -19,6 +20,12 @@ constexpr const char* kRequired[] = {"tokenizer.json", "tokenizer_config.json"};
 constexpr const char* kOptional[] = {"chat_template.jinja", "chat_template.json"};
 }  // namespace
 
+std::vector<std::string> tokenizer_file_names() {
+  std::vector<std::string> names(std::begin(kRequired), std::end(kRequired));
+  names.insert(names.end(), std::begin(kOptional), std::end(kOptional));
+  return names;
+}
+
 void require_tokenizer_files(const std::string& model_dir) {
   for (const char* name : kRequired)
     if (model_dir.empty() || !fs::is_regular_file(fs::path(model_dir) / name))
@@ -26,19 +33,36 @@ void require_tokenizer_files(const std::string& model_dir) {
                        " (ONNX Runtime GenAI's tokenizer reads it); '" + model_dir + "' has none");
 }
 
+void require_image_token_strings(const std::string& model_dir, int boi, int image, int eoi) {
+  const fs::path file = fs::path(model_dir) / "tokenizer.json";
+  std::ifstream in(file);
+  json tok;
+  try {
+    tok = json::parse(in);
+  } catch (const json::exception& e) {
+    throw InputError(file.string() + ": not a tokenizer.json (" + e.what() + ")");
+  }
+  const json& added = tok.contains("added_tokens") ? tok["added_tokens"] : json::array();
+  for (const auto& [text, id] : {std::pair{"<start_of_image>", boi}, {"<image_soft_token>", image}, {"<end_of_image>", eoi}}) {
+    int found = -1;
+    for (const json& t : added)
+      if (t.is_object() && t.value("content", "") == text && t.contains("id") && t["id"].is_number_integer())
+        found = t["id"].get<int>();
+    if (found != id)
+      throw InputError(file.string() + ": GenAI's Gemma-3 processor writes each image as " + text + " tokens, found by text; " +
+                       (found < 0 ? std::string("the tokenizer has no such added token")
+                                  : "it is id " + std::to_string(found)) +
+                       ", config.json's is " + std::to_string(id));
+  }
+}
+
 std::vector<std::string> copy_tokenizer_files(const std::string& model_dir, const std::string& out_dir) {
   std::vector<std::string> copied;
   if (model_dir.empty() || !fs::is_directory(model_dir)) return copied;  // a GGUF file: its tokenizer is inside
-  std::vector<const char*> names(std::begin(kRequired), std::end(kRequired));
-  names.insert(names.end(), std::begin(kOptional), std::end(kOptional));
-  for (const char* name : names) {
+  for (const std::string& name : tokenizer_file_names()) {
     const fs::path from = fs::path(model_dir) / name;
     if (!fs::is_regular_file(from)) continue;
     std::error_code ec;
-    if (fs::equivalent(from, fs::path(out_dir) / name, ec)) {  // a package written into the model folder
-      copied.push_back(name);
-      continue;
-    }
     fs::copy_file(from, fs::path(out_dir) / name, fs::copy_options::overwrite_existing, ec);
     if (ec) throw InputError("cannot copy " + from.string() + " into " + out_dir + ": " + ec.message());
     copied.push_back(name);

@@ -22,9 +22,16 @@ inline constexpr const char* kGenaiProcessorFile = "processor_config.json";
 // checkpoint keeps it apart), copied into `out_dir` where present; returns
 // the names copied.
 std::vector<std::string> copy_tokenizer_files(const std::string& model_dir, const std::string& out_dir);
+// The names copy_tokenizer_files may write (a reused package folder loses them first).
+std::vector<std::string> tokenizer_file_names();
 // InputError naming the missing file when `model_dir` lacks tokenizer.json
 // or tokenizer_config.json (GenAI creates no tokenizer without both).
 void require_tokenizer_files(const std::string& model_dir);
+// GenAI's Gemma-3 processor finds the image tokens by their text
+// (<start_of_image>, <image_soft_token>, <end_of_image>): InputError naming
+// the token when tokenizer.json's added tokens lack one or give it another
+// id than config.json.
+void require_image_token_strings(const std::string& model_dir, int boi, int image, int eoi);
 
 // processor_config.json for the Gemma-3 (SigLIP) vision graph: decode to
 // RGB, stretch to image_size with PIL's BILINEAR (what Hugging Face's

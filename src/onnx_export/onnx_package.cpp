@@ -240,13 +240,24 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
   check_onnx_exportable(model.config());
   check_genai_route(o, frontends);
   const bool multimodal = o.genai_route == GenaiRoute::Multimodal;
+  if (multimodal) {
+    const ModelConfig& c = model.config();
+    require_image_token_strings(o.model_dir, c.boi_token_id, c.image_token_id, c.eoi_token_id);
+  }
   const MaskPolicy policy = o.policy.value_or(model.config().default_policy);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw InputError("cannot create " + out_dir + ": " + ec.message());
   // A folder reused for another plan must not keep the other plan's graphs.
+  // Never the model folder itself: it may hold a processor_config.json of its
+  // own (HF's, which splitdec reads) and the tokenizer files the package copies.
+  if (!o.model_dir.empty() && fs::equivalent(out_dir, o.model_dir, ec))
+    throw InputError("--out " + out_dir + " is the model folder; write the package into a folder of its own");
+  std::vector<std::string> stale = tokenizer_file_names();
   for (const char* name : {kOnnxEmbeddingFile, kOnnxTokenEmbeddingFile, kOnnxPrefillFile, kOnnxDecodeFile,
-                           kOnnxSingleFile, kOnnxVisionFile, kOnnxSpeechFile, kGenaiProcessorFile}) {
+                           kOnnxSingleFile, kOnnxVisionFile, kOnnxSpeechFile, kGenaiProcessorFile})
+    stale.push_back(name);
+  for (const std::string& name : stale) {
     fs::remove(fs::path(out_dir) / name, ec);
     if (ec) throw InputError("cannot replace " + (fs::path(out_dir) / name).string() + ": " + ec.message());
   }

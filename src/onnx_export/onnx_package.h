@@ -76,9 +76,9 @@ void check_onnx_export_options(const OnnxExportOptions& options);
 // ConfigError naming the feature a model has that the export cannot write
 // (experts).
 void check_onnx_exportable(const ModelConfig& config);
-// InputError naming what the multimodal route needs and the model lacks
-// (the single plan, a Gemma-3 SigLIP tower with its weights, 256 tokens an
-// image); nothing for the pipeline route.
+// InputError naming what the multimodal route needs and the model lacks (a
+// Gemma-3 SigLIP tower with its weights, 256 tokens an image, the
+// tokenizer's files); nothing for the pipeline route.
 void check_genai_route(const OnnxExportOptions& options, const onnx_export::ExportFrontends* frontends);
 
 // `frontends` (when given and holding weights) adds the vision / speech

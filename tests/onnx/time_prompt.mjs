@@ -10,8 +10,8 @@
 // {"prompt_tokens", "best_ms", "wall_ms"} on stdout: best_ms is the best
 // round's time inside ONNX Runtime (its profiler's model_run, summed over the
 // stages that ran), which is what a C/C++ caller such as GenAI pays;
-// wall_ms adds onnxruntime-node's copies of every output (the logits buffer
-// [1, S, vocab] is a gigabyte at S = 1000) and is printed for reference.
+// wall_ms adds onnxruntime-node's copies of every output (the KV buffers
+// among them) and is printed for reference.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

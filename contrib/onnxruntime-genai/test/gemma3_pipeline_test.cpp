@@ -6,8 +6,9 @@
 // exported as one decoder graph (stock MultiModalLanguageModel).
 //
 // Models (made by splitdec, see contrib/onnxruntime-genai/README.md):
-//   test/test_models/gemma3-pipeline  export-onnx --plan split --genai-route multimodal
-//   test/test_models/gemma3-single    export-onnx --plan single --genai-route multimodal
+//   test/models/gemma3-pipeline  export-onnx --plan split --genai-route multimodal
+//   test/models/gemma3-single    export-onnx --plan single --genai-route multimodal
+// (MODEL_PATH is test/models/, test/CMakeLists.txt.)
 
 #include <filesystem>
 #include <string>
