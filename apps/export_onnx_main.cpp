@@ -6,6 +6,7 @@
 // ONNX classes need; one process cannot load both. This program links no
 // tokenizer (the export needs none) and so holds only the system protobuf.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "core/error.h"
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
                 double(pkg.weight_bytes) / (1 << 20));
     for (const auto& file : pkg.files) std::printf(" %s", file.c_str());
     std::printf("\n");
+    if (std::find(pkg.files.begin(), pkg.files.end(), "tokenizer.json") == pkg.files.end())
+      std::fprintf(stderr, "splitdec: note: %s has no tokenizer.json / tokenizer_config.json to copy; ONNX Runtime GenAI's "
+                   "tokenizer needs both in the package folder\n", model_dir.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fflush(stdout);
