@@ -180,8 +180,8 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
             {"decoder", decoder}};
   if (multimodal && !split) {
     // Stock GenAI's multimodal model (MultiModalLanguageModel): the
-    // embedding graph on every run (media rows [0, hidden] after the
-    // prompt: every id text), then one decoder graph.
+    // embedding graph on every run (a one-token run embeds every id as
+    // text), then one decoder graph.
     m["decoder"].erase("pipeline");
     m["decoder"]["filename"] = kOnnxSingleFile;
     m["embedding"] = {{"filename", kOnnxEmbeddingFile},
