@@ -52,7 +52,6 @@ int main(int argc, char** argv) {
     const Model model = Model::load(model_dir);
     // The media frontends' graphs, when the checkpoint has their weights.
     const onnx_export::ExportFrontends frontends = onnx_export::load_export_frontends(model_dir, model.config());
-    check_genai_route(o, &frontends);
     const OnnxPackage pkg = export_onnx_package(model, out, o, &frontends);
     std::printf("wrote %s (plan %s, GenAI route %s, max_length %lld, weights %.1f MiB):", out.c_str(),
                 package_kind_name(o.plan), genai_route_name(o.genai_route), static_cast<long long>(o.max_length),

@@ -20,17 +20,11 @@ if [[ $# -lt 1 || $# -gt 4 ]]; then
   echo "usage: $0 ORT_GENAI_DIR [BUILD_DIR] [LAYERS] [CONTEXTS]" >&2
   exit 2
 fi
-genai=$(cd "$1" && pwd)
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${2:-$root/build}" && pwd)
+. "$(dirname "$0")/genai_driver_setup.sh"
+genai_driver_setup "$1" "${2:-}" splitdec-genai-bench -O2
 layers=${3:-4}
 threads=${THREADS:-2}
 contexts=${4:-1024 4096 16384}
-export LD_LIBRARY_PATH="$genai/lib${ORT_LIB_DIR:+:$ORT_LIB_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-work=$(mktemp -d /tmp/splitdec-genai-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O2 -Wall -Wextra "$root/scripts/onnxruntime_genai_driver.cpp" -I"$genai/include" \
-  -L"$genai/lib" -lonnxruntime-genai -Wl,-rpath,"$genai/lib" -o "$work/driver"
 
 steps=16
 "$build/splitdec" make-model --preset gemma3-1b --layers "$layers" --out "$work/model" > /dev/null

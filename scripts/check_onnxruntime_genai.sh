@@ -28,19 +28,8 @@ if [[ $# -lt 1 || $# -gt 2 ]]; then
   echo "usage: $0 ORT_GENAI_DIR [BUILD_DIR]" >&2
   exit 2
 fi
-genai=$(cd "$1" && pwd)
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${2:-$root/build}" && pwd)
-splitdec=$build/splitdec
-for f in "$genai/include/ort_genai_c.h" "$genai/lib/libonnxruntime-genai.so" "$splitdec"; do
-  [[ -e $f ]] || { echo "$0: missing $f" >&2; exit 2; }
-done
-export LD_LIBRARY_PATH="$genai/lib${ORT_LIB_DIR:+:$ORT_LIB_DIR}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-
-work=$(mktemp -d /tmp/splitdec-genai-check.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-g++ -std=c++20 -O1 -Wall -Wextra "$root/scripts/onnxruntime_genai_driver.cpp" -I"$genai/include" \
-  -L"$genai/lib" -lonnxruntime-genai -Wl,-rpath,"$genai/lib" -o "$work/driver"
+. "$(dirname "$0")/genai_driver_setup.sh"
+genai_driver_setup "$1" "${2:-}" splitdec-genai-check -O1
 
 # compare WANT_JSON GOT_JSON: "same ..." when the driver's tokens and the
 # logits it wrote ($work/got.npy) are splitdec's ($work/want.npy, within 1e-4).

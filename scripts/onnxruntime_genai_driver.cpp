@@ -127,7 +127,15 @@ std::vector<Turn> read_turns(const std::string& file, int64_t hidden) {
   return out;
 }
 
-void write_npy(const std::string& file, int64_t steps, int64_t vocab, const std::vector<float>& data) {
+// The logits each generated token was chosen from, all turns in order.
+struct StepLogits {
+  int64_t vocab = 0;
+  std::vector<float> data;  // [steps, vocab]
+};
+
+void write_npy(const std::string& file, const StepLogits& logits) {
+  const int64_t steps = logits.vocab ? int64_t(logits.data.size()) / logits.vocab : 0, vocab = logits.vocab;
+  const std::vector<float>& data = logits.data;
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, " + std::to_string(steps) + ", " +
                        std::to_string(vocab) + "), }";
   header.append(63 - (10 + header.size()) % 64, ' ');  // 64-byte aligned data, as numpy writes it
@@ -142,7 +150,7 @@ void write_npy(const std::string& file, int64_t steps, int64_t vocab, const std:
 }
 
 // The logits the next token is chosen from, [1, 1, vocab], appended to `all`.
-int64_t append_logits(OgaGenerator* gen, std::vector<float>& all) {
+void append_logits(OgaGenerator* gen, StepLogits& all) {
   OgaTensor* logits = nullptr;
   check(OgaGenerator_GetLogits(gen, &logits), "OgaGenerator_GetLogits");
   void* data = nullptr;
@@ -152,17 +160,16 @@ int64_t append_logits(OgaGenerator* gen, std::vector<float>& all) {
   if (rank != 3) throw std::runtime_error("logits of rank " + std::to_string(rank) + ", expected [1, 1, vocab]");
   check(OgaTensorGetShape(logits, shape, 3), "OgaTensorGetShape");
   check(OgaTensorGetData(logits, &data), "OgaTensorGetData");
-  all.insert(all.end(), static_cast<float*>(data), static_cast<float*>(data) + shape[2]);
+  all.data.insert(all.data.end(), static_cast<float*>(data), static_cast<float*>(data) + shape[2]);
+  all.vocab = shape[2];
   OgaDestroyTensor(logits);
-  return shape[2];
 }
 
 // Greedy generation of `max_new` tokens after what the generator holds.
-json generate(OgaGenerator* gen, int max_new, std::vector<float>& step_logits, int64_t& steps, int64_t& vocab) {
+json generate(OgaGenerator* gen, int max_new, StepLogits& step_logits) {
   json generated = json::array();
   for (int n = 0; n < max_new && !OgaGenerator_IsDone(gen); ++n) {
-    vocab = append_logits(gen, step_logits);
-    ++steps;
+    append_logits(gen, step_logits);
     check(OgaGenerator_GenerateNextToken(gen), "OgaGenerator_GenerateNextToken");
     const int32_t* next = nullptr;
     size_t count = 0;
@@ -173,7 +180,7 @@ json generate(OgaGenerator* gen, int max_new, std::vector<float>& step_logits, i
 }
 
 json run_multimodal(const std::string& pkg, const std::string& prompt, const std::string& image, int max_new,
-                    std::vector<float>& step_logits, int64_t& steps, int64_t& vocab) {
+                    StepLogits& step_logits) {
   OgaModel* model = nullptr;
   check(OgaCreateModel(pkg.c_str(), &model), "OgaCreateModel");
   OgaMultiModalProcessor* processor = nullptr;
@@ -201,7 +208,7 @@ json run_multimodal(const std::string& pkg, const std::string& prompt, const std
   OgaGenerator* gen = nullptr;
   check(OgaCreateGenerator(model, params, &gen), "OgaCreateGenerator");
   check(OgaGenerator_SetInputs(gen, inputs), "OgaGenerator_SetInputs");
-  const json tokens = generate(gen, max_new, step_logits, steps, vocab);
+  const json tokens = generate(gen, max_new, step_logits);
   OgaDestroyGenerator(gen);
   OgaDestroyGeneratorParams(params);
   OgaDestroyNamedTensors(inputs);
@@ -219,6 +226,9 @@ OgaTensor* make_tensor(float* data, int64_t rows, int64_t width) {
 }
 
 json run_timed(const std::string& pkg, int prompt_tokens, int chunk, int steps) {
+  if (prompt_tokens < 1 || chunk < 1 || steps < 0)
+    throw std::runtime_error("--time: PROMPT_TOKENS and CHUNK must be >= 1, STEPS >= 0 (got " + std::to_string(prompt_tokens) +
+                             ", " + std::to_string(chunk) + ", " + std::to_string(steps) + ")");
   using clock = std::chrono::steady_clock;
   const auto ms = [](clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   OgaModel* model = nullptr;
@@ -284,11 +294,10 @@ int main(int argc, char** argv) {
       OgaShutdown();
       return 0;
     }
-    std::vector<float> step_logits;
-    int64_t steps = 0, vocab = 0;
+    StepLogits step_logits;
     if (multimodal) {
-      const json out = run_multimodal(argv[2], argv[3], argv[4], std::stoi(argv[5]), step_logits, steps, vocab);
-      if (argc == 7) write_npy(argv[6], steps, vocab, step_logits);
+      const json out = run_multimodal(argv[2], argv[3], argv[4], std::stoi(argv[5]), step_logits);
+      if (argc == 7) write_npy(argv[6], step_logits);
       std::cout << out.dump() << "\n";
       OgaShutdown();
       return 0;
@@ -322,10 +331,10 @@ int main(int argc, char** argv) {
         OgaDestroyTensor(logits);
       }
       check(OgaGenerator_AppendTokens(gen, t.tokens.data(), t.tokens.size()), "OgaGenerator_AppendTokens");
-      const json generated = generate(gen, t.max_new_tokens, step_logits, steps, vocab);
+      const json generated = generate(gen, t.max_new_tokens, step_logits);
       out.push_back({{"tokens", generated}});
     }
-    if (!logits_file.empty()) write_npy(logits_file, steps, vocab, step_logits);
+    if (!logits_file.empty()) write_npy(logits_file, step_logits);
     std::cout << json{{"turns", out}}.dump() << "\n";
     OgaDestroyTensor(media);
     OgaDestroyGenerator(gen);

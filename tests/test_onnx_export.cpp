@@ -91,13 +91,13 @@ const Model& model(const std::string& preset) {
 }
 
 std::string export_package(const std::string& preset, const std::string& plan, const std::string& policy,
-                           int64_t max_length) {
-  const fs::path dir = temp_root() / ("pkg-" + preset + "-" + plan + "-" + policy);
+                           int64_t max_length, const std::string& route = "pipeline") {
+  const fs::path dir = temp_root() / ("pkg-" + preset + "-" + plan + "-" + policy + "-" + route + "-" + std::to_string(max_length));
   if (fs::exists(dir / "genai_config.json")) return dir.string();
   std::string out;
   const std::string cmd = std::string(SPLITDEC_BINARY) + " export-onnx --model " + model_dir(preset) + " --out " +
                           dir.string() + " --plan " + plan + " --policy " + policy + " --max-length " +
-                          std::to_string(max_length);
+                          std::to_string(max_length) + " --genai-route " + route;
   if (run(cmd, &out) != 0) throw std::runtime_error("export-onnx failed: " + out);
   return dir.string();
 }
@@ -1074,14 +1074,18 @@ namespace {
 constexpr const char* kRoutePreset = "tiny-gemma3-img256";  // GenAI's 256 tokens an image
 
 fs::path export_multimodal_route(const std::string& preset, const std::string& plan = "single") {
-  const fs::path pkg = temp_root() / ("pkg-multimodal-" + preset + "-" + plan);
-  if (fs::exists(pkg / "genai_config.json")) return pkg;
-  std::string out;
-  if (run(std::string(SPLITDEC_BINARY) + " export-onnx --model " + model_dir(preset) + " --out " + pkg.string() +
-              " --plan " + plan + " --genai-route multimodal --max-length 512",
-          &out) != 0)
-    throw std::runtime_error("export-onnx failed: " + out);
-  return pkg;
+  return export_package(preset, plan, mask_policy_name(model(preset).config().default_policy), 512, "multimodal");
+}
+
+// A copy of `preset`'s model folder holding the files `keep` accepts.
+fs::path copy_model_folder(const std::string& preset, const std::string& name,
+                           const std::function<bool(const fs::path&)>& keep) {
+  const fs::path dir = temp_root() / name;
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(model_dir(preset)))
+    if (e.is_regular_file() && keep(e.path()))
+      fs::copy_file(e.path(), dir / e.path().filename(), fs::copy_options::overwrite_existing);
+  return dir;
 }
 
 }  // namespace
@@ -1144,16 +1148,11 @@ TEST(OnnxGenaiMultimodalRoute, PackageHoldsWhatGenaiReads) {
 
 TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
   // A model folder without the tokenizer's files.
-  const fs::path bare = temp_root() / "img256-without-tokenizer";
-  fs::create_directories(bare);
-  for (const auto& e : fs::directory_iterator(model_dir(kRoutePreset)))
-    if (e.path().filename().string().rfind("tokenizer", 0) != 0 && e.is_regular_file())
-      fs::copy_file(e.path(), bare / e.path().filename(), fs::copy_options::overwrite_existing);
+  const fs::path bare = copy_model_folder(kRoutePreset, "img256-without-tokenizer", [](const fs::path& f) {
+    return f.filename().string().rfind("tokenizer", 0) != 0;
+  });
   // A tokenizer whose image soft token has another id than config.json's.
-  const fs::path relabeled = temp_root() / "img256-relabeled-tokenizer";
-  fs::create_directories(relabeled);
-  for (const auto& e : fs::directory_iterator(model_dir(kRoutePreset)))
-    if (e.is_regular_file()) fs::copy_file(e.path(), relabeled / e.path().filename(), fs::copy_options::overwrite_existing);
+  const fs::path relabeled = copy_model_folder(kRoutePreset, "img256-relabeled-tokenizer", [](const fs::path&) { return true; });
   {
     json tok = json::parse(std::ifstream(relabeled / "tokenizer.json"));
     for (json& t : tok["added_tokens"]) {
@@ -1247,48 +1246,48 @@ TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndGenerationStepsAreT
 // same PNG through its own frontend; a text prompt too.
 TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
   REQUIRE_RUNTIME();
-  for (const std::string plan : {"single", "split"}) {
-    SCOPED_TRACE(plan);
-    const fs::path pkg = export_multimodal_route(kRoutePreset, plan);
-    const ModelConfig& c = model(kRoutePreset).config();
-    const fs::path dir = model_dir(kRoutePreset), work = temp_root() / "multimodal-route";
-    fs::create_directories(work);
-    const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
-    ASSERT_EQ(s.tokens(), 256);
-    const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
-    write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
-    std::string out;
-    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG + " --out " +
-                      (work / "rows.npy").string(),
+  const ModelConfig& c = model(kRoutePreset).config();
+  const fs::path dir = model_dir(kRoutePreset), work = temp_root() / "multimodal-route";
+  fs::create_directories(work);
+  const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
+  ASSERT_EQ(s.tokens(), 256);
+  const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
+  write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
+  std::string out;
+  ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG + " --out " +
+                    (work / "rows.npy").string(),
+                &out),
+            0)
+      << out;
+  constexpr int kNew = 10;
+  for (const bool image : {true, false}) {
+    SCOPED_TRACE(image ? "image prompt" : "text prompt");
+    std::vector<int> tokens = {c.bos_token_id, 40, 41};
+    std::vector<std::string> modality(tokens.size(), "text");
+    if (image) {
+      tokens.push_back(c.boi_token_id), modality.push_back("text");
+      for (int k = 0; k < 256; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
+      tokens.push_back(c.eoi_token_id), modality.push_back("text");
+    }
+    for (int t : {50, 51, 52}) tokens.push_back(t), modality.push_back("text");
+    json input = {{"tokens", {tokens}}, {"modality", {modality}}};
+    if (image) input["media_embeddings"] = "rows.npy";
+    std::ofstream(work / "input.json") << input.dump();
+    std::ofstream(work / "ids.json") << json{{"tokens", tokens}}.dump();
+    // splitdec's tokens and logits, once for both packages.
+    ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " +
+                      (work / "input.json").string() + " --max-new-tokens " + std::to_string(kNew) + " --json --step-logits " +
+                      (work / "want.npy").string(),
                   &out),
               0)
         << out;
-    constexpr int kNew = 10;
-    for (const bool image : {true, false}) {
-      SCOPED_TRACE(image ? "image prompt" : "text prompt");
-      std::vector<int> tokens = {c.bos_token_id, 40, 41};
-      std::vector<std::string> modality(tokens.size(), "text");
-      if (image) {
-        tokens.push_back(c.boi_token_id), modality.push_back("text");
-        for (int k = 0; k < 256; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
-        tokens.push_back(c.eoi_token_id), modality.push_back("text");
-      }
-      for (int t : {50, 51, 52}) tokens.push_back(t), modality.push_back("text");
-      json input = {{"tokens", {tokens}}, {"modality", {modality}}};
-      if (image) input["media_embeddings"] = "rows.npy";
-      std::ofstream(work / "input.json") << input.dump();
-      std::ofstream(work / "ids.json") << json{{"tokens", tokens}}.dump();
-      ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " generate --model " + dir.string() + " --input " +
-                        (work / "input.json").string() + " --max-new-tokens " + std::to_string(kNew) + " --json --step-logits " +
-                        (work / "want.npy").string(),
-                    &out),
-                0)
-          << out;
-      const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
-      const NpyArray want_logits = read_npy((work / "want.npy").string());
-      ASSERT_EQ(run("node " + (runner_dir() / "genai_multimodal.mjs").string() + " " + pkg.string() + " " +
-                        (work / "ids.json").string() + (image ? " " + (work / "pixels.npy").string() : "") +
-                        " --max-new-tokens " + std::to_string(kNew),
+    const json want = json::parse(out.substr(out.find('{'), out.find('\n', out.find('{')) - out.find('{')));
+    const NpyArray want_logits = read_npy((work / "want.npy").string());
+    for (const std::string plan : {"single", "split"}) {
+      SCOPED_TRACE(plan);
+      ASSERT_EQ(run("node " + (runner_dir() / "genai_multimodal.mjs").string() + " " +
+                        export_multimodal_route(kRoutePreset, plan).string() + " " + (work / "ids.json").string() +
+                        (image ? " " + (work / "pixels.npy").string() : "") + " --max-new-tokens " + std::to_string(kNew),
                     &out),
                 0)
           << out;

@@ -73,9 +73,7 @@ std::vector<std::string> copy_tokenizer_files(const std::string& model_dir, cons
 json siglip_processor_config(const ExportFrontends& f) {
   const int size = f.config.siglip.image_size;
   auto op = [](const char* name, const char* type, json attrs) {
-    json o = {{"name", name}, {"type", type}};
-    if (!attrs.is_null()) o["attrs"] = std::move(attrs);
-    return json{{"operation", o}};
+    return json{{"operation", {{"name", name}, {"type", type}, {"attrs", std::move(attrs)}}}};
   };
   return {{"processor",
            {{"name", "gemma_3_image_processing"},

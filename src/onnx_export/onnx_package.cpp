@@ -62,7 +62,7 @@ void check_onnx_exportable(const ModelConfig& c) {
 // ONNX Runtime GenAI a0c04eb13's multimodal route for Gemma-3 (model type
 // gemma3) starts at vision.onnx, and its GemmaImageProcessor expands every
 // image to 256 soft tokens.
-void check_genai_route(const OnnxExportOptions& o, const ExportFrontends* f) {
+void check_genai_route(const OnnxExportOptions& o, const ModelConfig& c, const ExportFrontends* f) {
   if (o.genai_route != GenaiRoute::Multimodal) return;
   const std::string what = "--genai-route multimodal";
   if (!f || f->config.vision == VisionFrontend::None)
@@ -77,6 +77,7 @@ void check_genai_route(const OnnxExportOptions& o, const ExportFrontends* f) {
                      " soft tokens an image; GenAI's Gemma-3 processor expands every image to 256 "
                      "(gemma_image_processor.cpp), e.g. the preset tiny-gemma3-img256 or a real checkpoint");
   require_tokenizer_files(o.model_dir);
+  require_image_token_strings(o.model_dir, c.boi_token_id, c.image_token_id, c.eoi_token_id);
 }
 
 namespace {
@@ -238,12 +239,8 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
                                 const ExportFrontends* frontends) {
   check_onnx_export_options(o);
   check_onnx_exportable(model.config());
-  check_genai_route(o, frontends);
+  check_genai_route(o, model.config(), frontends);
   const bool multimodal = o.genai_route == GenaiRoute::Multimodal;
-  if (multimodal) {
-    const ModelConfig& c = model.config();
-    require_image_token_strings(o.model_dir, c.boi_token_id, c.image_token_id, c.eoi_token_id);
-  }
   const MaskPolicy policy = o.policy.value_or(model.config().default_policy);
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -295,9 +292,9 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
 
   json config = genai_config(model, o), ours = splitdec_config(model, o, policy);
   if (frontends) add_media_sections(*frontends, o.genai_route, config, ours);
-  json processor;
+  const json processor = multimodal ? siglip_processor_config(*frontends) : json();
   std::vector<std::pair<const char*, const json*>> configs = {{kGenaiConfigFile, &config}, {kSplitdecConfigFile, &ours}};
-  if (multimodal) configs.push_back({kGenaiProcessorFile, &(processor = siglip_processor_config(*frontends))});
+  if (multimodal) configs.push_back({kGenaiProcessorFile, &processor});
   for (const auto& [file, content] : configs) {
     std::ofstream out(fs::path(out_dir) / file);
     out << content->dump(2) << "\n";

@@ -78,8 +78,10 @@ void check_onnx_export_options(const OnnxExportOptions& options);
 void check_onnx_exportable(const ModelConfig& config);
 // InputError naming what the multimodal route needs and the model lacks (a
 // Gemma-3 SigLIP tower with its weights, 256 tokens an image, the
-// tokenizer's files); nothing for the pipeline route.
-void check_genai_route(const OnnxExportOptions& options, const onnx_export::ExportFrontends* frontends);
+// tokenizer's files with the image tokens of `config`); nothing for the
+// pipeline route. export_onnx_package calls it.
+void check_genai_route(const OnnxExportOptions& options, const ModelConfig& config,
+                       const onnx_export::ExportFrontends* frontends);
 
 // `frontends` (when given and holding weights) adds the vision / speech
 // graphs and their genai_config.json sections; without it, or for a

@@ -61,6 +61,7 @@ export class GenaiMultimodal {
     if (pipeline) return;
     if (cfg.search.past_present_share_buffer === true)
       throw new Error('GenAI runs a single decoder with past_present_share_buffer false here');
+    this.pruned = logitsArePruned([decoder]);  // Model::IsPruned, decided once at load
     for (const n of decoder.inputNames) {
       const m = /^past_key_values\.(\d+)\.key$/.exec(n);
       if (!m) continue;
@@ -111,7 +112,7 @@ export class GenaiMultimodal {
       feeds[`past_key_values.${l}.key`] = b.key;
       feeds[`past_key_values.${l}.value`] = b.value;
     }
-    const rows = logitsArePruned([this.decoder]) ? 1 : S;
+    const rows = this.pruned ? 1 : S;
     const logits = new ort.Tensor('float32', new Float32Array(rows * this.vocab), [1, rows, this.vocab]);
     const out = await this.decoder.run(feeds, { ...Object.fromEntries(this.decoder.outputNames.map((n) => [n, null])), logits });
     for (const [l, b] of this.kv) b.key = out[`present.${l}.key`], b.value = out[`present.${l}.value`];
