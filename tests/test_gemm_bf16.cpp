@@ -313,7 +313,7 @@ TEST(GemmBf16, LinearTakesItForBlockPrefillUnlessExact) {
   std::vector<float> xd(x.size()), scales(x.size() / 32);
   std::vector<int8_t> q(x.size());
   for (int r = 0; r < rows; ++r)
-    simd::best().quantize_q8_activations(x.data() + size_t(r) * in, in, scales.data() + size_t(r) * (in / 32), q.data() + size_t(r) * in);
+    simd::best().quantize_q8_activations(x.data() + size_t(r) * in, in, 32, scales.data() + size_t(r) * (in / 32), q.data() + size_t(r) * in);
   for (size_t i = 0; i < xd.size(); ++i) xd[i] = scales[i / 32] * float(q[i]);
   for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_0}) {
     WeightMatrix w = WeightMatrix::from_f32(f, out, in, wf.data());

@@ -28,38 +28,41 @@ using test::random_vec;
 
 namespace {
 
-// Activation rows in Q8_0 form with their block and half-block sums, as
-// linear() makes them.
+// Activation rows in Q8_K form (a scale per 256 values) with their block
+// sums in pairs and half-block sums, as linear() makes them.
 struct QRows {
   std::vector<std::vector<float>> scale;
   std::vector<std::vector<int8_t>> q;
-  std::vector<std::vector<int32_t>> sum, half_sums;
+  std::vector<std::vector<int32_t>> sum_pairs, half_sums;
   std::vector<simd::Q8Row> rows;
 };
+int32_t int16_pair(int32_t first, int32_t second) { return int32_t(uint32_t(uint16_t(first)) | uint32_t(uint16_t(second)) << 16); }
 QRows quantized(const std::vector<std::vector<float>>& xs, int n) {
   QRows r;
   for (const auto& x : xs) {
-    r.scale.emplace_back(size_t(n / 32));
+    r.scale.emplace_back(size_t(n / 256));
     r.q.emplace_back(size_t(n));
-    simd::generic_table().quantize_q8_activations(x.data(), n, r.scale.back().data(), r.q.back().data());
-    r.sum.emplace_back(size_t(n / 32));
+    simd::generic_table().quantize_q8_activations(x.data(), n, 256, r.scale.back().data(), r.q.back().data());
+    r.sum_pairs.emplace_back(size_t(n / 64));
     r.half_sums.emplace_back(size_t(n / 32));
     for (int b = 0; b < n / 32; ++b) {
       int32_t half[2] = {0, 0};
       for (int j = 0; j < 32; ++j) half[j / 16] += r.q.back()[size_t(b * 32 + j)];
-      r.sum.back()[size_t(b)] = half[0] + half[1];
-      r.half_sums.back()[size_t(b)] = int32_t(uint32_t(uint16_t(half[0])) | uint32_t(uint16_t(half[1])) << 16);
+      r.half_sums.back()[size_t(b)] = int16_pair(half[0], half[1]);
+      if (b % 2) r.sum_pairs.back()[size_t(b / 2)] = int16_pair(r.sum_pairs.back()[size_t(b / 2)], half[0] + half[1]);
+      else r.sum_pairs.back()[size_t(b / 2)] = half[0] + half[1];
     }
   }
   for (size_t k = 0; k < xs.size(); ++k)
-    r.rows.push_back({r.scale[k].data(), r.q[k].data(), nullptr, r.sum[k].data(), r.half_sums[k].data()});
+    r.rows.push_back({r.scale[k].data(), r.q[k].data(), nullptr, r.sum_pairs[k].data(), r.half_sums[k].data()});
   return r;
 }
 
-// The contracts of row_groups.h written from llama.cpp's block layouts.
-// Q4_K and Q5_K (its fifth bits from qh): per 32-value sub-block j the
-// exact integer sums, then fma(x_scale, fma(d sc_j, S, -(dmin m_j X)), acc)
-// in order.
+// The contracts of row_groups.h written from llama.cpp's block layouts,
+// the integers in int64 (so a sum past int32 would show).
+// Q4_K and Q5_K (its fifth bits from qh): per super-block the exact
+// S = sum of sc_j x weight value x activation and M = sum of m_j x
+// activation, then fma(x_scale, fma(d, S, -(dmin M)), acc) in order.
 template <bool kFive>
 float k_quant_min_contract(const uint8_t* row, const simd::Q8Row& x, int n) {
   float acc = 0;
@@ -68,42 +71,42 @@ float k_quant_min_contract(const uint8_t* row, const simd::Q8Row& x, int n) {
     uint16_t d, dmin;
     std::memcpy(&d, block, 2);
     std::memcpy(&dmin, block + 2, 2);
+    int64_t s = 0, mins = 0;
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       k_quant_scale_min(j, block + 4, &sc, &m);
-      const int b = sb * 8 + j;
-      int64_t s = 0, xs = 0;
       for (int t = 0; t < 32; ++t) {
         const uint8_t byte = block[(kFive ? 48 : 16) + 32 * (j / 2) + t];
         const int fifth = kFive && (block[16 + t] >> j & 1) ? 16 : 0;
-        s += int64_t((j % 2 ? byte >> 4 : byte & 15) + fifth) * x.q[b * 32 + t];
-        xs += x.q[b * 32 + t];
+        const int8_t xq = x.q[sb * 256 + 32 * j + t];
+        s += int64_t(sc) * ((j % 2 ? byte >> 4 : byte & 15) + fifth) * xq;
+        mins += int64_t(m) * xq;
       }
-      const float minimum = f16_to_f32(dmin) * float(m) * float(xs);
-      acc = std::fma(x.scale[b], std::fma(f16_to_f32(d) * float(sc), float(s), -minimum), acc);
     }
+    EXPECT_LT(std::abs(s), int64_t(1) << 31);
+    acc = std::fma(x.scale[sb], std::fma(f16_to_f32(d), float(s), -(f16_to_f32(dmin) * float(mins))), acc);
   }
   return acc;
 }
 
 // Q6_K: value v (0-255) of a super-block as ggml's dequantize_row_q6_K
-// indexes it, then per 32-value activation block the exact integer
-// T = sum of sc_(v / 16) (q_v - 32) x_v and fma(d x_scale, T, acc).
+// indexes it, then the exact integer T = sum of sc_(v / 16) (q_v - 32) x_v
+// and fma(d x_scale, T, acc) per super-block.
 float q6_k_contract(const uint8_t* row, const simd::Q8Row& x, int n) {
   float acc = 0;
   for (int sb = 0; sb < n / 256; ++sb) {
     const uint8_t* block = row + sb * 210;
     uint16_t d;
     std::memcpy(&d, block + 208, 2);
-    int64_t t[8] = {};
+    int64_t t = 0;
     for (int v = 0; v < 256; ++v) {
       const int h = v / 128, k = (v % 128) / 32, l = v % 32;
       const uint8_t ql = block[64 * h + 32 * (k % 2) + l], qh = block[128 + 32 * h + l];
       const int q = (k < 2 ? ql & 15 : ql >> 4) | ((qh >> (2 * k)) & 3) << 4;
       const int sc = int8_t(block[192 + 8 * h + 2 * k + l / 16]);
-      t[v / 32] += int64_t(sc) * (q - 32) * x.q[sb * 256 + v];
+      t += int64_t(sc) * (q - 32) * x.q[sb * 256 + v];
     }
-    for (int m = 0; m < 8; ++m) acc = std::fma(f16_to_f32(d) * x.scale[sb * 8 + m], float(t[m]), acc);
+    acc = std::fma(f16_to_f32(d) * x.scale[sb], float(t), acc);
   }
   return acc;
 }
@@ -208,7 +211,7 @@ TEST(KQuants, EveryKernelGivesTheContractsBitsAndTheDequantizedDot) {
               double exact = 0, magnitude = 0;
               dequantize_ggml_blocks(f->blocks, rows.row(i), wrow.data(), n);
               for (int j = 0; j < n; ++j) {
-                const double term = double(wrow[size_t(j)]) * x.scale[size_t(r)][size_t(j / 32)] * x.q[size_t(r)][size_t(j)];
+                const double term = double(wrow[size_t(j)]) * x.scale[size_t(r)][size_t(j / 256)] * x.q[size_t(r)][size_t(j)];
                 exact += term, magnitude += std::abs(term);
               }
               ASSERT_NEAR(want, exact, 1e-6 * magnitude + 1e-30) << "x row " << r << " weight row " << i;

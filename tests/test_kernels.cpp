@@ -501,12 +501,12 @@ TEST(Q8_0, IntegerDotMatchesTheExactBlockSumsAndDot4EqualsDot) {
     for (int j = 0; j < 32; ++j) xs[2][size_t(j)] = 0.f;  // an all-zero activation block
     std::vector<std::vector<float>> scale(4, std::vector<float>(size_t(n / 32)));
     std::vector<std::vector<int8_t>> q(4, std::vector<int8_t>(size_t(n)));
-    for (int r = 0; r < 4; ++r) simd::generic_table().quantize_q8_activations(xs[size_t(r)].data(), n, scale[size_t(r)].data(), q[size_t(r)].data());
+    for (int r = 0; r < 4; ++r) simd::generic_table().quantize_q8_activations(xs[size_t(r)].data(), n, 32, scale[size_t(r)].data(), q[size_t(r)].data());
     for (const simd::KernelTable* t : simd::available()) {
       SCOPED_TRACE(std::string(t->name) + " n " + std::to_string(n));
       std::vector<float> s2(size_t(n / 32));
       std::vector<int8_t> q2(static_cast<size_t>(n));
-      t->quantize_q8_activations(xs[0].data(), n, s2.data(), q2.data());
+      t->quantize_q8_activations(xs[0].data(), n, 32, s2.data(), q2.data());
       EXPECT_EQ(s2, scale[0]);
       EXPECT_EQ(q2, q[0]);
       const float* sp[4] = {scale[0].data(), scale[1].data(), scale[2].data(), scale[3].data()};
@@ -536,7 +536,7 @@ TEST(Q8_0, IntegerDotMatchesTheExactBlockSumsAndDot4EqualsDot) {
 // activations (their block's values are 0), subnormal and zero blocks.
 TEST(Q8_0, EveryTableQuantizesActivationsAsTheGenericTable) {
   std::mt19937 rng(11);
-  std::vector<float> x = random_vec(rng, 32 * 12);
+  std::vector<float> x = random_vec(rng, 32 * 16);
   for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j % 7) - 3.5f;          // ties after scaling by 127 / 3.5
   x[32 + 5] = std::numeric_limits<float>::quiet_NaN();
   x[64 + 9] = std::numeric_limits<float>::infinity();
@@ -544,18 +544,27 @@ TEST(Q8_0, EveryTableQuantizesActivationsAsTheGenericTable) {
   for (int j = 0; j < 32; ++j) x[size_t(128 + j)] = 1e-39f * float(j - 16);  // subnormal
   for (int j = 0; j < 32; ++j) x[size_t(160 + j)] = 0.f;
   for (int j = 0; j < 32; ++j) x[size_t(192 + j)] = j == 3 ? -127.f : float(j);  // integers: q == x
-  std::vector<float> want_scale(12), scale(12);
-  std::vector<int8_t> want_q(x.size()), q(x.size());
-  simd::generic_table().quantize_q8_activations(x.data(), int(x.size()), want_scale.data(), want_q.data());
-  EXPECT_EQ(want_q[size_t(192 + 3)], -127);
-  EXPECT_EQ(want_q[size_t(192 + 31)], 31);
-  for (int j = 32; j < 128; ++j) EXPECT_EQ(want_q[size_t(j)], 0) << j;
-  for (const simd::KernelTable* t : simd::available()) {
-    SCOPED_TRACE(t->name);
-    t->quantize_q8_activations(x.data(), int(x.size()), scale.data(), q.data());
-    EXPECT_EQ(q, want_q);
-    for (size_t b = 0; b < scale.size(); ++b)
-      EXPECT_EQ(std::bit_cast<uint32_t>(scale[b]), std::bit_cast<uint32_t>(want_scale[b])) << "block " << b;
+  for (int j = 0; j < 32; ++j) x[size_t(256 + 64 + j)] = float(j % 7) - 3.5f;    // ties in a 256-value block
+  for (int block : {32, 256}) {  // Q8_0 form; Q8_K form (the K-quants')
+    SCOPED_TRACE("block " + std::to_string(block));
+    std::vector<float> want_scale(x.size() / size_t(block)), scale(want_scale.size());
+    std::vector<int8_t> want_q(x.size()), q(x.size());
+    simd::generic_table().quantize_q8_activations(x.data(), int(x.size()), block, want_scale.data(), want_q.data());
+    if (block == 32) {
+      EXPECT_EQ(want_q[size_t(192 + 3)], -127);
+      EXPECT_EQ(want_q[size_t(192 + 31)], 31);
+      for (int j = 32; j < 128; ++j) EXPECT_EQ(want_q[size_t(j)], 0) << j;
+    } else {
+      for (int j = 0; j < 256; ++j) EXPECT_EQ(want_q[size_t(j)], 0) << j;  // the NaN's scale
+      EXPECT_FALSE(std::isnan(want_scale[1]));
+    }
+    for (const simd::KernelTable* t : simd::available()) {
+      SCOPED_TRACE(t->name);
+      t->quantize_q8_activations(x.data(), int(x.size()), block, scale.data(), q.data());
+      EXPECT_EQ(q, want_q);
+      for (size_t b = 0; b < scale.size(); ++b)
+        EXPECT_EQ(std::bit_cast<uint32_t>(scale[b]), std::bit_cast<uint32_t>(want_scale[b])) << "block " << b;
+    }
   }
 }
 
@@ -570,7 +579,7 @@ TEST(Q8_0, NaNPropagatesTinyBlocksAreZeroAndHugeWeightsAreRefused) {
     SCOPED_TRACE(t->name);
     std::vector<float> scale(2);
     std::vector<int8_t> q(64);
-    t->quantize_q8_activations(x.data(), 64, scale.data(), q.data());
+    t->quantize_q8_activations(x.data(), 64, 32, scale.data(), q.data());
     EXPECT_LT(scale[0], std::numeric_limits<float>::min());  // a subnormal scale: the values quantize to 0
     for (int j = 0; j < 32; ++j) EXPECT_EQ(q[size_t(j)], 0);
     EXPECT_TRUE(std::isnan(scale[1]));
@@ -673,7 +682,7 @@ TEST(Q4_0, EveryTableMatchesTheDequantizedAndIntegerDotsAndDot4EqualsDot) {
     const float* xp[4] = {xs[0].data(), xs[1].data(), xs[2].data(), xs[3].data()};
     std::vector<std::vector<float>> scale(4, std::vector<float>(size_t(n / 32)));
     std::vector<std::vector<int8_t>> q(4, std::vector<int8_t>(size_t(n)));
-    for (int r = 0; r < 4; ++r) simd::generic_table().quantize_q8_activations(xs[size_t(r)].data(), n, scale[size_t(r)].data(), q[size_t(r)].data());
+    for (int r = 0; r < 4; ++r) simd::generic_table().quantize_q8_activations(xs[size_t(r)].data(), n, 32, scale[size_t(r)].data(), q[size_t(r)].data());
     const float* sp[4] = {scale[0].data(), scale[1].data(), scale[2].data(), scale[3].data()};
     const int8_t* qp[4] = {q[0].data(), q[1].data(), q[2].data(), q[3].data()};
     for (const simd::KernelTable* t : simd::available()) {

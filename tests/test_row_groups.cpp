@@ -49,7 +49,7 @@ QRows quantized(const std::vector<std::vector<float>>& xs, int n, WeightFormat f
   for (const auto& x : xs) {
     r.scale.emplace_back(size_t(n / 32));
     r.q.emplace_back(size_t(n));
-    simd::generic_table().quantize_q8_activations(x.data(), n, r.scale.back().data(), r.q.back().data());
+    simd::generic_table().quantize_q8_activations(x.data(), n, 32, r.scale.back().data(), r.q.back().data());
     r.offset_sum.emplace_back(size_t(n / 32));
     for (int b = 0; b < n / 32; ++b) {
       int32_t s = 0;

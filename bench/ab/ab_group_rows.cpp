@@ -7,11 +7,15 @@
 // once and multiplies them R times.
 //
 // build: g++ -O2 -std=c++20 -Isrc -Iinclude bench/ab/ab_group_rows.cpp build/libsplitdec_core.a -lopenblas -lpthread -o /tmp/ab_group_rows
-// usage: ab_group_rows [layers (default 26)] [q8_0 | q4_0 (default q8_0)] [rows,rows,... (default 1,4,8,16,32,64,512)]
+// usage: ab_group_rows [layers (default 26)] [q8_0 | q4_0 | q4_k | q5_k | q6_k (default q8_0)] [rows,rows,...
+// (default 1,4,8,16,32,64,512)]. The K-quants take gemma3-12b's MLP shape (3840 x 15360: their rows are
+// super-blocks of 256) with random block bytes, as tests/test_k_quants.cpp makes them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,26 +31,49 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ab_group_rows: layers must be 1-1000 (got %s)\n", argv[1]);
     return 2;
   }
-  const WeightFormat format = argc > 2 && std::string(argv[2]) == "q4_0" ? WeightFormat::Q4_0 : WeightFormat::Q8_0;
+  const std::string name = argc > 2 ? argv[2] : "q8_0";
+  const std::pair<const char*, WeightFormat> formats[] = {{"q8_0", WeightFormat::Q8_0}, {"q4_0", WeightFormat::Q4_0},
+                                                          {"q4_k", WeightFormat::Q4_K}, {"q5_k", WeightFormat::Q5_K},
+                                                          {"q6_k", WeightFormat::Q6_K}};
+  const auto found = std::find_if(std::begin(formats), std::end(formats), [&](const auto& f) { return name == f.first; });
+  if (found == std::end(formats)) {
+    std::fprintf(stderr, "ab_group_rows: format must be q8_0, q4_0, q4_k, q5_k or q6_k (got %s)\n", name.c_str());
+    return 2;
+  }
+  const WeightFormat format = found->second;
+  const bool k_quant = format == WeightFormat::Q4_K || format == WeightFormat::Q5_K || format == WeightFormat::Q6_K;
+  const int hidden = k_quant ? 3840 : 1152, inner = k_quant ? 15360 : 6912;
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0, 0.05f);
   auto grouped = [&](int out, int in) {
-    std::vector<float> f(size_t(out) * size_t(in));
-    for (float& v : f) v = normal(rng);
-    WeightMatrix w = WeightMatrix::from_f32(format, out, in, f.data());
+    WeightMatrix w;
+    if (k_quant) {  // random bytes, each super-block's f16 factors (d, dmin: its first 4 bytes; Q6_K's d: its last 2) small
+      std::vector<uint8_t> bytes(size_t(out) * weight_row_bytes(format, in));
+      for (uint8_t& b : bytes) b = uint8_t(rng());
+      const size_t block = weight_row_bytes(format, 256);
+      const uint16_t small = 0x1800;  // f16 2^-9
+      for (size_t at = 0; at < bytes.size(); at += block)
+        for (size_t f : format == WeightFormat::Q6_K ? std::vector<size_t>{block - 2} : std::vector<size_t>{0, 2})
+          std::memcpy(&bytes[at + f], &small, 2);
+      w = WeightMatrix::from_bytes(format, out, in, bytes.data());
+    } else {
+      std::vector<float> f(size_t(out) * size_t(in));
+      for (float& v : f) v = normal(rng);
+      w = WeightMatrix::from_f32(format, out, in, f.data());
+    }
     w.int8_activations = true;  // as --weights q8 / q4 load them
     w.group_rows();
     return w;
   };
   std::vector<WeightMatrix> ws;
   for (int l = 0; l < layers; ++l) {
-    ws.push_back(grouped(6912, 1152));
-    ws.push_back(grouped(6912, 1152));
-    ws.push_back(grouped(1152, 6912));
+    ws.push_back(grouped(inner, hidden));
+    ws.push_back(grouped(inner, hidden));
+    ws.push_back(grouped(hidden, inner));
   }
   double macs_per_row = 0, bytes = 0;
   for (const WeightMatrix& w : ws) macs_per_row += double(w.in) * w.out, bytes += double(w.bytes());
-  std::printf("%s: %zu matrices, %.0f MB, %.2f GMAC per row\n", format == WeightFormat::Q4_0 ? "q4_0" : "q8_0", ws.size(),
+  std::printf("%s: %zu matrices, %.0f MB, %.2f GMAC per row\n", name.c_str(), ws.size(),
               bytes / 1e6, macs_per_row / 1e9);
   std::vector<int> row_counts = {1, 4, 8, 16, 32, 64, 512};
   if (argc > 3) {  // a comma-separated list instead
@@ -63,7 +90,7 @@ int main(int argc, char** argv) {
     }
   }
   for (int rows : row_counts) {
-    std::vector<float> x(size_t(rows) * 6912), y(size_t(rows) * 6912);
+    std::vector<float> x(size_t(rows) * size_t(inner)), y(size_t(rows) * size_t(inner));
     for (float& v : x) v = normal(rng);
     std::vector<double> times;
     for (int rep = 0; rep < (rows >= 64 ? 3 : 7); ++rep) {

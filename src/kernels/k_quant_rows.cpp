@@ -36,11 +36,11 @@ float k_quant_min_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t*
   for (int sb = 0; sb < n / kSuperBlock; ++sb) {
     const uint8_t* block = row + int64_t(sb) * block_bytes;
     const float d = load_as_f32(DType::F16, block), dmin = load_as_f32(DType::F16, block + 2);
+    int32_t scaled_sum = 0, min_sum = 0;
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       k_quant_scale_min(j, block + 4, &sc, &m);
-      const int b = sb * 8 + j;
-      const int8_t* xq = x_q + int64_t(b) * 32;
+      const int8_t* xq = x_q + int64_t(sb) * kSuperBlock + 32 * j;
       const uint8_t* qh = block + 16;
       const uint8_t* qs = block + (kFive ? 48 : 16) + 32 * (j / 2);
       int32_t sum = 0, x_sum = 0;
@@ -49,8 +49,9 @@ float k_quant_min_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t*
         sum += int32_t((j % 2 ? qs[t] >> 4 : qs[t] & 15) | fifth) * xq[t];
         x_sum += xq[t];
       }
-      acc = q4_k_step(acc, x_scale[b], d, dmin, sc, m, sum, x_sum);
+      scaled_sum += sc * sum, min_sum += m * x_sum;
     }
+    acc = q4_k_step(acc, x_scale[sb], d, dmin, scaled_sum, min_sum);
   }
   return acc;
 }
@@ -68,12 +69,12 @@ float q6_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, i
   for (int sb = 0; sb < n / kSuperBlock; ++sb) {
     const uint8_t* block = row + int64_t(sb) * kQ6KBytes;
     const float d = load_as_f32(DType::F16, block + 208);
+    int32_t t = 0;
     for (int m = 0; m < 8; ++m) {  // activation block m: half h, quarter k
-      const int h = m / 4, k = m % 4, b = sb * 8 + m;
+      const int h = m / 4, k = m % 4;
       const uint8_t* ql = block + 64 * h + 32 * (k % 2);
       const uint8_t* qh = block + 128 + 32 * h;
-      const int8_t* xq = x_q + int64_t(b) * 32;
-      int32_t t = 0;
+      const int8_t* xq = x_q + int64_t(sb) * kSuperBlock + 32 * m;
       for (int half = 0; half < 2; ++half) {
         int32_t sum = 0, x_sum = 0;
         for (int l = 16 * half; l < 16 * half + 16; ++l) {
@@ -83,8 +84,8 @@ float q6_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, i
         }
         t += int32_t(int8_t(block[192 + 2 * m + half])) * (sum - 32 * x_sum);
       }
-      acc = q6_k_step(acc, x_scale[b], d, t);
     }
+    acc = q6_k_step(acc, x_scale[sb], d, t);
   }
   return acc;
 }

@@ -11,16 +11,15 @@
 
 namespace splitdec {
 
-// Q4_K's and Q5_K's f32 step of one 32-value sub-block (simd/row_groups.h
-// has the contract): `acc` plus x_scale x (d sc S - dmin m X), with S the
-// exact sum of weight value x activation and X of the activations.
-inline float q4_k_step(float acc, float x_scale, float d, float dmin, int sc, int m, int32_t sum, int32_t x_sum) {
-  const float minimum = dmin * float(m) * float(x_sum);
-  return std::fma(x_scale, std::fma(d * float(sc), float(sum), -minimum), acc);
+// Q4_K's and Q5_K's f32 step of one super-block (simd/row_groups.h has the
+// contract): `acc` plus x_scale x (d S - dmin M), with S the exact sum of
+// sc_j x (weight value x activation) and M of m_j x activation.
+inline float q4_k_step(float acc, float x_scale, float d, float dmin, int32_t scaled_sum, int32_t min_sum) {
+  return std::fma(x_scale, std::fma(d, float(scaled_sum), -(dmin * float(min_sum))), acc);
 }
 
-// Q6_K's f32 step of one 32-value activation block: `acc` plus d x_scale T,
-// T the exact integer of simd/row_groups.h (exact in f32).
+// Q6_K's f32 step of one super-block: `acc` plus d x_scale T, T the exact
+// integer of simd/row_groups.h.
 inline float q6_k_step(float acc, float x_scale, float d, int32_t t) { return std::fma(d * x_scale, float(t), acc); }
 
 // x . row against f32 activations: each weight expanded as llama.cpp's
@@ -28,7 +27,7 @@ inline float q6_k_step(float acc, float x_scale, float d, int32_t t) { return st
 float q4_k_dot(const float* x, const uint8_t* row, int n);
 float q5_k_dot(const float* x, const uint8_t* row, int n);
 float q6_k_dot(const float* x, const uint8_t* row, int n);
-// x . row against activations in Q8_0 blocks (x_scale[n / 32], x_q[n]):
+// x . row against activations in Q8_K form (x_scale[n / 256], x_q[n]):
 // the f32 steps of the row-group kernels.
 float q4_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
 float q5_k_dot_q8(const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);

@@ -193,43 +193,50 @@ void gemm_panels(ThreadPool& pool, const float* x, int rows, const WeightMatrix&
   });
 }
 
-// Activation rows quantized to Q8_0 blocks (int8_activations): scales
-// [rows][in / 32], values [rows][in]. Kept per calling thread and reused, so
-// a decode step allocates nothing.
-// For row groups (simd/row_groups.h) also what their kernel takes, and only
-// then: -8 (Q4_0) or -128 (Q8_0) x each block's sum of q [rows][in / 32],
-// each block's sum for Q4_K's and Q5_K's, the
-// sums of its halves for Q6_K's (empty otherwise).
+// Activation rows quantized for int8 products (int8_activations): values
+// [rows][in], scales [rows][in / block], block = 32 (Q8_0 form) or 256 for
+// the K-quants (Q8_K form, simd/row_groups.h). Kept per calling thread and
+// reused, so a decode step allocates nothing.
+// For row groups also what their kernel takes, and only then, per 32-value
+// block: -8 (Q4_0) or -128 (Q8_0) x the block's sum of q [rows][in / 32],
+// the block sums in pairs for Q4_K's and Q5_K's mins [rows][in / 64], the
+// sums of its halves for Q6_K's [rows][in / 32] (empty otherwise).
 struct QuantizedRows {
+  int block = 32;
   std::vector<float> scale;
   std::vector<int8_t> q;
   int32_t offset = 0;  // the weights' offset for offset_sum (8 or 128)
   std::vector<int32_t> offset_sum;
-  std::vector<int32_t> sum;
+  std::vector<int32_t> sum_pairs;
   std::vector<int32_t> half_sums;
+  const float* scales(int64_t r, int in) const { return scale.data() + r * (in / block); }
 };
 
 void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedRows& out, int64_t r) {
   const size_t nb = size_t(in / 32);
   int8_t* q = &out.q[size_t(r) * size_t(in)];
-  t.quantize_q8_activations(x, in, &out.scale[size_t(r) * nb], q);
-  for (size_t b = 0; b < nb && (!out.offset_sum.empty() || !out.sum.empty() || !out.half_sums.empty()); ++b) {
+  t.quantize_q8_activations(x, in, out.block, &out.scale[size_t(r) * size_t(in / out.block)], q);
+  int32_t previous = 0;  // block b - 1's sum, for sum_pairs
+  for (size_t b = 0; b < nb && (!out.offset_sum.empty() || !out.sum_pairs.empty() || !out.half_sums.empty()); ++b) {
     int32_t first = 0, second = 0;
     for (int j = 0; j < 16; ++j) first += q[b * 32 + size_t(j)], second += q[b * 32 + 16 + size_t(j)];
     if (!out.offset_sum.empty()) out.offset_sum[size_t(r) * nb + b] = -out.offset * (first + second);
-    if (!out.sum.empty()) out.sum[size_t(r) * nb + b] = first + second;
-    if (!out.half_sums.empty()) out.half_sums[size_t(r) * nb + b] = simd::pack_half_sums(first, second);
+    if (!out.sum_pairs.empty() && b % 2 == 1) out.sum_pairs[(size_t(r) * nb + b) / 2] = simd::pack_int16_pair(previous, first + second);
+    if (!out.half_sums.empty()) out.half_sums[size_t(r) * nb + b] = simd::pack_int16_pair(first, second);
+    previous = first + second;
   }
 }
 
 // Sized for `rows` activation rows against `w`.
 void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
   const size_t nb = size_t(w.in / 32), grouped = w.grouped_rows > 0;
-  out.scale.resize(size_t(rows) * nb);
+  const bool k_quant = w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q5_K || w.format == WeightFormat::Q6_K;
+  out.block = k_quant ? simd::kKQuantActivationBlock : 32;
+  out.scale.resize(size_t(rows) * size_t(w.in / out.block));
   out.q.resize(size_t(rows) * size_t(w.in));
   out.offset = w.format == WeightFormat::Q4_0 ? 8 : w.format == WeightFormat::Q8_0 ? 128 : 0;
   out.offset_sum.resize(grouped && out.offset > 0 ? size_t(rows) * nb : 0);
-  out.sum.resize(grouped && (w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q5_K) ? size_t(rows) * nb : 0);
+  out.sum_pairs.resize(grouped && (w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q5_K) ? size_t(rows) * nb / 2 : 0);
   out.half_sums.resize(grouped && w.format == WeightFormat::Q6_K ? size_t(rows) * nb : 0);
 }
 
@@ -251,8 +258,7 @@ const QuantizedRows& quantize_rows(const CpuContext& cpu, const float* x, int ro
 void matvec_q8act_block(const simd::KernelTable& t, const RowKernels& k, const QuantizedRows& x, int rows, const WeightMatrix& w,
                         float* y, int64_t o0, int64_t o1) {
   const int in = w.in;
-  const size_t nb = size_t(in / 32);
-  auto scale = [&](int r) { return &x.scale[size_t(r) * nb]; };
+  auto scale = [&](int r) { return x.scales(r, in); };
   auto q = [&](int r) { return &x.q[size_t(r) * size_t(in)]; };
   for (int64_t o = o0; o < o1; ++o) {
     const uint8_t* wr = w.row(int(o));
@@ -312,9 +318,9 @@ void matvec_q8act_units(const simd::KernelTable& t, const RowKernels& k, const Q
       for (int r = 0; r < rows; r += kPass) {
         const int n = std::min(kPass, rows - r);
         for (int j = 0; j < n; ++j)
-          xr[j] = {x.scale.data() + size_t(r + j) * nb, x.q.data() + size_t(r + j) * size_t(w.in),
+          xr[j] = {x.scales(r + j, w.in), x.q.data() + size_t(r + j) * size_t(w.in),
                    x.offset_sum.empty() ? nullptr : x.offset_sum.data() + size_t(r + j) * nb,
-                   x.sum.empty() ? nullptr : x.sum.data() + size_t(r + j) * nb,
+                   x.sum_pairs.empty() ? nullptr : x.sum_pairs.data() + size_t(r + j) * nb / 2,
                    x.half_sums.empty() ? nullptr : x.half_sums.data() + size_t(r + j) * nb};
         dot(xr, n, w.group(int(g)), w.in, out);
         for (int j = 0; j < n; ++j)
@@ -426,12 +432,12 @@ void linear(const float* x, int rows, const WeightMatrix& w, float* y, bool rows
   const bool bf16 = bf16_gemm_takes(w.format) && bf16_products(cpu);
   if (w.int8_activations && row_kernels(w.format).dot_q8act) {
     // The GEMM sees the activations the decode kernels see (each row
-    // quantized to Q8_0 blocks, then expanded), so a prompt's result does not
+    // quantized to Q8_0 or Q8_K blocks, then expanded), so a prompt's result does not
     // depend on how it was cut into chunks beyond f32 rounding (and, with
     // bf16 products, bf16 rounding).
     const QuantizedRows& xq = quantize_rows(cpu, x, rows, w);
     std::vector<float> xd(size_t(rows) * size_t(w.in));
-    for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / 32] * float(xq.q[i]);
+    for (size_t i = 0; i < xd.size(); ++i) xd[i] = xq.scale[i / size_t(xq.block)] * float(xq.q[i]);
     return bf16 ? gemm_bf16(xd.data(), rows, w, y, cpu) : gemm_panels(*cpu.pool, xd.data(), rows, w, y);
   }
   if (bf16) return gemm_bf16(x, rows, w, y, cpu);

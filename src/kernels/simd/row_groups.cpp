@@ -82,11 +82,11 @@ void k_quant_min_group_dot(const Q8Row* x, int rows, const uint8_t* group, int n
         std::memcpy(&dmin16, block + 32 + 2 * i, 2);
         uint8_t packed[12];
         for (int k = 0; k < 12; ++k) packed[k] = block[64 + 16 * k + i];
+        int32_t scaled_sum = 0, min_sum = 0;
         for (int j = 0; j < 8; ++j) {
           int sc, m;
           k_quant_scale_min(j, packed, &sc, &m);
-          const int b = sb * 8 + j;
-          const int8_t* xq = x[r].q + int64_t(b) * 32;
+          const int8_t* xq = x[r].q + int64_t(sb) * 256 + 32 * j;
           int32_t sum = 0;
           for (int c = 0; c < 8; ++c)
             for (int t = 0; t < 4; ++t) {
@@ -94,8 +94,10 @@ void k_quant_min_group_dot(const Q8Row* x, int rows, const uint8_t* group, int n
               const int fifth = kFive ? (block[2304 + 64 * c + 4 * i + t] >> j & 1) << 4 : 0;
               sum += int32_t((j % 2 ? byte >> 4 : byte & 15) | fifth) * xq[4 * c + t];
             }
-          acc = q4_k_step(acc, x[r].scale[b], f16_to_f32(d16), f16_to_f32(dmin16), sc, m, sum, x[r].sum[b]);
+          const int32_t pair = x[r].sum_pairs[sb * 4 + j / 2];  // int16 halves: blocks 2p, 2p + 1
+          scaled_sum += sc * sum, min_sum += m * int32_t(int16_t(j % 2 ? uint32_t(pair) >> 16 : uint32_t(pair) & 0xffff));
         }
+        acc = q4_k_step(acc, x[r].scale[sb], f16_to_f32(d16), f16_to_f32(dmin16), scaled_sum, min_sum);
       }
       out[r * kGroupRows + i] = acc;
     }
@@ -117,10 +119,10 @@ void q6_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
         const uint8_t* block = group + int64_t(sb) * kQ6KGroupBlockBytes;
         uint16_t d16;
         std::memcpy(&d16, block + 2 * i, 2);
+        int32_t t = 0;
         for (int m = 0; m < 8; ++m) {
-          const int h = m / 4, k = m % 4, b = sb * 8 + m;
-          const int8_t* xq = x[r].q + int64_t(b) * 32;
-          int32_t t = 0;
+          const int h = m / 4, k = m % 4;
+          const int8_t* xq = x[r].q + int64_t(sb) * 256 + 32 * m;
           for (int half = 0; half < 2; ++half) {
             int32_t sum = 0, x_sum = 0;
             for (int c = 4 * half; c < 4 * half + 4; ++c)
@@ -133,8 +135,8 @@ void q6_k_group_dot_generic(const Q8Row* x, int rows, const uint8_t* group, int 
               }
             t += int32_t(int8_t(block[32 + 32 * m + 2 * i + half])) * (sum - 32 * x_sum);
           }
-          acc = q6_k_step(acc, x[r].scale[b], f16_to_f32(d16), t);
         }
+        acc = q6_k_step(acc, x[r].scale[sb], f16_to_f32(d16), t);
       }
       out[r * kGroupRows + i] = acc;
     }

@@ -10,23 +10,28 @@
 // lanes: the integer product (vpdpbusd where the CPU has VNNI, maddubs +
 // madd where not) is the whole inner loop, as in llama.cpp's repacked Q4_0.
 //
-// Every kernel below gives the same bits: per output and block, the exact
+// Every kernel below gives the same bits. Q4_0 and Q8_0, against
+// activations with a scale per 32 values: per output and block, the exact
 // integer sum of weight value x activation value (Q4_0: nibble - 8), as
 // f32, times (weight scale x activation scale), added by one fma into that
-// output's running sum, blocks in order. Q4_K and Q5_K, per 32-value
-// sub-block j of activation block b: with S the exact sum of weight value
-// (nibble, or 5-bit value) x activation and X
-// the exact sum of the activations,
-//   inner = fma(d sc_j, S, -(dmin m_j X)),  acc = fma(x_scale[b], inner, acc)
-// (d sc_j and dmin m_j are exact in f32: 11 x 6 bits). Q6_K, per
-// activation block b (32 values, two 16-value sub-blocks with signed
-// scales sc_0, sc_1) the exact integer
-//   T = sc_0 (S_0 - 32 X_0) + sc_1 (S_1 - 32 X_1),  acc = fma(d x_scale[b], T, acc)
+// output's running sum, blocks in order. The K-quants, against activations
+// with one scale s per 256-value super-block (as llama.cpp's Q8_K: the
+// per-32 f32 step cost the AVX2 Q4_K pass a third of its instructions),
+// per super-block in order, with exact int32 sums (bounds below):
+// Q4_K and Q5_K, with S_j the sum of weight value (nibble, or 5-bit value)
+// x activation over 32-value sub-block j and X_j the sum of its
+// activations,
+//   S = sum_j sc_j S_j,  M = sum_j m_j X_j,
+//   acc = fma(s, fma(d, float(S), -(dmin x float(M))), acc)
+// (|S| <= 8 x 63 x 32 x 31 x 127 < 2^31; |M| < 2^24, exact in f32; float(S)
+// rounds to nearest, the same on every table). Q6_K, per 32-value
+// activation block m (two 16-value sub-blocks with signed scales sc_0,
+// sc_1) the integer
+//   T_m = sc_0 (S_0 - 32 X_0) + sc_1 (S_1 - 32 X_1),  acc = fma(d x s, float(sum_m T_m), acc)
 // (S: sum of q x with q the unsigned 6-bit value, X: sum of the
-// activations, per sub-block; |T| <= 2 x 128 x 16 x 32 x 127 < 2^24, exact
-// in f32). So an output does
-// not depend on the instruction set, the other rows of the call, or the
-// group's other rows.
+// activations, per sub-block; |T_m| <= 2 x 128 x 16 x 32 x 127 < 2^24, so
+// |sum_m T_m| < 2^27). So an output does not depend on the instruction
+// set, the other rows of the call, or the group's other rows.
 #pragma once
 
 #include <cstdint>
@@ -66,23 +71,27 @@ constexpr int kQ5KGroupBlockBytes = kGroupRows * 176;
 // (bits 2k, 2k + 1).
 constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 
-// One activation row in Q8_0 form: scale[n / 32], q[n] (-127 .. 127);
+// One activation row, q[n] (-127 .. 127) with scale[n / 32] (Q8_0 form,
+// for Q4_0 and Q8_0 weights) or scale[n / 256] (Q8_K form, for the
+// K-quants; kKQuantActivationBlock). Per 32-value block b:
 // offset_sum[b] = -(the weights' offset) x the sum of block b's q: -8 x
 // for Q4_0's nibbles, -128 x for Q8_0's grouped w + 128 (the integer
-// sums start there);
-// sum[b] = the sum of block b's q (Q4_K's and Q5_K's mins); half_sums[b] = the sums
-// of its two 16-value halves as int16 in one int32 (first half in the low
-// 16 bits; Q6_K's offset of 32). Each needs to be there only for the
-// format whose kernels read it (else null).
+// sums start there); sum_pairs[p] = the sums of blocks 2p and 2p + 1 as
+// int16 in one int32 (first in the low 16 bits; Q4_K's and Q5_K's mins);
+// half_sums[b] = the sums of its two 16-value halves, packed the same way
+// (Q6_K's offset of 32). Each needs to be there only for the format whose
+// kernels read it (else null).
+constexpr int kKQuantActivationBlock = 256;
 struct Q8Row {
   const float* scale;
   const int8_t* q;
   const int32_t* offset_sum;
-  const int32_t* sum = nullptr;
+  const int32_t* sum_pairs = nullptr;
   const int32_t* half_sums = nullptr;
 };
-// half_sums[b] from the sums of block b's two halves.
-inline int32_t pack_half_sums(int32_t first, int32_t second) {
+// Two block sums (|sum| <= 32 x 127) as int16 in one int32: half_sums,
+// sum_pairs.
+inline int32_t pack_int16_pair(int32_t first, int32_t second) {
   return int32_t(uint32_t(uint16_t(int16_t(first))) | (uint32_t(uint16_t(int16_t(second))) << 16));
 }
 

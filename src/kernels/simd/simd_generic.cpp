@@ -125,17 +125,18 @@ constexpr auto dot4_q8 = dot4_blocks<Q8Block>, dot4_q4 = dot4_blocks<Q4Block>;
 constexpr auto expand_q8 = expand_blocks<Q8Block>, expand_q4 = expand_blocks<Q4Block>;
 constexpr auto dot_q8_q8 = dot_q8act<Q8Block>, dot_q4_q8 = dot_q8act<Q4Block>;
 constexpr auto dot4_q8_q8 = dot4_q8act<Q8Block>, dot4_q4_q8 = dot4_q8act<Q4Block>;
-void quantize_q8_activations(const float* x, int n, float* xs, int8_t* xq) {
-  for (int b = 0; b < n / 32; ++b) {
+void quantize_q8_activations(const float* x, int n, int block, float* xs, int8_t* xq) {
+  for (int b = 0; b < n / block; ++b) {
+    const float* xb = x + int64_t(b) * block;
     float amax = 0;
     bool nan = false;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::abs(x[b * 32 + j])), nan |= x[b * 32 + j] != x[b * 32 + j];
+    for (int j = 0; j < block; ++j) amax = std::max(amax, std::abs(xb[j])), nan |= xb[j] != xb[j];
     const float s = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.f;  // NaN propagates
     const float inv = s >= std::numeric_limits<float>::min() ? 1.f / s : 0.f;
     xs[b] = s;
-    for (int j = 0; j < 32; ++j) {
-      const float r = std::nearbyint(x[b * 32 + j] * inv);
-      xq[b * 32 + j] = r != r ? 0 : int8_t(std::clamp(r, -127.f, 127.f));  // NaN: a NaN or infinite activation
+    for (int j = 0; j < block; ++j) {
+      const float r = std::nearbyint(xb[j] * inv);
+      xq[int64_t(b) * block + j] = r != r ? 0 : int8_t(std::clamp(r, -127.f, 127.f));  // NaN: a NaN or infinite activation
     }
   }
 }
