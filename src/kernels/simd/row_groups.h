@@ -1,5 +1,5 @@
 // Q4_0, Q8_0 and the K-quants Q4_K, Q5_K, Q6_K in row groups (WeightMatrix::group_rows) against
-// activation rows in Q8_0 form: the decode kernels of block-quantized
+// activation rows in Q8_0 form (Q8_K for the K-quants): the decode kernels of block-quantized
 // weights.
 //
 // Why groups: a row-at-a-time block dot product spends most of its
