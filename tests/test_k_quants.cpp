@@ -7,6 +7,7 @@
 // bit pattern), not only what a quantizer writes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -300,17 +301,22 @@ TEST(KQuants, LinearGivesEachRowTheSameBitsGroupedOrNotAloneOrBatched) {
 // Prefill on grouped K-quant rows: each prompt row gets exactly its decode
 // bits; the f32 GEMM on the same quantized activations and the rows
 // expanded (the path for ungrouped rows) agrees within f32 rounding; f32
-// activations (q4_k_dot, q5_k_dot, q6_k_dot) give the float64 dot within f32 rounding.
+// activations (q4_k_dot, q5_k_dot, q6_k_dot) give the float64 dot within f32 rounding;
+// and the quantized activations' result is within their rounding of that dot
+// (each activation off by at most half its 256-value block's step, amax / 127).
 TEST(KQuants, PrefillAndFloatActivationsAgreeWithDecode) {
   std::mt19937 rng(5);
   for (const KQuant* f : kKQuants)
-    for (auto [out, in, count] : {std::tuple{300, 256, 21}, {32, 512, 23}}) {
+    for (auto [out, in, count] : {std::tuple{300, 256, 21}, {32, 512, 23}, {48, 1280, 5}}) {
       const WeightMatrix rows = random_blocks(*f, rng, out, in);
       WeightMatrix grouped = rows;
       grouped.group_rows();
       WeightMatrix f32_activations = rows;
       f32_activations.int8_activations = false;
-      const auto x = random_vec(rng, size_t(count) * size_t(in));
+      auto x = random_vec(rng, size_t(count) * size_t(in));
+      // Each 256-value block of a row 1, 4 or 16 times larger than the one
+      // before: a scale taken from the wrong block would show.
+      for (size_t j = 0; j < x.size(); ++j) x[j] *= float(1 << (j % size_t(in) / 256 % 3 * 2));
       std::vector<float> prompt(size_t(count) * size_t(out)), gemm(prompt.size()), alone(static_cast<size_t>(out)),
           float_x(prompt.size()), w(static_cast<size_t>(in));
       linear(x.data(), count, grouped, prompt.data());
@@ -323,10 +329,16 @@ TEST(KQuants, PrefillAndFloatActivationsAgreeWithDecode) {
       for (int o = 0; o < out; ++o) {
         rows.row_f32(o, w.data());
         for (int r = 0; r < count; ++r) {
-          double exact = 0, magnitude = 0;
+          double block_max = 0;
+          double exact = 0, magnitude = 0, rounding = 0;
           for (int j = 0; j < in; ++j) {
             const double term = double(w[size_t(j)]) * x[size_t(r) * size_t(in) + size_t(j)];
             exact += term, magnitude += std::abs(term);
+            if (j % 256 == 0) {
+              block_max = 0;
+              for (int k = j; k < j + 256; ++k) block_max = std::max(block_max, double(std::abs(x[size_t(r) * size_t(in) + size_t(k)])));
+            }
+            rounding += std::abs(double(w[size_t(j)])) * block_max / 127 / 2;
           }
           const size_t at = size_t(r) * size_t(out) + size_t(o);
           SCOPED_TRACE(std::string(f->name) + " row " + std::to_string(r) + " output " + std::to_string(o));
@@ -336,6 +348,7 @@ TEST(KQuants, PrefillAndFloatActivationsAgreeWithDecode) {
           }
           ASSERT_NEAR(prompt[at], gemm[at], 1e-5 * magnitude);
           ASSERT_NEAR(float_x[at], exact, 1e-5 * magnitude);
+          ASSERT_NEAR(prompt[at], exact, rounding + 1e-5 * magnitude);
         }
       }
     }

@@ -24,8 +24,9 @@ struct RowKernels {
   // The row expanded exactly to f32.
   void (*to_f32)(const simd::KernelTable& t, const uint8_t* row, int n, float* dst);
   bool f32_rows;  // stored rows are f32 already: GEMM reads them in place
-  // Block formats only (else null): the row against activations quantized
-  // to Q8_0 blocks, x_scale[n / 32] and x_q[n] (WeightMatrix::int8_activations).
+  // Block formats only (else null): the row against quantized activations
+  // x_q[n] with x_scale[n / 32] (Q8_0 form), or x_scale[n / 256] for the
+  // K-quants (Q8_K form, simd/row_groups.h) (WeightMatrix::int8_activations).
   float (*dot_q8act)(const simd::KernelTable& t, const float* x_scale, const int8_t* x_q, const uint8_t* row, int n);
   void (*dot4_q8act)(const simd::KernelTable& t, const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* row, int n,
                      float out[4]);

@@ -61,8 +61,9 @@ struct WeightMatrix {
   WeightFormat format = WeightFormat::F32;
   HugePageVector<uint8_t> data;  // 64-byte aligned, so are rows of a multiple of 64 bytes
   // Block formats only: each activation row is quantized to Q8_0 blocks
-  // too. Decode steps then take integer block dot products (llama.cpp's
-  // q8_0 x q8_0 and q4_0 x q8_0), and so does prefill on grouped rows;
+  // too (Q8_K, a scale per 256 values, for the K-quants). Decode steps then
+  // take integer block dot products (llama.cpp's q8_0 x q8_0, q4_0 x q8_0,
+  // q4_K x q8_K ...), and so does prefill on grouped rows;
   // a prefill GEMM (ungrouped rows: f32, or bf16 products where on) runs on
   // those quantized activations expanded back, so both see the same inputs.
   // Otherwise activations stay f32.

@@ -121,7 +121,7 @@ struct WeightLoading {
   std::optional<WeightFormat> format;            // the linear layers
   std::optional<WeightFormat> embedding_format;  // the embedding and LM head; unset: as `format`
   // Block formats: f32 activations in decode rather than activations
-  // quantized to Q8_0 blocks (WeightMatrix::int8_activations).
+  // quantized to Q8_0 (K-quants: Q8_K) blocks (WeightMatrix::int8_activations).
   bool f32_activations = false;
 };
 // What each WeightStorage loads as: checkpoint (as stored), q8 / q8-f32act
