@@ -46,13 +46,14 @@ QRows quantized(const std::vector<std::vector<float>>& xs, int n) {
     simd::generic_table().quantize_q8_activations(x.data(), n, 256, r.scale.back().data(), r.q.back().data());
     r.sum_pairs.emplace_back(size_t(n / 64));
     r.half_sums.emplace_back(size_t(n / 32));
+    std::vector<int32_t> block_sums(size_t(n / 32));
     for (int b = 0; b < n / 32; ++b) {
       int32_t half[2] = {0, 0};
       for (int j = 0; j < 32; ++j) half[j / 16] += r.q.back()[size_t(b * 32 + j)];
       r.half_sums.back()[size_t(b)] = int16_pair(half[0], half[1]);
-      if (b % 2) r.sum_pairs.back()[size_t(b / 2)] = int16_pair(r.sum_pairs.back()[size_t(b / 2)], half[0] + half[1]);
-      else r.sum_pairs.back()[size_t(b / 2)] = half[0] + half[1];
+      block_sums[size_t(b)] = half[0] + half[1];
     }
+    for (int p = 0; p < n / 64; ++p) r.sum_pairs.back()[size_t(p)] = int16_pair(block_sums[size_t(2 * p)], block_sums[size_t(2 * p + 1)]);
   }
   for (size_t k = 0; k < xs.size(); ++k)
     r.rows.push_back({r.scale[k].data(), r.q[k].data(), nullptr, r.sum_pairs[k].data(), r.half_sums[k].data()});

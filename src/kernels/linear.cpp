@@ -194,8 +194,8 @@ void gemm_panels(ThreadPool& pool, const float* x, int rows, const WeightMatrix&
 }
 
 // Activation rows quantized for int8 products (int8_activations): values
-// [rows][in], scales [rows][in / block], block = 32 (Q8_0 form) or 256 for
-// the K-quants (Q8_K form, simd/row_groups.h). Kept per calling thread and
+// [rows][in], scales [rows][in / block], one per weight block: 32 (Q8_0
+// form) or 256 for the K-quants (Q8_K form, simd/row_groups.h). Kept per calling thread and
 // reused, so a decode step allocates nothing.
 // For row groups also what their kernel takes, and only then, per 32-value
 // block: -8 (Q4_0) or -128 (Q8_0) x the block's sum of q [rows][in / 32],
@@ -230,8 +230,7 @@ void quantize_row(const simd::KernelTable& t, const float* x, int in, QuantizedR
 // Sized for `rows` activation rows against `w`.
 void resize_rows(QuantizedRows& out, int rows, const WeightMatrix& w) {
   const size_t nb = size_t(w.in / 32), grouped = w.grouped_rows > 0;
-  const bool k_quant = w.format == WeightFormat::Q4_K || w.format == WeightFormat::Q5_K || w.format == WeightFormat::Q6_K;
-  out.block = k_quant ? simd::kKQuantActivationBlock : 32;
+  out.block = weight_block_values(w.format);  // a scale per weight block: Q8_0 form, or Q8_K for the K-quants' 256
   out.scale.resize(size_t(rows) * size_t(w.in / out.block));
   out.q.resize(size_t(rows) * size_t(w.in));
   out.offset = w.format == WeightFormat::Q4_0 ? 8 : w.format == WeightFormat::Q8_0 ? 128 : 0;

@@ -73,7 +73,7 @@ constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 
 // One activation row, q[n] (-127 .. 127) with scale[n / 32] (Q8_0 form,
 // for Q4_0 and Q8_0 weights) or scale[n / 256] (Q8_K form, for the
-// K-quants; kKQuantActivationBlock). Per 32-value block b:
+// K-quants: a scale per weight block either way). Per 32-value block b:
 // offset_sum[b] = -(the weights' offset) x the sum of block b's q: -8 x
 // for Q4_0's nibbles, -128 x for Q8_0's grouped w + 128 (the integer
 // sums start there); sum_pairs[p] = the sums of blocks 2p and 2p + 1 as
@@ -81,7 +81,6 @@ constexpr int kQ6KGroupBlockBytes = kGroupRows * 210;
 // half_sums[b] = the sums of its two 16-value halves, packed the same way
 // (Q6_K's offset of 32). Each needs to be there only for the format whose
 // kernels read it (else null).
-constexpr int kKQuantActivationBlock = 256;
 struct Q8Row {
   const float* scale;
   const int8_t* q;
