@@ -908,6 +908,49 @@ TEST(OnnxMediaGraphs, Gemma4EncoderMatchesTheFrontendWithAndWithoutPadding) {
   }
 }
 
+// GenAI's route takes Gemma-4 images stacked ([images, patches, 768],
+// positions [images, patches, 2] -> [images, tokens, hidden]): a Scan runs
+// the one-image encoder on each, so every image's rows are its own, as the
+// frontend encodes it alone; padding patches are still masked.
+TEST(OnnxMediaGraphs, Gemma4StackedEncoderEncodesEachImageAlone) {
+  REQUIRE_RUNTIME();
+  const std::string preset = "tiny-gemma4";
+  const fs::path pkg = export_package(preset, "single", mask_policy_name(model(preset).config().default_policy), kMaxLength,
+                                      "multimodal");
+  expect_weights_in_shared_file(pkg, "vision.onnx");
+  const auto f = frontend(preset);
+  const FrontendConfig& c = f->config();
+  const int width = model(preset).config().hidden_size;
+  const std::vector<RgbImage> images = {test_image(100, 60, 4), test_image(100, 60, 9)};
+  auto stack = [&](const std::vector<RgbImage>& in, int padding) {
+    std::map<std::string, GraphInput> stacked;
+    for (const RgbImage& image : in)
+      for (auto& [name, one] : patch_inputs(gemma4_patches(image, 70, c.gemma4_patch, c.gemma4_pool, false), padding)) {
+        GraphInput& all = stacked[name];
+        all.shape = {int64_t(in.size()), one.shape[0], one.shape[1]};
+        all.f32.insert(all.f32.end(), one.f32.begin(), one.f32.end());
+        all.i64.insert(all.i64.end(), one.i64.begin(), one.i64.end());
+      }
+    return stacked;
+  };
+  auto image_rows = [&](const NpyArray& got, size_t b) {
+    NpyArray one;
+    one.shape = {got.shape[1], got.shape[2]};
+    const size_t n = size_t(got.shape[1] * got.shape[2]);
+    one.data.assign(got.data.begin() + std::ptrdiff_t(b * n), got.data.begin() + std::ptrdiff_t((b + 1) * n));
+    return one;
+  };
+  const NpyArray two = run_media_graph(pkg / "vision.onnx", stack(images, 0), "gemma4-stacked").at("image_features");
+  ASSERT_EQ(two.shape, (std::vector<int64_t>{2, 60, width}));
+  for (size_t b = 0; b < images.size(); ++b)
+    expect_rows_match(image_rows(two, b), f->encode_image(images[b], {70}), 60, width,
+                      "Gemma-4 stacked vision.onnx, image " + std::to_string(b) + " of 2");
+  const NpyArray padded = run_media_graph(pkg / "vision.onnx", stack({images[1]}, 27), "gemma4-stacked-pad").at("image_features");
+  ASSERT_EQ(padded.shape, (std::vector<int64_t>{1, 60, width}));
+  expect_rows_match(image_rows(padded, 0), f->encode_image(images[1], {70}), 60, width,
+                    "Gemma-4 stacked vision.onnx, 27 padding patches");
+}
+
 TEST(OnnxMediaGraphs, GenaiConfigNamesTheMediaGraphs) {
   struct Expect {
     std::string preset;
@@ -1146,6 +1189,34 @@ TEST(OnnxGenaiMultimodalRoute, PackageHoldsWhatGenaiReads) {
   EXPECT_FALSE(fs::exists(pipeline / "processor_config.json"));
 }
 
+// Gemma-4 (model type gemma4, GenAI's Gemma4MultiModalProcessor): the
+// processor's transforms, vision.onnx taking stacked images, and the speech
+// section GenAI needs cleared when the package has no speech graph.
+TEST(OnnxGenaiMultimodalRoute, Gemma4PackageHoldsWhatGenaiReads) {
+  const std::string preset = "tiny-gemma4";
+  for (const std::string plan : {"single", "split"}) {
+    SCOPED_TRACE(plan);
+    const fs::path pkg = export_multimodal_route(preset, plan);
+    const json cfg = package_config(pkg);
+    EXPECT_TRUE(genai_config_problems(cfg).empty()) << json(genai_config_problems(cfg)).dump(1);
+    EXPECT_EQ(cfg["model"]["type"], "gemma4");
+    EXPECT_EQ(cfg["model"]["decoder"].contains("pipeline"), plan == "split");
+    EXPECT_EQ(cfg["model"]["speech"], (json{{"config_filename", ""}}));
+    EXPECT_EQ(cfg["model"]["vision"]["inputs"]["pixel_position_ids"], "image_position_ids");
+    const json processor = json::parse(std::ifstream(pkg / "processor_config.json"));
+    const json& transforms = processor["processor"]["transforms"];
+    ASSERT_EQ(transforms.size(), 2u);
+    EXPECT_EQ(transforms[0]["operation"]["type"], "DecodeImage");
+    EXPECT_EQ(transforms[1]["operation"]["type"], "Gemma4ImageTransform");
+    const FrontendConfig& c = frontend(preset)->config();
+    EXPECT_EQ(transforms[1]["operation"]["attrs"],
+              (json{{"patch_size", c.gemma4_patch}, {"max_soft_tokens", c.default_image_tokens}, {"pooling_kernel_size", 3}}));
+    const onnx::ModelProto vision = load_graph(pkg / "vision.onnx");
+    for (const auto& v : vision.graph().input()) EXPECT_EQ(v.type().tensor_type().shape().dim_size(), 3) << v.name();
+    for (const auto& v : vision.graph().output()) EXPECT_EQ(v.type().tensor_type().shape().dim_size(), 3) << v.name();
+  }
+}
+
 TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
   // A model folder without the tokenizer's files.
   const fs::path bare = copy_model_folder(kRoutePreset, "img256-without-tokenizer", [](const fs::path& f) {
@@ -1168,7 +1239,8 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
       {model_dir(kRoutePreset), "--plan single --genai-route sideways", "unknown GenAI route 'sideways'"},
       {model_dir("tiny-gemma3"), "--plan single", "16 soft tokens an image; GenAI's Gemma-3 processor expands every image to 256"},
       {model_dir("tiny-gemma3-256"), "--plan single", "has no vision frontend"},
-      {model_dir("tiny-gemma4"), "--plan single", "written for Gemma-3 (SigLIP) only"},
+      {model_dir("tiny-gemma4-unified"), "--plan single", "gemma4_unified embeds 48 px patches without an encoder"},
+      {model_dir("tiny-gemma4-ple"), "--plan single", "per-layer embeddings (E2B / E4B) are not exported for this route"},
       {bare.string(), "--plan single", "tokenizer.json"},
       {relabeled.string(), "--plan single", "<image_soft_token> tokens, found by text; it is id 9, config.json's is 8"},
   };
@@ -1238,27 +1310,25 @@ TEST(OnnxGenaiMultimodalRoute, EmbeddingTakesRowsOfAnyRankAndGenerationStepsAreT
   }
 }
 
+namespace {
+
 // The route end to end as GenAI runs it (tests/onnx/genai_multimodal.mjs):
-// single package, stock GenAI's MultiModalPipelineState (a PNG's
-// pixel_values -> vision.onnx -> embedding on every run -> decoder); split
-// package, contrib/onnxruntime-genai's Gemma3PipelineModel (vision.onnx ->
-// the pipeline's stages). Both give splitdec's tokens and logits for the
-// same PNG through its own frontend; a text prompt too.
-TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
-  REQUIRE_RUNTIME();
-  const ModelConfig& c = model(kRoutePreset).config();
-  const fs::path dir = model_dir(kRoutePreset), work = temp_root() / "multimodal-route";
-  fs::create_directories(work);
-  const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
-  ASSERT_EQ(s.tokens(), 256);
-  const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
-  write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
+// single package, stock GenAI's MultiModalPipelineState (the processor's
+// outputs for a PNG -> vision.onnx -> embedding on every run -> decoder);
+// split package, contrib/onnxruntime-genai's GemmaPipelineModel (vision.onnx
+// -> the pipeline's stages). Both must give splitdec's tokens and logits for
+// the same PNG through its own frontend; a text prompt too. `vision_inputs`:
+// the processor's outputs as .npy files, in genai_multimodal.mjs's order.
+void expect_route_matches_splitdec(const std::string& preset, const fs::path& work, const std::string& vision_inputs) {
+  const ModelConfig& c = model(preset).config();
+  const fs::path dir = model_dir(preset);
   std::string out;
   ASSERT_EQ(run(std::string(SPLITDEC_BINARY) + " embed-media --model " + dir.string() + " --image " + DEMO_PNG + " --out " +
                     (work / "rows.npy").string(),
                 &out),
             0)
       << out;
+  const int64_t image_tokens = read_npy((work / "rows.npy").string()).shape.at(0);
   constexpr int kNew = 10;
   for (const bool image : {true, false}) {
     SCOPED_TRACE(image ? "image prompt" : "text prompt");
@@ -1266,7 +1336,7 @@ TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
     std::vector<std::string> modality(tokens.size(), "text");
     if (image) {
       tokens.push_back(c.boi_token_id), modality.push_back("text");
-      for (int k = 0; k < 256; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
+      for (int64_t k = 0; k < image_tokens; ++k) tokens.push_back(c.image_token_id), modality.push_back("image");
       tokens.push_back(c.eoi_token_id), modality.push_back("text");
     }
     for (int t : {50, 51, 52}) tokens.push_back(t), modality.push_back("text");
@@ -1286,8 +1356,8 @@ TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
     for (const std::string plan : {"single", "split"}) {
       SCOPED_TRACE(plan);
       ASSERT_EQ(run("node " + (runner_dir() / "genai_multimodal.mjs").string() + " " +
-                        export_multimodal_route(kRoutePreset, plan).string() + " " + (work / "ids.json").string() +
-                        (image ? " " + (work / "pixels.npy").string() : "") + " --max-new-tokens " + std::to_string(kNew),
+                        export_multimodal_route(preset, plan).string() + " " + (work / "ids.json").string() +
+                        (image ? " " + vision_inputs : "") + " --max-new-tokens " + std::to_string(kNew),
                     &out),
                 0)
           << out;
@@ -1299,9 +1369,43 @@ TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
       for (size_t k = 0; k < got["step_logits"].size(); ++k)
         for (size_t v = 0; v < V; ++v)
           worst = std::max(worst, std::abs(got["step_logits"][k][v].get<double>() - double(want_logits.data[k * V + v])));
-      std::printf("  multimodal route, %s package, %s: max |logit diff| %.2e over %zu steps\n", plan.c_str(),
-                  image ? "image" : "text", worst, got["step_logits"].size());
+      std::printf("  multimodal route, %s, %s package, %s: max |logit diff| %.2e over %zu steps\n", preset.c_str(),
+                  plan.c_str(), image ? "image" : "text", worst, got["step_logits"].size());
       EXPECT_LE(worst, kLogitTolerance);
     }
   }
+}
+
+}  // namespace
+
+// Gemma-3: GenAI's processor gives pixel_values [images, 3, S, S] (PIL's
+// bilinear stretch, as splitdec's frontend).
+TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
+  REQUIRE_RUNTIME();
+  const fs::path work = temp_root() / "multimodal-route";
+  fs::create_directories(work);
+  const SiglipShape& s = frontend(kRoutePreset)->config().siglip;
+  ASSERT_EQ(s.tokens(), 256);
+  const GraphInput pixels = siglip_pixel_values({read_image_file(DEMO_PNG)}, s.image_size, s.patch);
+  write_npy((work / "pixels.npy").string(), pixels.shape, pixels.f32.data());
+  expect_route_matches_splitdec(kRoutePreset, work, (work / "pixels.npy").string());
+}
+
+// Gemma-4: GenAI's processor gives the image's 16 px patches [1, patches,
+// 768] and their positions [1, patches, 2] at the default soft-token budget
+// (Gemma4ImageTransform; GenAI trims its padding), here cut by splitdec's
+// own frontend from the same PNG.
+TEST(OnnxGenaiMultimodalRoute, Gemma4PngThroughGenaisRouteMatchesSplitdec) {
+  REQUIRE_RUNTIME();
+  const std::string preset = "tiny-gemma4";
+  const fs::path work = temp_root() / "multimodal-route-gemma4";
+  fs::create_directories(work);
+  const FrontendConfig& c = frontend(preset)->config();
+  const ImagePatches p = gemma4_patches(read_image_file(DEMO_PNG), c.default_image_tokens, c.gemma4_patch, c.gemma4_pool, false);
+  const auto inputs = patch_inputs(p, 0);
+  const GraphInput& pixels = inputs.at("pixel_values");
+  const GraphInput& positions = inputs.at("image_position_ids");
+  write_npy((work / "pixels.npy").string(), {1, pixels.shape[0], pixels.shape[1]}, pixels.f32.data());
+  write_npy_i64(work / "positions.npy", {1, positions.shape[0], 2}, positions.i64);
+  expect_route_matches_splitdec(preset, work, (work / "pixels.npy").string() + " " + (work / "positions.npy").string());
 }

@@ -33,7 +33,12 @@ void require_tokenizer_files(const std::string& model_dir) {
                        " (ONNX Runtime GenAI's tokenizer reads it); '" + model_dir + "' has none");
 }
 
-void require_image_token_strings(const std::string& model_dir, int boi, int image, int eoi) {
+ImageTokenStrings image_token_strings(VisionFrontend vision) {
+  if (vision == VisionFrontend::Siglip) return {"<start_of_image>", "<image_soft_token>", "<end_of_image>"};
+  return {"<|image>", "<|image|>", "<image|>"};
+}
+
+void require_image_token_strings(const std::string& model_dir, const ImageTokenStrings& strings, int boi, int image, int eoi) {
   const fs::path file = fs::path(model_dir) / "tokenizer.json";
   std::ifstream in(file);
   json tok;
@@ -43,13 +48,13 @@ void require_image_token_strings(const std::string& model_dir, int boi, int imag
     throw InputError(file.string() + ": not a tokenizer.json (" + e.what() + ")");
   }
   const json& added = tok.contains("added_tokens") ? tok["added_tokens"] : json::array();
-  for (const auto& [text, id] : {std::pair{"<start_of_image>", boi}, {"<image_soft_token>", image}, {"<end_of_image>", eoi}}) {
+  for (const auto& [text, id] : {std::pair{strings.begin, boi}, {strings.soft, image}, {strings.end, eoi}}) {
     int found = -1;
     for (const json& t : added)
       if (t.is_object() && t.value("content", "") == text && t.contains("id") && t["id"].is_number_integer())
         found = t["id"].get<int>();
     if (found != id)
-      throw InputError(file.string() + ": GenAI's Gemma-3 processor writes each image as " + text + " tokens, found by text; " +
+      throw InputError(file.string() + ": GenAI's processor writes each image as " + text + " tokens, found by text; " +
                        (found < 0 ? std::string("the tokenizer has no such added token")
                                   : "it is id " + std::to_string(found)) +
                        ", config.json's is " + std::to_string(id));
@@ -70,11 +75,20 @@ std::vector<std::string> copy_tokenizer_files(const std::string& model_dir, cons
   return copied;
 }
 
-json siglip_processor_config(const ExportFrontends& f) {
-  const int size = f.config.siglip.image_size;
+json image_processor_config(const ExportFrontends& f) {
   auto op = [](const char* name, const char* type, json attrs) {
     return json{{"operation", {{"name", name}, {"type", type}, {"attrs", std::move(attrs)}}}};
   };
+  if (f.config.vision == VisionFrontend::Gemma4Encoder)
+    return {{"processor",
+             {{"name", "gemma_4_image_processing"},
+              {"transforms",
+               {op("decode_image", "DecodeImage", {{"color_space", "RGB"}}),
+                op("gemma4_image_transform", "Gemma4ImageTransform",
+                   {{"patch_size", f.config.gemma4_patch},
+                    {"max_soft_tokens", f.config.default_image_tokens},
+                    {"pooling_kernel_size", f.config.gemma4_pool}})}}}}};
+  const int size = f.config.siglip.image_size;
   return {{"processor",
            {{"name", "gemma_3_image_processing"},
             {"transforms",

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "media/frontend_config.h"
+
 namespace splitdec::onnx_export {
 
 struct ExportFrontends;
@@ -27,16 +29,29 @@ std::vector<std::string> tokenizer_file_names();
 // InputError naming the missing file when `model_dir` lacks tokenizer.json
 // or tokenizer_config.json (GenAI creates no tokenizer without both).
 void require_tokenizer_files(const std::string& model_dir);
-// GenAI's Gemma-3 processor finds the image tokens by their text
-// (<start_of_image>, <image_soft_token>, <end_of_image>): InputError naming
-// the token when tokenizer.json's added tokens lack one or give it another
-// id than config.json.
-void require_image_token_strings(const std::string& model_dir, int boi, int image, int eoi);
+// The texts of the image tokens (begin, soft token, end) that GenAI's
+// processor for a vision frontend writes and finds: Gemma-3's
+// <start_of_image> <image_soft_token> <end_of_image>, Gemma-4's <|image>
+// <|image|> <image|>.
+struct ImageTokenStrings {
+  const char *begin, *soft, *end;
+};
+ImageTokenStrings image_token_strings(VisionFrontend vision);
+// InputError naming the token when tokenizer.json's added tokens lack one of
+// `strings` or give it another id than config.json (GenAI looks them up by text).
+void require_image_token_strings(const std::string& model_dir, const ImageTokenStrings& strings, int boi, int image, int eoi);
 
-// processor_config.json for the Gemma-3 (SigLIP) vision graph: decode to
-// RGB, stretch to image_size with PIL's BILINEAR (what Hugging Face's
-// Gemma3ImageProcessor and splitdec use), x / 255, (x - 0.5) / 0.5,
-// channels first: pixel_values [images, 3, S, S] as vision.onnx takes them.
-nlohmann::json siglip_processor_config(const ExportFrontends& frontends);
+// processor_config.json (onnxruntime-extensions' transform list) for the
+// vision graph of GenAI's multimodal route:
+// - Gemma-3 (SigLIP): decode to RGB, stretch to image_size with PIL's
+//   BILINEAR (what Hugging Face's Gemma3ImageProcessor and splitdec use),
+//   x / 255, (x - 0.5) / 0.5, channels first: pixel_values [images, 3, S, S];
+// - Gemma-4 encoder: decode to RGB, Gemma4ImageTransform (aspect-preserving
+//   resize to the soft-token budget, 16 px patches, positions with (-1, -1)
+//   padding): pixel_values [images, patches, 768] + positions. Its resize is
+//   torchvision's float bicubic (HF's fast processor); splitdec's is PIL's
+//   uint8 bicubic (HF's slow processor), so pixels of a resized image differ
+//   by about 1/255; an image already at its target size passes unchanged in both.
+nlohmann::json image_processor_config(const ExportFrontends& frontends);
 
 }  // namespace splitdec::onnx_export

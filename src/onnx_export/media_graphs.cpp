@@ -60,9 +60,9 @@ class MediaWriter {
   }
 
 
-  // Columns 0 and 1 of image_position_ids [N, 2]: x and y, [N] each.
-  std::pair<std::string, std::string> positions() {
-    auto column = [&](int64_t c) { return g_.op("Gather", {media_names::kImagePositionIds, g_.scalar_i64(c)}, {{"axis", int64_t(1)}}); };
+  // Columns 0 and 1 of positions [N, 2]: x and y, [N] each.
+  std::pair<std::string, std::string> positions(const std::string& positions = media_names::kImagePositionIds) {
+    auto column = [&](int64_t c) { return g_.op("Gather", {positions, g_.scalar_i64(c)}, {{"axis", int64_t(1)}}); };
     return {column(0), column(1)};
   }
 
@@ -165,27 +165,33 @@ void build_siglip(const SiglipShape& s, const SiglipWeights& w, GraphBuilder& g)
   g.set_scope("");
 }
 
+// The value names of a graph that encodes one image.
+struct OneImageNames {
+  std::string pixels = media_names::kPixelValues, positions = media_names::kImagePositionIds,
+              features = media_names::kImageFeatures;
+};
+
 // Gemma-4's vision encoder (section 2.3), on the patches of one image and
 // their positions; padding patches ((-1, -1)) are masked out as keys and
 // belong to no pooled bin.
 class Gemma4EncoderWriter {
  public:
-  Gemma4EncoderWriter(const Gemma4VisionShape& s, const Gemma4VisionWeights& w, GraphBuilder& g)
-      : s_(s), w_(w), g_(g), m_(g, "vision.") {}
+  Gemma4EncoderWriter(const Gemma4VisionShape& s, const Gemma4VisionWeights& w, GraphBuilder& g, OneImageNames names = {})
+      : s_(s), w_(w), g_(g), m_(g, "vision."), names_(std::move(names)) {}
 
   void build() {
     const int64_t H = s_.hidden;
-    g_.input(media_names::kPixelValues, kFloat, {std::string("num_patches"), int64_t(s_.patch_dim())});
-    g_.input(media_names::kImagePositionIds, kInt64, {std::string("num_patches"), int64_t(2)});
-    g_.output(media_names::kImageFeatures, kFloat, {std::string("num_soft_tokens"), int64_t(w_.embedding_projection.out)});
+    g_.input(names_.pixels, kFloat, {std::string("num_patches"), int64_t(s_.patch_dim())});
+    g_.input(names_.positions, kInt64, {std::string("num_patches"), int64_t(2)});
+    g_.output(names_.features, kFloat, {std::string("num_soft_tokens"), int64_t(w_.embedding_projection.out)});
     const std::string zero = g_.scalar_i64(0);
-    std::tie(x_, y_) = m_.positions();
+    std::tie(x_, y_) = m_.positions(names_.positions);
     valid_ = g_.op("And", {g_.op("GreaterOrEqual", {x_, zero}), g_.op("GreaterOrEqual", {y_, zero})});
     x_ = g_.op("Where", {valid_, x_, zero});  // clamp(position, 0), as HF does before the table
     y_ = g_.op("Where", {valid_, y_, zero});
 
     // 2 (x - 0.5) -> input_proj, + table[0][x] + table[1][y] (zero for padding).
-    const std::string pixels = g_.op("Mul", {g_.op("Sub", {media_names::kPixelValues, g_.scalar_f32(0.5f)}), g_.scalar_f32(2.f)});
+    const std::string pixels = g_.op("Mul", {g_.op("Sub", {names_.pixels, g_.scalar_f32(0.5f)}), g_.scalar_f32(2.f)});
     std::string h = m_.linear(pixels, w_.input_proj, "patch_embedder.input_proj");
     // One table per axis, so that a position past the table is an error of
     // ONNX Runtime's Gather rather than a row of the other axis.
@@ -202,7 +208,7 @@ class Gemma4EncoderWriter {
 
     rope_tables();
     // Padding keys are invisible: [1, 1, N, N], true where the key is a real patch.
-    const std::string n = g_.op("Shape", {media_names::kPixelValues}, {{"end", int64_t(1)}});
+    const std::string n = g_.op("Shape", {names_.pixels}, {{"end", int64_t(1)}});
     const std::string keys = g_.op("Reshape", {valid_, g_.const_i64({1, 1, 1, -1}, {4})});
     mask_ = g_.op("Expand", {keys, g_.op("Concat", {g_.const_i64({1, 1}, {2}), n, n}, {{"axis", int64_t(0)}})});
 
@@ -211,7 +217,7 @@ class Gemma4EncoderWriter {
       h = layer(int(i), h);
     }
     g_.set_scope("vision/pooler");
-    g_.node_named("Identity", {pool_and_project(h)}, {media_names::kImageFeatures});
+    g_.node_named("Identity", {pool_and_project(h)}, {names_.features});
     g_.set_scope("");
   }
 
@@ -313,6 +319,7 @@ class Gemma4EncoderWriter {
   const Gemma4VisionWeights& w_;
   GraphBuilder& g_;
   MediaWriter m_;
+  OneImageNames names_;
   std::string x_, y_, valid_, valid_f_, mask_;
   std::string cos_x_, sin_x_, cos_y_, sin_y_;
 };
@@ -332,7 +339,7 @@ bool vision_graph_takes_positions(const FrontendConfig& c) {
   return c.vision == VisionFrontend::UnifiedPatches || c.vision == VisionFrontend::Gemma4Encoder;
 }
 
-std::string vision_graph_layout(const FrontendConfig& c) {
+std::string vision_graph_layout(const FrontendConfig& c, VisionImages images) {
   const std::string grid = " (x, y) of each patch, (-1, -1) for padding";
   switch (c.vision) {
     case VisionFrontend::UnifiedPatches: {
@@ -347,6 +354,10 @@ std::string vision_graph_layout(const FrontendConfig& c) {
     }
     case VisionFrontend::Gemma4Encoder: {
       const std::string p = std::to_string(c.gemma4.patch);
+      if (images == VisionImages::Stacked)
+        return "pixel_values [num_images, num_patches, 3*" + p + "*" + p + "]: " + p +
+               " px patches in (row, col, channel) order, x / 255; image_position_ids [num_images, num_patches, 2]:" + grid +
+               " on the " + p + " px grid; image_features [num_images, num_soft_tokens, hidden] (GenAI's Gemma-4 processor)";
       return "pixel_values [num_patches, 3*" + p + "*" + p + "]: " + p + " px patches in (row, col, channel) order, x / 255; " +
              "image_position_ids [num_patches, 2]:" + grid + " on the " + p + " px grid; one image per run";
     }
@@ -355,9 +366,44 @@ std::string vision_graph_layout(const FrontendConfig& c) {
   return "";
 }
 
-void build_vision_graph(const ExportFrontends& f, WeightFile& weights, onnx::ModelProto& out) {
+namespace {
+
+// GenAI's Gemma-4 processor stacks its images: pixel_values [images,
+// patches, 3*p*p] and positions [images, patches, 2] -> image_features
+// [images, soft tokens, hidden]. A Scan over the images runs the one-image
+// encoder on each, so attention and pooling stay within an image. Its
+// weights and constants move to the outer graph, which the body sees (ONNX
+// outer scope), so that they are initializers of the model as in every
+// other graph.
+void build_gemma4_stacked(const ExportFrontends& f, WeightFile& weights, onnx::GraphProto& outer) {
+  onnx::GraphProto body;
+  body.set_name("one_image");
+  {
+    GraphBuilder b(body, weights);
+    Gemma4EncoderWriter(f.config.gemma4, f.weights.gemma4, b, {"image_pixels", "image_positions", "image_features_one"}).build();
+  }
+  for (onnx::TensorProto& t : *body.mutable_initializer()) outer.add_initializer()->Swap(&t);
+  body.clear_initializer();
+  GraphBuilder g(outer, weights);
+  const Gemma4VisionShape& s = f.config.gemma4;
+  const std::string images = "num_images";
+  g.input(media_names::kPixelValues, kFloat, {images, std::string("num_patches"), int64_t(s.patch_dim())});
+  g.input(media_names::kImagePositionIds, kInt64, {images, std::string("num_patches"), int64_t(2)});
+  g.output(media_names::kImageFeatures, kFloat,
+           {images, std::string("num_soft_tokens"), int64_t(f.weights.gemma4.embedding_projection.out)});
+  g.node_named("Scan", {media_names::kPixelValues, media_names::kImagePositionIds}, {media_names::kImageFeatures},
+               {{"body", std::move(body)}, {"num_scan_inputs", int64_t(2)}});
+}
+
+}  // namespace
+
+void build_vision_graph(const ExportFrontends& f, VisionImages images, WeightFile& weights, onnx::ModelProto& out) {
   if (!f.has_vision()) throw ConfigError("ONNX export: the model has no vision frontend weights to export");
   init_model(out, "vision");
+  if (images == VisionImages::Stacked && f.config.vision == VisionFrontend::Gemma4Encoder)
+    return build_gemma4_stacked(f, weights, *out.mutable_graph());
+  if (images == VisionImages::Stacked && f.config.vision == VisionFrontend::UnifiedPatches)
+    throw ConfigError("ONNX export: gemma4_unified's vision graph takes one image per run; it has no stacked form");
   GraphBuilder g(*out.mutable_graph(), weights);
   switch (f.config.vision) {
     case VisionFrontend::UnifiedPatches: build_unified_vision(f.config.unified, f.weights.unified, g); break;

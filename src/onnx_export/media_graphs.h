@@ -13,7 +13,9 @@
 //     Gemma-4 encoder pixel_values [num_patches, 3*16*16] ((y, x, c) order,
 //                     x / 255) + image_position_ids [num_patches, 2] (16 px
 //                     grid, (-1, -1) for padding) -> image_features
-//                     [num_soft_tokens, text_hidden], one row per pooled bin
+//                     [num_soft_tokens, text_hidden], one row per pooled bin;
+//                     stacked (GenAI's route): the same with a leading
+//                     num_images axis on all three
 //   speech.onnx (gemma4_unified): audio_frames [num_frames, 640] (cut and
 //                     zero-padded) -> audio_features [num_frames, text_hidden]
 //
@@ -68,13 +70,21 @@ struct ExportFrontends {
 // through load_frontend_config / load_frontend_weights.
 ExportFrontends load_export_frontends(const std::string& model_dir, const ModelConfig& decoder);
 
+// How vision.onnx takes Gemma-4 images: one per run (the pipeline packages,
+// as splitdec's frontend cuts them), or stacked as ONNX Runtime GenAI's
+// Gemma-4 processor makes them (pixel_values [images, patches, 768],
+// image_position_ids [images, patches, 2] -> image_features [images,
+// tokens, hidden]). SigLIP's graph is stacked either way; gemma4_unified's
+// has only the one-image form.
+enum class VisionImages { OnePerRun, Stacked };
+
 // Whether the vision graph takes image_position_ids (the Gemma-4 families).
 bool vision_graph_takes_positions(const FrontendConfig& config);
 // What the vision graph's pixel_values hold, in words (for genai_config's splitdec section).
-std::string vision_graph_layout(const FrontendConfig& config);
+std::string vision_graph_layout(const FrontendConfig& config, VisionImages images);
 
 // Require has_vision() / has_audio().
-void build_vision_graph(const ExportFrontends& frontends, WeightFile& weights, onnx::ModelProto& out);
+void build_vision_graph(const ExportFrontends& frontends, VisionImages images, WeightFile& weights, onnx::ModelProto& out);
 void build_speech_graph(const ExportFrontends& frontends, WeightFile& weights, onnx::ModelProto& out);
 
 }  // namespace splitdec::onnx_export

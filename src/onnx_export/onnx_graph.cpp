@@ -99,6 +99,7 @@ std::vector<std::string> GraphBuilder::node_named(const std::string& op, const s
     if (const auto* i = std::get_if<int64_t>(&a.value)) p->set_type(onnx::AttributeProto::INT), p->set_i(*i);
     else if (const auto* f = std::get_if<float>(&a.value)) p->set_type(onnx::AttributeProto::FLOAT), p->set_f(*f);
     else if (const auto* s = std::get_if<std::string>(&a.value)) p->set_type(onnx::AttributeProto::STRING), p->set_s(*s);
+    else if (const auto* g = std::get_if<onnx::GraphProto>(&a.value)) p->set_type(onnx::AttributeProto::GRAPH), *p->mutable_g() = *g;
     else {
       p->set_type(onnx::AttributeProto::INTS);
       for (int64_t v : std::get<std::vector<int64_t>>(a.value)) p->add_ints(v);

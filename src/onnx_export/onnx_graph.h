@@ -43,7 +43,8 @@ class WeightFile {
   std::map<std::string, Span> written_;
 };
 
-using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>>;
+// A graph attribute is a subgraph (Scan's body).
+using AttrValue = std::variant<int64_t, float, std::string, std::vector<int64_t>, onnx::GraphProto>;
 struct Attr {
   std::string name;
   AttrValue value;

@@ -59,25 +59,35 @@ void check_onnx_exportable(const ModelConfig& c) {
                         " experts, Gemma-4 26B-A4B) is not exported; run the model with splitdec itself");
 }
 
-// ONNX Runtime GenAI a0c04eb13's multimodal route for Gemma-3 (model type
-// gemma3) starts at vision.onnx, and its GemmaImageProcessor expands every
-// image to 256 soft tokens.
+// ONNX Runtime GenAI a0c04eb13's multimodal route: model type gemma3 or
+// gemma4, whose processors (gemma_image_processor.cpp,
+// gemma4_multimodal_processor.cpp) make the ids and pixels and find the
+// image tokens by their text.
 void check_genai_route(const OnnxExportOptions& o, const ModelConfig& c, const ExportFrontends* f) {
   if (o.genai_route != GenaiRoute::Multimodal) return;
   const std::string what = "--genai-route multimodal";
   if (!f || f->config.vision == VisionFrontend::None)
     throw InputError(what + ": the model has no vision frontend (GenAI's multimodal route starts at vision.onnx)");
-  if (f->config.vision != VisionFrontend::Siglip)
-    throw InputError(what + " is written for Gemma-3 (SigLIP) only; GenAI's Gemma-4 processor feeds batched "
-                     "patches [images, patches, 768] that this package's vision graph does not take yet");
+  if (f->config.vision == VisionFrontend::UnifiedPatches)
+    throw InputError(what + ": gemma4_unified embeds 48 px patches without an encoder; GenAI's Gemma-4 processor "
+                     "makes 16 px patches for the Gemma-4 vision encoder (gemma4 checkpoints with a vision_config)");
   if (!f->has_vision())
     throw InputError(what + ": the checkpoint has no vision tower weights, so no vision.onnx can be written");
-  if (f->config.siglip.tokens() != 256)
+  if (c.per_layer_dim > 0)
+    throw InputError(what + ": per-layer embeddings (E2B / E4B) are not exported for this route: GenAI binds "
+                     "per_layer_inputs as [batch, sequence, layers * dim] and this package's graphs take [batch, "
+                     "sequence, layers, dim]; use --genai-route pipeline");
+  if (f->config.vision == VisionFrontend::Siglip && f->config.siglip.tokens() != 256)
     throw InputError(what + ": the model makes " + std::to_string(f->config.siglip.tokens()) +
                      " soft tokens an image; GenAI's Gemma-3 processor expands every image to 256 "
                      "(gemma_image_processor.cpp), e.g. the preset tiny-gemma3-img256 or a real checkpoint");
+  if (f->config.vision == VisionFrontend::Gemma4Encoder && (f->config.gemma4_pool != 3 || f->config.gemma4.pool != 3))
+    throw InputError(what + ": the image processor pools " + std::to_string(f->config.gemma4_pool) + " x " +
+                     std::to_string(f->config.gemma4_pool) + " patches; GenAI's Gemma-4 processor counts 3 x 3 "
+                     "(kPoolingKernelSize in gemma4_multimodal_processor.cpp)");
   require_tokenizer_files(o.model_dir);
-  require_image_token_strings(o.model_dir, c.boi_token_id, c.image_token_id, c.eoi_token_id);
+  require_image_token_strings(o.model_dir, image_token_strings(f->config.vision), c.boi_token_id, c.image_token_id,
+                              c.eoi_token_id);
 }
 
 namespace {
@@ -86,6 +96,10 @@ namespace {
 // config parser knows for them (src/config.cpp, see docs/onnx-export.md):
 // filename, inputs, outputs; the key names map to our graph names. Their
 // input layouts in words go to splitdec.json.
+VisionImages vision_images(GenaiRoute route) {
+  return route == GenaiRoute::Multimodal ? VisionImages::Stacked : VisionImages::OnePerRun;
+}
+
 void add_media_sections(const ExportFrontends& f, GenaiRoute route, json& cfg, json& ours) {
   json& model = cfg["model"];
   json& media = ours["media"];
@@ -96,8 +110,13 @@ void add_media_sections(const ExportFrontends& f, GenaiRoute route, json& cfg, j
                        {"inputs", inputs},
                        {"outputs", {{"image_features", media_names::kImageFeatures}}}};
     if (route == GenaiRoute::Multimodal) model["vision"]["config_filename"] = kGenaiProcessorFile;
-    media["vision"] = vision_graph_layout(f.config);
+    media["vision"] = vision_graph_layout(f.config, vision_images(route));
   }
+  // GenAI's gemma4 type (an "MMM" model) refuses a speech config file
+  // without a speech model, and its config names one by default
+  // (audio_processor_config.json): a package without speech clears it.
+  if (!f.has_audio() && route == GenaiRoute::Multimodal && f.config.vision == VisionFrontend::Gemma4Encoder)
+    model["speech"] = {{"config_filename", ""}};
   if (f.has_audio()) {
     model["speech"] = {{"filename", kOnnxSpeechFile},
                        {"inputs", {{"audio_embeds", media_names::kAudioFrames}}},
@@ -123,7 +142,7 @@ json pipeline_stage(const char* file, const json& inputs, const json& outputs, b
 // its src/config.cpp). Both plans are `decoder-pipeline` models whose first
 // stage is the embedding graph, so input_ids is consumed and inputs_embeds
 // produced inside the pipeline.
-json genai_config(const Model& model, const OnnxExportOptions& o) {
+json genai_config(const Model& model, const OnnxExportOptions& o, const ExportFrontends* frontends) {
   const ModelConfig& c = model.config();
   const bool split = o.plan == OnnxPackageKind::Split;
   const json decoder_inputs = {{"input_ids", names::kInputIds},
@@ -172,7 +191,9 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
                         {"outputs", decoder_outputs},
                         {"pipeline", pipeline}};
   const bool multimodal = o.genai_route == GenaiRoute::Multimodal;
-  json m = {{"type", multimodal ? "gemma3" : "decoder-pipeline"},
+  // GenAI picks the processor by the model type.
+  const bool gemma4 = frontends && frontends->config.vision == VisionFrontend::Gemma4Encoder;
+  json m = {{"type", !multimodal ? "decoder-pipeline" : gemma4 ? "gemma4" : "gemma3"},
             {"bos_token_id", c.bos_token_id},
             {"eos_token_id", json(c.eos_token_ids)},
             {"pad_token_id", c.pad_token_id},
@@ -189,7 +210,7 @@ json genai_config(const Model& model, const OnnxExportOptions& o) {
                       {"inputs", {{"input_ids", names::kInputIds}, {"image_features", names::kMediaEmbeds}}},
                       {"outputs", {{"inputs_embeds", names::kInputsEmbeds}}}};
   } else if (multimodal) {
-    // GenAI with contrib/onnxruntime-genai (Gemma3PipelineModel): the
+    // GenAI with contrib/onnxruntime-genai (GemmaPipelineModel): the
     // pipeline as above; the vision output becomes the pipeline value the
     // prompt-stage embedding reads as media_embeds.
     m["embedding"] = {{"inputs", {{"image_features", names::kMediaEmbeds}}}};
@@ -284,15 +305,18 @@ OnnxPackage export_onnx_package(const Model& model, const std::string& out_dir, 
     save_model(m, (fs::path(out_dir) / file).string());
     pkg.files.push_back(file);
   };
-  if (frontends && frontends->has_vision()) write_media(build_vision_graph, kOnnxVisionFile);
+  if (frontends && frontends->has_vision())
+    write_media([&](const ExportFrontends& f, WeightFile& w, onnx::ModelProto& m) {
+      build_vision_graph(f, vision_images(o.genai_route), w, m);
+    }, kOnnxVisionFile);
   if (frontends && frontends->has_audio()) write_media(build_speech_graph, kOnnxSpeechFile);
   weights.close();
   pkg.weight_bytes = weights.bytes();
   pkg.files.push_back(kOnnxWeightsFile);
 
-  json config = genai_config(model, o), ours = splitdec_config(model, o, policy);
+  json config = genai_config(model, o, frontends), ours = splitdec_config(model, o, policy);
   if (frontends) add_media_sections(*frontends, o.genai_route, config, ours);
-  const json processor = multimodal ? siglip_processor_config(*frontends) : json();
+  const json processor = multimodal ? image_processor_config(*frontends) : json();
   std::vector<std::pair<const char*, const json*>> configs = {{kGenaiConfigFile, &config}, {kSplitdecConfigFile, &ours}};
   if (multimodal) configs.push_back({kGenaiProcessorFile, &processor});
   for (const auto& [file, content] : configs) {

@@ -35,11 +35,12 @@ const char* package_kind_name(OnnxPackageKind k);
 // How ONNX Runtime GenAI runs the package. `pipeline`: a decoder-pipeline
 // model (embedding stages, then the decoder graphs); the caller binds the
 // media rows (media_embeds). `multimodal`: GenAI's own route for the family
-// (model type gemma3): its processor turns a prompt and images into ids and
-// pixels, vision.onnx makes the rows. Stock GenAI runs the single package
-// so (the embedding graph on every run, one decoder); the split package
-// needs the Gemma3PipelineModel of contrib/onnxruntime-genai. Written for
-// Gemma-3 with 256 image tokens (docs/onnx-export.md says why).
+// (model type gemma3 or gemma4): its processor turns a prompt and images
+// into ids and pixels, vision.onnx makes the rows. Stock GenAI runs the
+// single package so (the embedding graph on every run, one decoder); the
+// split package needs the GemmaPipelineModel of contrib/onnxruntime-genai.
+// Written for Gemma-3 with 256 image tokens and for Gemma-4's vision
+// encoder (docs/onnx-export.md says why).
 enum class GenaiRoute { Pipeline, Multimodal };
 // "pipeline" | "multimodal"; InputError otherwise.
 GenaiRoute parse_genai_route(const std::string& name);

@@ -1,13 +1,16 @@
 // A `--genai-route multimodal` package run the way ONNX Runtime GenAI's
-// multimodal route runs a model of type gemma3 (microsoft/onnxruntime-genai
-// at a0c04eb13: src/models/multi_modal.cpp, MultiModalPipelineState;
-// multi_modal_features.cpp; logits.cpp), so the tests hold the package to
-// that runtime's rules:
+// multimodal route runs a model of type gemma3 or gemma4
+// (microsoft/onnxruntime-genai at a0c04eb13: src/models/multi_modal.cpp,
+// MultiModalPipelineState; multi_modal_features.cpp; logits.cpp), so the
+// tests hold the package to that runtime's rules:
 //
-// - a prompt run with images runs vision.onnx once on pixel_values
-//   [images, 3, S, S] (what GenAI's Gemma-3 processor makes); its
-//   image_features buffer is [images, 256, hidden] when the graph's output
-//   has rank 3, else [256, hidden] (GenAI sizes it; the graph must fill it);
+// - a prompt run with images runs vision.onnx once on what GenAI's
+//   processor makes: pixel_values [images, 3, S, S] (Gemma-3), or
+//   pixel_values [images, patches, 768] and pixel_position_ids [images,
+//   patches, 2] (Gemma-4). Its image_features buffer is [images, tokens,
+//   hidden] when the graph's output has rank 3, else [tokens, hidden]
+//   (GenAI sizes it; the graph must fill it), tokens being 256 for Gemma-3
+//   and the processor's count for image 0 for Gemma-4;
 // - the embedding graph runs on every run, fed input_ids and image_features:
 //   the vision output on a prompt run with images, else an empty
 //   [0, hidden] (the embedding input's own rank decides: 2-D for an input
@@ -21,16 +24,17 @@
 //   is read.
 //
 // A split package (model.decoder.pipeline) runs as contrib/onnxruntime-genai's
-// Gemma3PipelineModel runs it: vision.onnx as above, its output the pipeline
+// GemmaPipelineModel runs it: vision.onnx as above, its output the pipeline
 // value media_embeds for the prompt run ([0, hidden] otherwise), then the
 // pipeline's stages under GenAI's pipeline rules (genai_pipeline.mjs).
 //
 // As a program: greedy generation of one sequence.
 //
-//   node genai_multimodal.mjs PKG IDS.json [PIXELS.npy] [--max-new-tokens N]
+//   node genai_multimodal.mjs PKG IDS.json [PIXELS.npy [POSITIONS.npy]] [--max-new-tokens N]
 //
 // IDS.json: {"tokens": [ids...]} (the prompt as GenAI's processor expands
-// it); PIXELS.npy: float32 [images, 3, S, S]. Prints {"tokens": [...],
+// it); PIXELS.npy: float32, the processor's pixel_values; POSITIONS.npy:
+// int64 [images, patches, 2] (Gemma-4). Prints {"tokens": [...],
 // "step_logits": [[vocab floats] per generated token]}.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -45,7 +49,8 @@ export class GenaiMultimodal {
   static async open(dir, sessionOptions) {
     const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
     const ours = JSON.parse(fs.readFileSync(path.join(dir, 'splitdec.json'), 'utf8'));
-    if (cfg.model.type !== 'gemma3') throw new Error(`model.type ${cfg.model.type} is not gemma3`);
+    if (cfg.model.type !== 'gemma3' && cfg.model.type !== 'gemma4')
+      throw new Error(`model.type ${cfg.model.type} is neither gemma3 nor gemma4`);
     const open = (section) => ort.InferenceSession.create(path.join(dir, cfg.model[section].filename), sessionOptions);
     const vision = await open('vision');
     if (cfg.model.decoder.pipeline) return new GenaiMultimodal(cfg, ours, vision, await GenaiPipeline.open(dir, sessionOptions));
@@ -75,24 +80,30 @@ export class GenaiMultimodal {
     return this.cfg.model[section][kind][key];
   }
 
-  // ids: the run's token ids (one sequence); pixels: ort.Tensor [images, 3,
-  // S, S] on the prompt run with images, else null. Returns the last row's logits.
-  async run(ids, pixels = null) {
+  // ids: the run's token ids (one sequence); pixels (and, for Gemma-4,
+  // positions): ort.Tensor of the processor's outputs on the prompt run with
+  // images, else null. Returns the last row's logits.
+  async run(ids, pixels = null, positions = null) {
     const S = ids.length, total = this.length + S, H = this.hidden;
     const inputIds = new ort.Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, S]);
     let features = new ort.Tensor('float32', new Float32Array(0), [0, H]);
     if (pixels && S > 1) {
       const out = this.name('vision', 'image_features', 'outputs');
       const images = pixels.dims[0];
-      const r = await this.vision.run({ [this.name('vision', 'pixel_values')]: pixels });
+      const feeds = { [this.name('vision', 'pixel_values')]: pixels };
+      if (positions) feeds[this.name('vision', 'pixel_position_ids')] = positions;
+      const r = await this.vision.run(feeds);
       const got = r[out];
-      const want = got.dims.length === 3 ? [images, kImageTokens, H] : [kImageTokens, H];
+      // Gemma-4: the processor's soft-token count of image 0, for every image.
+      const perImage = this.cfg.model.type === 'gemma3' ? kImageTokens
+        : ids.filter((t) => t === this.cfg.model.image_token_id).length / images;
+      const want = got.dims.length === 3 ? [images, perImage, H] : [perImage, H];
       if (got.dims.join(',') !== want.join(','))
         throw new Error(`vision.onnx gave image_features [${got.dims}]; GenAI allocates [${want}] for ${images} image(s)`);
       features = got;
     }
     if (this.pipeline) {
-      // Gemma3PipelineState: the vision rows are the pipeline value the
+      // GemmaPipelineState: the vision rows are the pipeline value the
       // prompt-stage embedding lists; no rows for every other run.
       this.pipeline.extra.set(this.name('embedding', 'image_features'), features);
       const out = await this.pipeline.run([ids]);
@@ -121,16 +132,18 @@ export class GenaiMultimodal {
   }
 }
 
-// A float32 .npy (C order): { shape, data }.
+// A float32 or int64 .npy (C order) as an ort.Tensor.
 function readNpy(file) {
   const buf = fs.readFileSync(file);
   if (buf.toString('latin1', 1, 6) !== 'NUMPY') throw new Error(`${file}: not a .npy file`);
   const v1 = buf[6] === 1, len = v1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8), start = (v1 ? 10 : 12) + len;
   const header = buf.toString('latin1', v1 ? 10 : 12, start);
-  if (!/'descr':\s*'<f4'/.test(header)) throw new Error(`${file}: not little-endian float32`);
+  const i64 = /'descr':\s*'<i8'/.test(header);
+  if (!i64 && !/'descr':\s*'<f4'/.test(header)) throw new Error(`${file}: neither little-endian float32 nor int64`);
   const shape = header.match(/'shape':\s*\(([^)]*)\)/)[1].split(',').filter((s) => s.trim()).map(Number);
   const n = shape.reduce((a, b) => a * b, 1);
-  return { shape, data: new Float32Array(buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + 4 * n)) };
+  const bytes = buf.buffer.slice(buf.byteOffset + start, buf.byteOffset + start + (i64 ? 8 : 4) * n);
+  return i64 ? new ort.Tensor('int64', new BigInt64Array(bytes), shape) : new ort.Tensor('float32', new Float32Array(bytes), shape);
 }
 
 async function main() {
@@ -141,14 +154,15 @@ async function main() {
     if (args[k] === '--max-new-tokens') maxNew = Number(args[++k]);
     else pos.push(args[k]);
   }
-  if (pos.length < 2 || pos.length > 3) throw new Error('usage: genai_multimodal.mjs PKG IDS.json [PIXELS.npy] [--max-new-tokens N]');
+  if (pos.length < 2 || pos.length > 4)
+    throw new Error('usage: genai_multimodal.mjs PKG IDS.json [PIXELS.npy [POSITIONS.npy]] [--max-new-tokens N]');
   const model = await GenaiMultimodal.open(pos[0], { executionProviders: ['cpu'], logSeverityLevel: 3 });
   const ids = JSON.parse(fs.readFileSync(pos[1], 'utf8')).tokens;
-  const px = pos[2] ? readNpy(pos[2]) : null;
+  const [pixels, positions] = [pos[2], pos[3]].map((f) => (f ? readNpy(f) : null));
   const argmax = (a) => a.reduce((best, x, k) => (x > a[best] ? k : best), 0);
   const eos = new Set([].concat(model.cfg.model.eos_token_id));
   const tokens = [], stepLogits = [];
-  let logits = await model.run(ids, px ? new ort.Tensor('float32', px.data, px.shape) : null);
+  let logits = await model.run(ids, pixels, positions);
   for (;;) {
     const next = argmax(logits);
     tokens.push(next), stepLogits.push(Array.from(logits));

@@ -35,8 +35,9 @@ const i64 = (n, f) => BigInt64Array.from({ length: n }, (_, k) => BigInt(f(k)));
 export function readPackage(dir) {
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'genai_config.json'), 'utf8'));
   const ours = JSON.parse(fs.readFileSync(path.join(dir, 'splitdec.json'), 'utf8'));
-  // gemma3 with a pipeline: contrib/onnxruntime-genai's Gemma3PipelineModel (genai_multimodal.mjs).
-  if (cfg.model.type !== 'decoder-pipeline' && !(cfg.model.type === 'gemma3' && cfg.model.decoder.pipeline))
+  // gemma3 / gemma4 with a pipeline: contrib/onnxruntime-genai's GemmaPipelineModel (genai_multimodal.mjs).
+  const gemma = cfg.model.type === 'gemma3' || cfg.model.type === 'gemma4';
+  if (cfg.model.type !== 'decoder-pipeline' && !(gemma && cfg.model.decoder.pipeline))
     throw new Error(`model.type ${cfg.model.type} is not decoder-pipeline`);
   const stages = cfg.model.decoder.pipeline.map((entry) => {
     const [name, s] = Object.entries(entry)[0];
