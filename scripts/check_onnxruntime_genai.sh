@@ -12,16 +12,22 @@
 # BUILD_DIR: splitdec's build (default build/). Not part of CI (CI cannot
 # fetch ONNX Runtime GenAI); see docs/onnx-export.md.
 #
-# For tiny-gemma3, tiny-gemma4 and tiny-gemma4-unified, both packages
-# (split, single), five cases: text, one image, two turns with a new image
-# in turn 2, three turns (text, image, text), and a text prompt after which
-# tiny-gemma4 generates its image id (a generated media id is text). The driver
+# For tiny-gemma3, tiny-gemma4, tiny-gemma4-unified and tiny-gemma4-ple
+# (per-layer embeddings, as E2B / E4B), both packages (split, single), five
+# cases: text, one image, two turns with a new image in turn 2, three turns
+# (text, image, text), and a text prompt after which tiny-gemma4 generates
+# its image id (a generated media id is text); and an audio prompt for the
+# presets with an audio frontend (unified, ple). The driver
 # (scripts/onnxruntime_genai_driver.cpp) binds media_embeds only, once, and
 # feeds the last generated token before each later turn. Then GenAI's own
-# multimodal route on tiny-gemma3-img256 (a PNG through its processor and
-# vision.onnx; a text prompt), against splitdec on the same ids and PNG: the
-# single package; with CONTRIB=1 (a GenAI built with contrib/onnxruntime-genai)
-# the split package too.
+# multimodal route on tiny-gemma3-img256 and tiny-gemma4 (a PNG through its
+# processor and vision.onnx; a text prompt), against splitdec on the same
+# ids and PNG: the single package; with CONTRIB=1 (a GenAI built with
+# contrib/onnxruntime-genai) the split package too. For Gemma-4 the image is
+# a 768 x 768 PNG, which both processors keep at its size; the demo PNG is
+# resized, by GenAI with torchvision's float bicubic and by splitdec with
+# PIL's uint8 bicubic (Hugging Face's fast and slow processors), so that
+# case requires the same ids and tokens and reports the logits' distance.
 set -euo pipefail
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -31,10 +37,11 @@ fi
 . "$(dirname "$0")/genai_driver_setup.sh"
 genai_driver_setup "$1" "${2:-}" splitdec-genai-check -O1
 
-# compare WANT_JSON GOT_JSON: "same ..." when the driver's tokens and the
-# logits it wrote ($work/got.npy) are splitdec's ($work/want.npy, within 1e-4).
+# compare WANT_JSON GOT_JSON [TOLERANCE]: "same ..." when the driver's tokens
+# and the logits it wrote ($work/got.npy) are splitdec's ($work/want.npy,
+# within TOLERANCE, default 1e-4).
 compare() {
-  python3 - "$1" "$2" "$work/want.npy" "$work/got.npy" <<'EOF' || echo "FAIL  comparison failed: $1"
+  python3 - "$1" "$2" "$work/want.npy" "$work/got.npy" "${3:-1e-4}" <<'EOF' || echo "FAIL  comparison failed: $1"
 import json, os, sys, struct, array
 def npy(path):  # float32 [1, steps, vocab] -> (shape, values)
     b = open(path, 'rb').read()
@@ -57,20 +64,32 @@ if not os.path.exists(sys.argv[4]):
 if ws != gs:
     print("FAIL  logits %s, splitdec's %s" % (gs, ws)); sys.exit()
 diff = max((abs(a - b) for a, b in zip(wl, gl)), default=0.0)
-ok = got == want and diff <= 1e-4  # tokens alone missed a caller error that shifted logits by 0.1-0.4
+ok = got == want and diff <= float(sys.argv[5])  # tokens alone missed a caller error that shifted logits by 0.1-0.4
 print(("same  " if ok else "FAIL  ") + "%d tokens, logits within %.1e%s" %
       (len(want), diff, "" if got == want else ": %s  splitdec: %s" % (got, want)))
 EOF
 }
 
+# One second of 16 kHz mono audio (stdlib only): a tone and its octave.
+python3 - "$work/tone.wav" <<'EOF'
+import math, struct, sys, wave
+with wave.open(sys.argv[1], 'wb') as w:
+    w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+    w.writeframes(b''.join(struct.pack('<h', int(9000 * math.sin(2 * math.pi * 440 * t / 16000) +
+                                                  4000 * math.sin(2 * math.pi * 880 * t / 16000))) for t in range(16000)))
+EOF
+
 failures=0
-for preset in tiny-gemma3 tiny-gemma4 tiny-gemma4-unified; do
+for preset in tiny-gemma3 tiny-gemma4 tiny-gemma4-unified tiny-gemma4-ple; do
   m=$work/$preset
   "$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
   "$splitdec" embed-media --model "$m" --image "$root/data/demo.png" --out "$m/demo_png.npy" > /dev/null 2>&1
+  # The audio turn, for checkpoints with an audio frontend (gemma4_unified's
+  # frames, E2B / E4B's conformer).
+  "$splitdec" embed-media --model "$m" --audio "$work/tone.wav" --out "$m/tone_wav.npy" > /dev/null 2>&1 || true
   # Inputs: token ids from the model's config.json, one image run as long as
   # its rows (the demo PNG through the model's frontend, and make-model's
-  # demo_image.npy for the other image).
+  # demo_image.npy for the other image), one audio run likewise.
   python3 - "$m" <<'EOF'
 import json, sys, os
 m = sys.argv[1]
@@ -98,13 +117,21 @@ cases = {
 # image id; generated ids are text in splitdec and must be in the package.
 cases['generated_media_id'] = {'turns': [turn([2, 185, 505, 97, 222, 353, 44, 57, 440, 294, 68, 207, 318, 49, 485, 279],
                                                None, 33)]}
+if os.path.exists(os.path.join(m, 'tone_wav.npy')):
+    aud, boa, eoa = key('audio_token'), key('boa_token'), key('eoa_token')
+    audio = [boa] + [aud] * rows('tone_wav.npy') + [eoa]
+    cases['audio'] = {'turns': [{'tokens': [[bos, 40, 41] + audio + [50, 51]],
+                                 'modality': [['audio' if x == aud else 'text' for x in [bos, 40, 41] + audio + [50, 51]]],
+                                 'media_embeddings': 'tone_wav.npy', 'max_new_tokens': 8}]}
 for name, case in cases.items():
     json.dump(case, open(os.path.join(m, name + '.json'), 'w'))
 EOF
+  cases="text image two_turns_new_image three_turns generated_media_id"
+  [[ -e $m/audio.json ]] && cases="$cases audio"
   for plan in split single; do
     pkg=$m/pkg-$plan
     "$splitdec" export-onnx --model "$m" --out "$pkg" --plan "$plan" --max-length 512 > /dev/null
-    for case in text image two_turns_new_image three_turns generated_media_id; do
+    for case in $cases; do
       want=$("$splitdec" generate --model "$m" --input "$m/$case.json" --plan split --json \
         --step-logits "$work/want.npy" | grep '^{' | head -1) || want='{"error": "splitdec generate failed"}'
       rm -f "$work/got.npy"
@@ -122,48 +149,77 @@ done
 # OgaProcessorProcessImages) and vision.onnx. splitdec runs the ids GenAI's
 # processor made, with its own rows of the same PNG; the ids must also be
 # what splitdec's tokenizer makes of the text GenAI expanded.
-preset=tiny-gemma3-img256
-m=$work/$preset
-"$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
-"$splitdec" embed-media --model "$m" --image "$root/data/demo.png" --out "$m/demo_png.npy" > /dev/null
+#
+# A 768 x 768 RGB PNG (stdlib only): Gemma-4's processors keep it at its
+# size at the default budget of 280 soft tokens (16 x 16 pooled bins).
+python3 - "$work/square768.png" <<'EOF'
+import math, struct, sys, zlib
+W = H = 768
+raw = b''.join(b'\0' + bytes(v for x in range(W) for v in ((x * 255) // (W - 1), (y * 255) // (H - 1),
+                                                           int(127 + 120 * math.sin((x + 2 * y) / 23.0))))
+               for y in range(H))
+chunk = lambda t, d: struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+open(sys.argv[1], 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', W, H, 8, 2, 0, 0, 0)) +
+                              chunk(b'IDAT', zlib.compress(raw, 9)) + chunk(b'IEND', b''))
+EOF
 plans=single
 [[ ${CONTRIB:-0} == 1 ]] && plans="single split"  # split: needs GenAI with contrib/onnxruntime-genai
+for preset in tiny-gemma3-img256 tiny-gemma4; do
+m=$work/$preset
+"$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
+if [[ $preset == tiny-gemma3-img256 ]]; then
+  marker='<start_of_image>' cases="image text"
+else
+  marker='<|image>' cases="image image_resized text"
+fi
 for plan in $plans; do
-"$splitdec" export-onnx --model "$m" --out "$m/pkg-$plan" --plan "$plan" --genai-route multimodal --max-length 512 > /dev/null
-for case in image text; do
-  if [[ $case == image ]]; then prompt='<bos>Describe <start_of_image> in a word.' image=$root/data/demo.png
-  else prompt='<bos>Say something.' image=-; fi
+"$splitdec" export-onnx --model "$m" --out "$m/pkg-$plan" --plan "$plan" --genai-route multimodal --max-length 1024 > /dev/null
+for case in $cases; do
+  tolerance=1e-4 image=-
+  case $case in
+    image) image=$root/data/demo.png; [[ $preset == tiny-gemma4 ]] && image=$work/square768.png ;;
+    image_resized) image=$root/data/demo.png tolerance=1 ;;
+  esac
+  if [[ $case == text ]]; then prompt='<bos>Say something.'; else prompt="<bos>Describe $marker in a word."; fi
+  [[ $image == - ]] || "$splitdec" embed-media --model "$m" --image "$image" --out "$m/rows.npy" > /dev/null 2>&1
   rm -f "$work/got.npy"
   if got=$("$work/driver" --multimodal "$m/pkg-$plan" "$prompt" "$image" 10 "$work/got.npy" 2> "$work/err"); then
+    # The ids GenAI's processor made; the text it expanded (each image marker
+    # as gemma_image_processor.cpp / gemma4_multimodal_processor.cpp write it).
     python3 - "$m" "$got" "$prompt" <<'EOF'
 import json, os, sys
 m, got, prompt = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 c = json.load(open(os.path.join(m, 'config.json')))
-img = c['image_token_index']
+img = c.get('image_token_id', c.get('image_token_index'))
 ids = got['input_ids']
 n = sum(1 for t in ids if t == img)
 case = {'tokens': [ids], 'modality': [['image' if t == img else 'text' for t in ids]], 'max_new_tokens': 10}
-if n: case['media_embeddings'] = 'demo_png.npy'
+if n: case['media_embeddings'] = 'rows.npy'
 json.dump(case, open(os.path.join(m, 'route.json'), 'w'))
-# GenAI's Gemma-3 expansion of each image marker (gemma_image_processor.cpp)
-expanded = prompt.replace('<start_of_image>', '\n\n<start_of_image>' + '<image_soft_token>' * 256 + '<end_of_image>\n\n')
+if c.get('model_type') == 'gemma4':
+    expanded = prompt.replace('<|image>', '\n\n<|image>' + '<|image|>' * n + '<image|>\n\n')
+else:
+    expanded = prompt.replace('<start_of_image>', '\n\n<start_of_image>' + '<image_soft_token>' * 256 + '<end_of_image>\n\n')
 json.dump([expanded], open(os.path.join(m, 'route_text.json'), 'w'))
+json.dump({'image_ids': n}, open(os.path.join(m, 'route_count.json'), 'w'))
 EOF
     want=$("$splitdec" generate --model "$m" --input "$m/route.json" --plan split --json --max-new-tokens 10 --step-logits "$work/want.npy" |
       grep '^{' | head -1) || want='{"error": "splitdec generate failed"}'
-    verdict=$(compare "$want" "$got")
+    verdict=$(compare "$want" "$got" "$tolerance")
     ours=$("$splitdec" tokenize --model "$m" --strings "$m/route_text.json" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])' 2>&1) || true
     theirs=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["input_ids"])' "$got") || true
     [[ $ours == "$theirs" ]] || verdict="FAIL  GenAI's processor ids differ from splitdec's tokenizer: $theirs vs $ours"
-    # The image prompt must reach the image: 256 image ids from GenAI's processor.
-    images=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["input_ids"].count(int(sys.argv[2])))' "$got" \
-      "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_token_index"])' "$m/config.json")") || images=?
-    [[ $case == text || $images == 256 ]] || verdict="FAIL  $images image ids in GenAI's prompt, not 256"
+    # The image prompt must reach the image: as many image ids as splitdec's frontend makes rows.
+    images=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["image_ids"])' "$m/route_count.json") || images=?
+    rows=0
+    [[ $image == - ]] || rows=$(python3 -c 'import sys; h = open(sys.argv[1], "rb").read(256).decode("latin1"); print(int(h[h.index("(") + 1:].split(",")[0]))' "$m/rows.npy")
+    [[ $images == "$rows" ]] || verdict="FAIL  $images image ids in GenAI's prompt, splitdec's frontend makes $rows rows"
   else
     verdict="FAIL  error: $(grep -v '^[[:space:]]*$' "$work/err" | tail -3 | tr '\n' ' ')"
   fi
   printf '%-20s %-7s %-20s %s\n' "$preset" "$plan" "route $case" "$verdict"
   [[ $verdict == same* ]] || failures=$((failures + 1))
+done
 done
 done
 

@@ -1,13 +1,13 @@
 // Copyright (c) splitdec contributors. Licensed under the MIT License.
 //
-// Gemma3PipelineModel: a gemma3 model whose decoder is a pipeline (a masked
-// prompt stage, a GroupQueryAttention generation stage on shared buffers)
-// runs through the multimodal API and gives the tokens of the same model
-// exported as one decoder graph (stock MultiModalLanguageModel).
+// GemmaPipelineModel: a gemma3 or gemma4 model whose decoder is a pipeline (a
+// masked prompt stage, a GroupQueryAttention generation stage on shared
+// buffers) runs through the multimodal API and gives the tokens of the same
+// model exported as one decoder graph (stock MultiModalLanguageModel).
 //
 // Models (made by splitdec, see contrib/onnxruntime-genai/README.md):
-//   test/models/gemma3-pipeline  export-onnx --plan split --genai-route multimodal
-//   test/models/gemma3-single    export-onnx --plan single --genai-route multimodal
+//   test/models/gemma3-pipeline, gemma4-pipeline  export-onnx --plan split --genai-route multimodal
+//   test/models/gemma3-single, gemma4-single      export-onnx --plan single --genai-route multimodal
 // (MODEL_PATH is test/models/, test/CMakeLists.txt.)
 
 #include <filesystem>
@@ -21,10 +21,19 @@
 
 namespace {
 
-std::string ModelDir(const char* name) { return std::string(MODEL_PATH) + name; }
+struct Family {
+  const char* name;          // the test models' prefix
+  const char* image_prompt;  // with the family's image marker
+};
 
-bool HaveModels() {
-  return std::filesystem::exists(ModelDir("gemma3-pipeline")) && std::filesystem::exists(ModelDir("gemma3-single"));
+const Family kFamilies[] = {{"gemma3", "<bos>Describe <start_of_image> in a word."},
+                            {"gemma4", "<bos>Describe <|image> in a word."}};
+
+std::string ModelDir(const std::string& name) { return std::string(MODEL_PATH) + name; }
+
+bool HaveModels(const Family& f) {
+  return std::filesystem::exists(ModelDir(std::string(f.name) + "-pipeline")) &&
+         std::filesystem::exists(ModelDir(std::string(f.name) + "-single"));
 }
 
 // Greedy tokens after the processor's inputs for `prompt` and the image (or none).
@@ -35,7 +44,7 @@ std::vector<int32_t> Generate(const std::string& model_dir, const char* prompt, 
   if (image) images = OgaImages::Load(std::vector<const char*>{image});
   auto inputs = processor->ProcessImages(prompt, images.get());
   auto params = OgaGeneratorParams::Create(*model);
-  params->SetSearchOption("max_length", 512);
+  params->SetSearchOption("max_length", 1024);
   auto generator = OgaGenerator::Create(*model, *params);
   generator->SetInputs(*inputs);
   std::vector<int32_t> tokens;
@@ -48,33 +57,41 @@ std::vector<int32_t> Generate(const std::string& model_dir, const char* prompt, 
 
 }  // namespace
 
-TEST(Gemma3PipelineTest, ImagePromptGivesTheSingleGraphsTokens) {
-  if (!HaveModels()) GTEST_SKIP() << "gemma3-pipeline / gemma3-single test models not found";
+TEST(GemmaPipelineTest, ImagePromptGivesTheSingleGraphsTokens) {
   const std::string image = std::string(MODEL_PATH) + "../images/sheet.png";
-  const char* prompt = "<bos>Describe <start_of_image> in a word.";
-  const auto pipeline = Generate(ModelDir("gemma3-pipeline"), prompt, image.c_str(), 12);
-  const auto single = Generate(ModelDir("gemma3-single"), prompt, image.c_str(), 12);
-  ASSERT_FALSE(pipeline.empty());
-  EXPECT_EQ(pipeline, single);
+  for (const Family& f : kFamilies) {
+    SCOPED_TRACE(f.name);
+    if (!HaveModels(f)) GTEST_SKIP() << f.name << "-pipeline / " << f.name << "-single test models not found";
+    const auto pipeline = Generate(ModelDir(std::string(f.name) + "-pipeline"), f.image_prompt, image.c_str(), 12);
+    const auto single = Generate(ModelDir(std::string(f.name) + "-single"), f.image_prompt, image.c_str(), 12);
+    ASSERT_FALSE(pipeline.empty());
+    EXPECT_EQ(pipeline, single);
+  }
 }
 
-TEST(Gemma3PipelineTest, TextPromptNeedsNoImage) {
-  if (!HaveModels()) GTEST_SKIP() << "gemma3-pipeline / gemma3-single test models not found";
+TEST(GemmaPipelineTest, TextPromptNeedsNoImage) {
   const char* prompt = "<bos>Say something.";
-  const auto pipeline = Generate(ModelDir("gemma3-pipeline"), prompt, nullptr, 12);
-  const auto single = Generate(ModelDir("gemma3-single"), prompt, nullptr, 12);
-  ASSERT_FALSE(pipeline.empty());
-  EXPECT_EQ(pipeline, single);
+  for (const Family& f : kFamilies) {
+    SCOPED_TRACE(f.name);
+    if (!HaveModels(f)) GTEST_SKIP() << f.name << "-pipeline / " << f.name << "-single test models not found";
+    const auto pipeline = Generate(ModelDir(std::string(f.name) + "-pipeline"), prompt, nullptr, 12);
+    const auto single = Generate(ModelDir(std::string(f.name) + "-single"), prompt, nullptr, 12);
+    ASSERT_FALSE(pipeline.empty());
+    EXPECT_EQ(pipeline, single);
+  }
 }
 
-TEST(Gemma3PipelineTest, APipelineWithoutVisionIsRefusedByName) {
-  if (!HaveModels()) GTEST_SKIP() << "gemma3-pipeline test model not found";
-  auto config = OgaConfig::Create(ModelDir("gemma3-pipeline").c_str());
-  config->Overlay(R"({"model": {"vision": {"filename": ""}}})");
-  try {
-    OgaModel::Create(*config);
-    FAIL() << "a gemma3 pipeline without model.vision.filename loaded";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("model.vision.filename"), std::string::npos) << e.what();
+TEST(GemmaPipelineTest, APipelineWithoutVisionIsRefusedByName) {
+  for (const Family& f : kFamilies) {
+    SCOPED_TRACE(f.name);
+    if (!HaveModels(f)) GTEST_SKIP() << f.name << "-pipeline test model not found";
+    auto config = OgaConfig::Create(ModelDir(std::string(f.name) + "-pipeline").c_str());
+    config->Overlay(R"({"model": {"vision": {"filename": ""}}})");
+    try {
+      OgaModel::Create(*config);
+      FAIL() << "a " << f.name << " pipeline without model.vision.filename loaded";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("model.vision.filename"), std::string::npos) << e.what();
+    }
   }
 }
