@@ -164,7 +164,7 @@ open(sys.argv[1], 'wb').write(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack(
 EOF
 plans=single
 [[ ${CONTRIB:-0} == 1 ]] && plans="single split"  # split: needs GenAI with contrib/onnxruntime-genai
-for preset in tiny-gemma3-img256 tiny-gemma4; do
+for preset in tiny-gemma3-img256 tiny-gemma4 tiny-gemma4-ple; do
 m=$work/$preset
 "$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
 if [[ $preset == tiny-gemma3-img256 ]]; then
@@ -177,7 +177,7 @@ for plan in $plans; do
 for case in $cases; do
   tolerance=1e-4 image=-
   case $case in
-    image) image=$root/data/demo.png; [[ $preset == tiny-gemma4 ]] && image=$work/square768.png ;;
+    image) image=$root/data/demo.png; [[ $preset == tiny-gemma4* ]] && image=$work/square768.png ;;
     image_resized) image=$root/data/demo.png tolerance=1 ;;
   esac
   if [[ $case == text ]]; then prompt='<bos>Say something.'; else prompt="<bos>Describe $marker in a word."; fi

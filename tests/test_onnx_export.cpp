@@ -1193,9 +1193,9 @@ TEST(OnnxGenaiMultimodalRoute, PackageHoldsWhatGenaiReads) {
 // processor's transforms, vision.onnx taking stacked images, and the speech
 // section GenAI needs cleared when the package has no speech graph.
 TEST(OnnxGenaiMultimodalRoute, Gemma4PackageHoldsWhatGenaiReads) {
-  const std::string preset = "tiny-gemma4";
+  for (const std::string preset : {"tiny-gemma4", "tiny-gemma4-ple"})
   for (const std::string plan : {"single", "split"}) {
-    SCOPED_TRACE(plan);
+    SCOPED_TRACE(preset + " " + plan);
     const fs::path pkg = export_multimodal_route(preset, plan);
     const json cfg = package_config(pkg);
     EXPECT_TRUE(genai_config_problems(cfg).empty()) << json(genai_config_problems(cfg)).dump(1);
@@ -1214,6 +1214,25 @@ TEST(OnnxGenaiMultimodalRoute, Gemma4PackageHoldsWhatGenaiReads) {
     const onnx::ModelProto vision = load_graph(pkg / "vision.onnx");
     for (const auto& v : vision.graph().input()) EXPECT_EQ(v.type().tensor_type().shape().dim_size(), 3) << v.name();
     for (const auto& v : vision.graph().output()) EXPECT_EQ(v.type().tensor_type().shape().dim_size(), 3) << v.name();
+    // Per-layer embeddings (E2B / E4B): GenAI's gemma4 route passes them from
+    // the embedding graph to the decoder as [batch, sequence, layers * P].
+    const ModelConfig& mc = model(preset).config();
+    if (plan == "single") {
+      EXPECT_EQ(cfg["model"]["embedding"]["outputs"].contains("per_layer_inputs"), mc.per_layer_dim > 0);
+      EXPECT_EQ(cfg["model"]["decoder"]["inputs"].contains("per_layer_inputs"), mc.per_layer_dim > 0);
+    }
+    if (mc.per_layer_dim > 0) {
+      const onnx::ModelProto embedding = load_graph(pkg / "embedding.onnx");
+      bool found = false;
+      for (const auto& v : embedding.graph().output())
+        if (v.name() == "per_layer_inputs") {
+          found = true;
+          const auto& shape = v.type().tensor_type().shape();
+          ASSERT_EQ(shape.dim_size(), 3);
+          EXPECT_EQ(shape.dim(2).dim_value(), int64_t(mc.num_layers) * mc.per_layer_dim);
+        }
+      EXPECT_TRUE(found);
+    }
   }
 }
 
@@ -1240,7 +1259,6 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
       {model_dir("tiny-gemma3"), "--plan single", "16 soft tokens an image; GenAI's Gemma-3 processor expands every image to 256"},
       {model_dir("tiny-gemma3-256"), "--plan single", "has no vision frontend"},
       {model_dir("tiny-gemma4-unified"), "--plan single", "gemma4_unified embeds 48 px patches without an encoder"},
-      {model_dir("tiny-gemma4-ple"), "--plan single", "per-layer embeddings (E2B / E4B) are not exported for this route"},
       {bare.string(), "--plan single", "tokenizer.json"},
       {relabeled.string(), "--plan single", "<image_soft_token> tokens, found by text; it is id 9, config.json's is 8"},
   };
@@ -1397,8 +1415,9 @@ TEST(OnnxGenaiMultimodalRoute, PngThroughGenaisRouteMatchesSplitdec) {
 // own frontend from the same PNG.
 TEST(OnnxGenaiMultimodalRoute, Gemma4PngThroughGenaisRouteMatchesSplitdec) {
   REQUIRE_RUNTIME();
-  const std::string preset = "tiny-gemma4";
-  const fs::path work = temp_root() / "multimodal-route-gemma4";
+  for (const std::string preset : {"tiny-gemma4", "tiny-gemma4-ple"}) {  // -ple: per-layer embeddings, as E2B / E4B
+  SCOPED_TRACE(preset);
+  const fs::path work = temp_root() / ("multimodal-route-" + preset);
   fs::create_directories(work);
   const FrontendConfig& c = frontend(preset)->config();
   const ImagePatches p = gemma4_patches(read_image_file(DEMO_PNG), c.default_image_tokens, c.gemma4_patch, c.gemma4_pool, false);
@@ -1408,4 +1427,5 @@ TEST(OnnxGenaiMultimodalRoute, Gemma4PngThroughGenaisRouteMatchesSplitdec) {
   write_npy((work / "pixels.npy").string(), {1, pixels.shape[0], pixels.shape[1]}, pixels.f32.data());
   write_npy_i64(work / "positions.npy", {1, positions.shape[0], 2}, positions.i64);
   expect_route_matches_splitdec(preset, work, (work / "pixels.npy").string() + " " + (work / "positions.npy").string());
+  }
 }

@@ -130,7 +130,9 @@ class DecoderWriter {
     std::string out = g_.op("Add", {h1, down});
     if (c_.per_layer_dim > 0) {
       // add_per_layer_input: out += post_norm(projection(gelu(gate(out)) * this layer's input)).
-      const std::string input = g_.op("Gather", {names::kPerLayerInputs, g_.scalar_i64(l)}, {{"axis", int64_t(2)}});
+      if (per_layer_rows_.empty())  // [B,S,L*P] as bound -> [B,S,L,P], once per graph
+        per_layer_rows_ = g_.op("Reshape", {names::kPerLayerInputs, g_.const_i64({0, 0, c_.num_layers, c_.per_layer_dim}, {4})});
+      const std::string input = g_.op("Gather", {per_layer_rows_, g_.scalar_i64(l)}, {{"axis", int64_t(2)}});
       const std::string gated = g_.op("Mul", {g_.gelu_tanh(linear(out, w.per_layer_input_gate, p + ".per_layer_input_gate")), input});
       out = g_.op("Add", {out, rms_norm(linear(gated, w.per_layer_projection, p + ".per_layer_projection"),
                                         &w.post_per_layer_input_norm, p + ".post_per_layer_input_norm.weight")});
@@ -161,7 +163,8 @@ class DecoderWriter {
   }
 
   // Model::per_layer_inputs: (norm(W_proj e H^-0.5) + T[table id] sqrt(P)) 2^-0.5
-  // as [B,S,L,P]; table_ids [B,S] (pad on media rows), embeds [B,S,H].
+  // as [B,S,L*P] (layer-major, per_layer_dims); table_ids [B,S] (pad on media
+  // rows), embeds [B,S,H].
   std::string per_layer_inputs(const std::string& table_ids, const std::string& embeds) {
     g_.set_scope("per_layer_inputs");
     const ModelWeights& w = m_.weights();
@@ -183,7 +186,7 @@ class DecoderWriter {
                                         "per_layer_projection_norm.weight");
     const std::string out = g_.op("Mul", {g_.op("Add", {normed, rows}), g_.scalar_f32(1.f / std::sqrt(2.f))});
     g_.set_scope("");
-    return out;
+    return g_.op("Reshape", {out, g_.const_i64({0, 0, LP}, {3})});
   }
 
   std::string embedding_table() { return table("embed_tokens.weight", m_.weights().embed_tokens); }
@@ -205,10 +208,14 @@ class DecoderWriter {
   const ModelConfig& c_;
   GraphBuilder& g_;
   std::map<std::vector<float>, std::pair<std::string, std::string>> rope_cache_;
+  std::string per_layer_rows_;  // the decoder's per_layer_inputs as [B,S,L,P]
 };
 
+// per_layer_inputs between the graphs: [batch, sequence, layers * P], the
+// rank ONNX Runtime GenAI's multimodal route allocates for it (Embeddings,
+// sized by the graph's last dimension).
 std::vector<Dim> per_layer_dims(const ModelConfig& c) {
-  return {std::string("batch"), std::string("sequence_length"), int64_t(c.num_layers), int64_t(c.per_layer_dim)};
+  return {std::string("batch"), std::string("sequence_length"), int64_t(c.num_layers) * c.per_layer_dim};
 }
 
 std::vector<Dim> kv_dims(const LayerSpec& spec, Dim length) {

@@ -73,10 +73,6 @@ void check_genai_route(const OnnxExportOptions& o, const ModelConfig& c, const E
                      "makes 16 px patches for the Gemma-4 vision encoder (gemma4 checkpoints with a vision_config)");
   if (!f->has_vision())
     throw InputError(what + ": the checkpoint has no vision tower weights, so no vision.onnx can be written");
-  if (c.per_layer_dim > 0)
-    throw InputError(what + ": per-layer embeddings (E2B / E4B) are not exported for this route: GenAI binds "
-                     "per_layer_inputs as [batch, sequence, layers * dim] and this package's graphs take [batch, "
-                     "sequence, layers, dim]; use --genai-route pipeline");
   if (f->config.vision == VisionFrontend::Siglip && f->config.siglip.tokens() != 256)
     throw InputError(what + ": the model makes " + std::to_string(f->config.siglip.tokens()) +
                      " soft tokens an image; GenAI's Gemma-3 processor expands every image to 256 "
@@ -209,6 +205,12 @@ json genai_config(const Model& model, const OnnxExportOptions& o, const ExportFr
     m["embedding"] = {{"filename", kOnnxEmbeddingFile},
                       {"inputs", {{"input_ids", names::kInputIds}, {"image_features", names::kMediaEmbeds}}},
                       {"outputs", {{"inputs_embeds", names::kInputsEmbeds}}}};
+    // Per-layer embeddings (E2B / E4B): GenAI's gemma4 route hands the
+    // embedding graph's per_layer_inputs to the decoder.
+    if (c.per_layer_dim > 0) {
+      m["embedding"]["outputs"]["per_layer_inputs"] = names::kPerLayerInputs;
+      m["decoder"]["inputs"]["per_layer_inputs"] = names::kPerLayerInputs;
+    }
   } else if (multimodal) {
     // GenAI with contrib/onnxruntime-genai (GemmaPipelineModel): the
     // pipeline as above; the vision output becomes the pipeline value the
@@ -248,8 +250,8 @@ json splitdec_config(const Model& model, const OnnxExportOptions& o, MaskPolicy 
           {"media_token_ids", {{"image", c.image_token_id}, {"video", c.video_token_id}, {"audio", c.audio_token_id}}},
           {"layers", kv_layers}};
   if (c.per_layer_dim > 0)
-    out["per_layer_inputs"] = "[batch, sequence, " + std::to_string(c.num_layers) + ", " + std::to_string(c.per_layer_dim) +
-                              "] float: made by the embedding graph from the ids (pad on media rows) and inputs_embeds, "
+    out["per_layer_inputs"] = "[batch, sequence, " + std::to_string(c.num_layers) + " * " + std::to_string(c.per_layer_dim) +
+                              "] float, layer-major: made by the embedding graph from the ids (pad on media rows) and inputs_embeds, "
                               "read by every decoder stage; passed between stages like inputs_embeds";
   return out;
 }

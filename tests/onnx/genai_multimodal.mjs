@@ -15,7 +15,8 @@
 //   the vision output on a prompt run with images, else an empty
 //   [0, hidden] (the embedding input's own rank decides: 2-D for an input
 //   without a rank-3 shape);
-// - the decoder gets inputs_embeds, attention_mask, position_ids, input_ids
+// - the decoder gets inputs_embeds (and the embedding's per_layer_inputs
+//   where the config names them), attention_mask, position_ids, input_ids
 //   only if its graph declares it, and the KV: with
 //   search.past_present_share_buffer false a present per run that becomes the
 //   next past;
@@ -119,6 +120,9 @@ export class GenaiMultimodal {
       position_ids: new ort.Tensor('int64', i64(S, (k) => this.length + k), [1, S]),
     };
     if (this.decoder.inputNames.includes('input_ids')) feeds.input_ids = inputIds;
+    // Gemma-4 E2B / E4B: the embedding graph's per-layer inputs go to the decoder.
+    const perLayer = this.cfg.model.decoder.inputs.per_layer_inputs;
+    if (perLayer) feeds[perLayer] = emb[this.name('embedding', 'per_layer_inputs', 'outputs')];
     for (const [l, b] of this.kv) {
       feeds[`past_key_values.${l}.key`] = b.key;
       feeds[`past_key_values.${l}.value`] = b.value;
