@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("--plan", plan, "split | single (default split)");
   app.add_option("--genai-route", route,
                  "pipeline: a decoder-pipeline package, the caller binds media rows (default); multimodal: ONNX "
-                 "Runtime GenAI's own Gemma-3 route (its processor and vision.onnx; stock GenAI runs --plan single, "
+                 "Runtime GenAI's own Gemma-3 / Gemma-4 route (its processor and vision.onnx; stock GenAI runs --plan single, "
                  "the split plan needs contrib/onnxruntime-genai)");
   try {
     app.parse(argc, argv);

@@ -20,7 +20,7 @@
 # presets with an audio frontend (unified, ple). The driver
 # (scripts/onnxruntime_genai_driver.cpp) binds media_embeds only, once, and
 # feeds the last generated token before each later turn. Then GenAI's own
-# multimodal route on tiny-gemma3-img256 and tiny-gemma4 (a PNG through its
+# multimodal route on tiny-gemma3-img256, tiny-gemma4 and tiny-gemma4-ple (a PNG through its
 # processor and vision.onnx; a text prompt), against splitdec on the same
 # ids and PNG: the single package; with CONTRIB=1 (a GenAI built with
 # contrib/onnxruntime-genai) the split package too. For Gemma-4 the image is
@@ -85,8 +85,12 @@ for preset in tiny-gemma3 tiny-gemma4 tiny-gemma4-unified tiny-gemma4-ple; do
   "$splitdec" make-model --preset "$preset" --out "$m" > /dev/null
   "$splitdec" embed-media --model "$m" --image "$root/data/demo.png" --out "$m/demo_png.npy" > /dev/null 2>&1
   # The audio turn, for checkpoints with an audio frontend (gemma4_unified's
-  # frames, E2B / E4B's conformer).
-  "$splitdec" embed-media --model "$m" --audio "$work/tone.wav" --out "$m/tone_wav.npy" > /dev/null 2>&1 || true
+  # frames, E2B / E4B's conformer): config.json's audio_config says so, and
+  # then its rows must come.
+  if grep -q '"audio_config"' "$m/config.json"; then
+    "$splitdec" embed-media --model "$m" --audio "$work/tone.wav" --out "$m/tone_wav.npy" > /dev/null 2>&1 ||
+      { echo "FAIL  $preset: embed-media --audio failed"; failures=$((failures + 1)); }
+  fi
   # Inputs: token ids from the model's config.json, one image run as long as
   # its rows (the demo PNG through the model's frontend, and make-model's
   # demo_image.npy for the other image), one audio run likewise.

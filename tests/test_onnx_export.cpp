@@ -1170,7 +1170,7 @@ TEST(OnnxGenaiMultimodalRoute, PackageHoldsWhatGenaiReads) {
   EXPECT_EQ(resize["interpolation"], "LINEAR");  // PIL's BILINEAR, as HF's Gemma3ImageProcessor
   EXPECT_EQ(resize["keep_aspect_ratio"], 0);
   // The split package: GenAI's gemma3 type with the pipeline kept, for
-  // contrib/onnxruntime-genai's Gemma3PipelineModel; the vision rows become
+  // contrib/onnxruntime-genai's GemmaPipelineModel; the vision rows become
   // the pipeline value media_embeds.
   const fs::path split = export_multimodal_route(kRoutePreset, "split");
   const json split_cfg = package_config(split);
@@ -1222,16 +1222,22 @@ TEST(OnnxGenaiMultimodalRoute, Gemma4PackageHoldsWhatGenaiReads) {
       EXPECT_EQ(cfg["model"]["decoder"]["inputs"].contains("per_layer_inputs"), mc.per_layer_dim > 0);
     }
     if (mc.per_layer_dim > 0) {
-      const onnx::ModelProto embedding = load_graph(pkg / "embedding.onnx");
-      bool found = false;
-      for (const auto& v : embedding.graph().output())
-        if (v.name() == "per_layer_inputs") {
-          found = true;
-          const auto& shape = v.type().tensor_type().shape();
-          ASSERT_EQ(shape.dim_size(), 3);
-          EXPECT_EQ(shape.dim(2).dim_value(), int64_t(mc.num_layers) * mc.per_layer_dim);
-        }
-      EXPECT_TRUE(found);
+      // GenAI sizes its buffer from the last dimension: the producer's and every consumer's.
+      auto expect_per_layer = [&](const std::string& graph, bool output) {
+        const onnx::ModelProto g = load_graph(pkg / graph);
+        bool found = false;
+        for (const auto& v : output ? g.graph().output() : g.graph().input())
+          if (v.name() == "per_layer_inputs") {
+            found = true;
+            const auto& shape = v.type().tensor_type().shape();
+            ASSERT_EQ(shape.dim_size(), 3) << graph;
+            EXPECT_EQ(shape.dim(2).dim_value(), int64_t(mc.num_layers) * mc.per_layer_dim) << graph;
+          }
+        EXPECT_TRUE(found) << graph;
+      };
+      expect_per_layer("embedding.onnx", true);
+      if (plan == "single") expect_per_layer("decoder.onnx", false);
+      else expect_per_layer("decoder_prefill.onnx", false), expect_per_layer("decoder_decode.onnx", false);
     }
   }
 }
@@ -1251,6 +1257,23 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
     }
     std::ofstream(relabeled / "tokenizer.json") << tok.dump();
   }
+  // Gemma-4: the image soft token relabeled; a vision encoder pooling 2 x 2
+  // (GenAI's Gemma-4 processor counts 3 x 3).
+  const fs::path relabeled4 = copy_model_folder("tiny-gemma4", "gemma4-relabeled-tokenizer", [](const fs::path&) { return true; });
+  {
+    json tok = json::parse(std::ifstream(relabeled4 / "tokenizer.json"));
+    for (json& t : tok["added_tokens"]) {
+      if (t["content"] == "<|image|>") t["content"] = "<|audio|>";
+      else if (t["content"] == "<|audio|>") t["content"] = "<|image|>";
+    }
+    std::ofstream(relabeled4 / "tokenizer.json") << tok.dump();
+  }
+  const fs::path pool2 = copy_model_folder("tiny-gemma4", "gemma4-pool2", [](const fs::path&) { return true; });
+  {
+    json cfg = json::parse(std::ifstream(pool2 / "config.json"));
+    cfg["vision_config"]["pooling_kernel_size"] = 2;
+    std::ofstream(pool2 / "config.json") << cfg.dump();
+  }
   struct Case {
     std::string model, args, expect;
   };
@@ -1259,6 +1282,8 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
       {model_dir("tiny-gemma3"), "--plan single", "16 soft tokens an image; GenAI's Gemma-3 processor expands every image to 256"},
       {model_dir("tiny-gemma3-256"), "--plan single", "has no vision frontend"},
       {model_dir("tiny-gemma4-unified"), "--plan single", "gemma4_unified embeds 48 px patches without an encoder"},
+      {relabeled4.string(), "--plan single", "<|image|> tokens, found by text; it is id"},
+      {pool2.string(), "--plan split", "pools 2 x 2 patches; GenAI's Gemma-4 processor counts 3 x 3"},
       {bare.string(), "--plan single", "tokenizer.json"},
       {relabeled.string(), "--plan single", "<image_soft_token> tokens, found by text; it is id 9, config.json's is 8"},
   };

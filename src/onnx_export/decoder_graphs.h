@@ -42,8 +42,9 @@ inline constexpr const char* kInputsEmbeds = "inputs_embeds";
 inline constexpr const char* kAttentionMask = "attention_mask";
 inline constexpr const char* kPositionIds = "position_ids";
 inline constexpr const char* kLogits = "logits";
-// Per-layer embeddings (Gemma-4 E2B / E4B): [batch, sequence, layers, P],
-// made by the embedding graph, read by every layer of the decoder graphs.
+// Per-layer embeddings (Gemma-4 E2B / E4B): [batch, sequence, layers * P]
+// (layer-major), made by the embedding graph, read by every layer of the
+// decoder graphs.
 inline constexpr const char* kPerLayerInputs = "per_layer_inputs";
 std::string past(int layer, bool key);     // past_key_values.N.key / .value
 std::string present(int layer, bool key);  // present.N.key / .value

@@ -35,7 +35,8 @@ void require_tokenizer_files(const std::string& model_dir) {
 
 ImageTokenStrings image_token_strings(VisionFrontend vision) {
   if (vision == VisionFrontend::Siglip) return {"<start_of_image>", "<image_soft_token>", "<end_of_image>"};
-  return {"<|image>", "<|image|>", "<image|>"};
+  if (vision == VisionFrontend::Gemma4Encoder) return {"<|image>", "<|image|>", "<image|>"};
+  throw ConfigError("GenAI's multimodal route has no processor for this vision frontend");
 }
 
 void require_image_token_strings(const std::string& model_dir, const ImageTokenStrings& strings, int boi, int image, int eoi) {
@@ -79,6 +80,8 @@ json image_processor_config(const ExportFrontends& f) {
   auto op = [](const char* name, const char* type, json attrs) {
     return json{{"operation", {{"name", name}, {"type", type}, {"attrs", std::move(attrs)}}}};
   };
+  if (f.config.vision != VisionFrontend::Siglip && f.config.vision != VisionFrontend::Gemma4Encoder)
+    throw ConfigError("GenAI's multimodal route has no processor for this vision frontend");
   if (f.config.vision == VisionFrontend::Gemma4Encoder)
     return {{"processor",
              {{"name", "gemma_4_image_processing"},

@@ -69,15 +69,16 @@ void check_genai_route(const OnnxExportOptions& o, const ModelConfig& c, const E
   if (!f || f->config.vision == VisionFrontend::None)
     throw InputError(what + ": the model has no vision frontend (GenAI's multimodal route starts at vision.onnx)");
   if (f->config.vision == VisionFrontend::UnifiedPatches)
-    throw InputError(what + ": gemma4_unified embeds 48 px patches without an encoder; GenAI's Gemma-4 processor "
-                     "makes 16 px patches for the Gemma-4 vision encoder (gemma4 checkpoints with a vision_config)");
+    throw InputError(what + ": gemma4_unified embeds " + std::to_string(f->config.unified.patch) +
+                     " px patches without an encoder; GenAI's Gemma-4 processor makes 16 px patches for the Gemma-4 "
+                     "vision encoder (gemma4 checkpoints with a vision_config)");
   if (!f->has_vision())
     throw InputError(what + ": the checkpoint has no vision tower weights, so no vision.onnx can be written");
   if (f->config.vision == VisionFrontend::Siglip && f->config.siglip.tokens() != 256)
     throw InputError(what + ": the model makes " + std::to_string(f->config.siglip.tokens()) +
                      " soft tokens an image; GenAI's Gemma-3 processor expands every image to 256 "
                      "(gemma_image_processor.cpp), e.g. the preset tiny-gemma3-img256 or a real checkpoint");
-  if (f->config.vision == VisionFrontend::Gemma4Encoder && (f->config.gemma4_pool != 3 || f->config.gemma4.pool != 3))
+  if (f->config.vision == VisionFrontend::Gemma4Encoder && f->config.gemma4_pool != 3)
     throw InputError(what + ": the image processor pools " + std::to_string(f->config.gemma4_pool) + " x " +
                      std::to_string(f->config.gemma4_pool) + " patches; GenAI's Gemma-4 processor counts 3 x 3 "
                      "(kPoolingKernelSize in gemma4_multimodal_processor.cpp)");
@@ -88,14 +89,16 @@ void check_genai_route(const OnnxExportOptions& o, const ModelConfig& c, const E
 
 namespace {
 
-// model.vision / model.speech with only the keys that ONNX Runtime GenAI's
-// config parser knows for them (src/config.cpp, see docs/onnx-export.md):
-// filename, inputs, outputs; the key names map to our graph names. Their
-// input layouts in words go to splitdec.json.
+// GenAI's multimodal route feeds vision.onnx the processor's stacked images.
 VisionImages vision_images(GenaiRoute route) {
   return route == GenaiRoute::Multimodal ? VisionImages::Stacked : VisionImages::OnePerRun;
 }
 
+// model.vision / model.speech with only the keys that ONNX Runtime GenAI's
+// config parser knows for them (src/config.cpp, see docs/onnx-export.md):
+// filename, inputs, outputs, config_filename (the multimodal route's
+// processor files); the key names map to our graph names. Their input
+// layouts in words go to splitdec.json.
 void add_media_sections(const ExportFrontends& f, GenaiRoute route, json& cfg, json& ours) {
   json& model = cfg["model"];
   json& media = ours["media"];
