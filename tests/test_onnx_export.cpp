@@ -1247,27 +1247,22 @@ TEST(OnnxGenaiMultimodalRoute, WhatTheRouteCannotTakeIsAnErrorNamingIt) {
   const fs::path bare = copy_model_folder(kRoutePreset, "img256-without-tokenizer", [](const fs::path& f) {
     return f.filename().string().rfind("tokenizer", 0) != 0;
   });
-  // A tokenizer whose image soft token has another id than config.json's.
-  const fs::path relabeled = copy_model_folder(kRoutePreset, "img256-relabeled-tokenizer", [](const fs::path&) { return true; });
-  {
-    json tok = json::parse(std::ifstream(relabeled / "tokenizer.json"));
+  // A copy of `preset` whose tokenizer swaps the texts of two added tokens.
+  auto swapped_tokens = [](const std::string& preset, const std::string& name, const std::string& a, const std::string& b) {
+    const fs::path dir = copy_model_folder(preset, name, [](const fs::path&) { return true; });
+    json tok = json::parse(std::ifstream(dir / "tokenizer.json"));
     for (json& t : tok["added_tokens"]) {
-      if (t["content"] == "<image_soft_token>") t["content"] = "<start_of_audio>";
-      else if (t["content"] == "<start_of_audio>") t["content"] = "<image_soft_token>";
+      if (t["content"] == a) t["content"] = b;
+      else if (t["content"] == b) t["content"] = a;
     }
-    std::ofstream(relabeled / "tokenizer.json") << tok.dump();
-  }
-  // Gemma-4: the image soft token relabeled; a vision encoder pooling 2 x 2
-  // (GenAI's Gemma-4 processor counts 3 x 3).
-  const fs::path relabeled4 = copy_model_folder("tiny-gemma4", "gemma4-relabeled-tokenizer", [](const fs::path&) { return true; });
-  {
-    json tok = json::parse(std::ifstream(relabeled4 / "tokenizer.json"));
-    for (json& t : tok["added_tokens"]) {
-      if (t["content"] == "<|image|>") t["content"] = "<|audio|>";
-      else if (t["content"] == "<|audio|>") t["content"] = "<|image|>";
-    }
-    std::ofstream(relabeled4 / "tokenizer.json") << tok.dump();
-  }
+    std::ofstream(dir / "tokenizer.json") << tok.dump();
+    return dir;
+  };
+  // A tokenizer whose image soft token has another id than config.json's;
+  // Gemma-4's too.
+  const fs::path relabeled = swapped_tokens(kRoutePreset, "img256-relabeled-tokenizer", "<image_soft_token>", "<start_of_audio>");
+  const fs::path relabeled4 = swapped_tokens("tiny-gemma4", "gemma4-relabeled-tokenizer", "<|image|>", "<|audio|>");
+  // A Gemma-4 vision encoder pooling 2 x 2 (GenAI's Gemma-4 processor counts 3 x 3).
   const fs::path pool2 = copy_model_folder("tiny-gemma4", "gemma4-pool2", [](const fs::path&) { return true; });
   {
     json cfg = json::parse(std::ifstream(pool2 / "config.json"));
