@@ -33,9 +33,9 @@ void require_tokenizer_files(const std::string& model_dir) {
                        " (ONNX Runtime GenAI's tokenizer reads it); '" + model_dir + "' has none");
 }
 
-ImageTokenStrings image_token_strings(VisionFrontend vision) {
-  if (vision == VisionFrontend::Siglip) return {"<start_of_image>", "<image_soft_token>", "<end_of_image>"};
-  if (vision == VisionFrontend::Gemma4Encoder) return {"<|image>", "<|image|>", "<image|>"};
+GenaiImageFamily genai_image_family(VisionFrontend vision) {
+  if (vision == VisionFrontend::Siglip) return {"gemma3", {"<start_of_image>", "<image_soft_token>", "<end_of_image>"}};
+  if (vision == VisionFrontend::Gemma4Encoder) return {"gemma4", {"<|image>", "<|image|>", "<image|>"}};
   throw ConfigError("GenAI's multimodal route has no processor for this vision frontend");
 }
 
@@ -80,8 +80,6 @@ json image_processor_config(const ExportFrontends& f) {
   auto op = [](const char* name, const char* type, json attrs) {
     return json{{"operation", {{"name", name}, {"type", type}, {"attrs", std::move(attrs)}}}};
   };
-  if (f.config.vision != VisionFrontend::Siglip && f.config.vision != VisionFrontend::Gemma4Encoder)
-    throw ConfigError("GenAI's multimodal route has no processor for this vision frontend");
   if (f.config.vision == VisionFrontend::Gemma4Encoder)
     return {{"processor",
              {{"name", "gemma_4_image_processing"},

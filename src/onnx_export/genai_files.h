@@ -30,19 +30,27 @@ std::vector<std::string> tokenizer_file_names();
 // or tokenizer_config.json (GenAI creates no tokenizer without both).
 void require_tokenizer_files(const std::string& model_dir);
 // The texts of the image tokens (begin, soft token, end) that GenAI's
-// processor for a vision frontend writes and finds: Gemma-3's
-// <start_of_image> <image_soft_token> <end_of_image>, Gemma-4's <|image>
-// <|image|> <image|>.
+// processor writes and finds.
 struct ImageTokenStrings {
   const char *begin, *soft, *end;
 };
-ImageTokenStrings image_token_strings(VisionFrontend vision);
+// What GenAI's multimodal route is for a vision frontend: the model type
+// that picks its processor and that processor's image token texts. Gemma-3
+// (SigLIP): gemma3, <start_of_image> <image_soft_token> <end_of_image>;
+// Gemma-4's encoder: gemma4, <|image> <|image|> <image|>. ConfigError for a
+// frontend the route does not take (check_genai_route names why first).
+struct GenaiImageFamily {
+  const char* model_type;
+  ImageTokenStrings tokens;
+};
+GenaiImageFamily genai_image_family(VisionFrontend vision);
 // InputError naming the token when tokenizer.json's added tokens lack one of
 // `strings` or give it another id than config.json (GenAI looks them up by text).
 void require_image_token_strings(const std::string& model_dir, const ImageTokenStrings& strings, int boi, int image, int eoi);
 
 // processor_config.json (onnxruntime-extensions' transform list) for the
-// vision graph of GenAI's multimodal route:
+// vision graph of GenAI's multimodal route (a frontend genai_image_family
+// takes):
 // - Gemma-3 (SigLIP): decode to RGB, stretch to image_size with PIL's
 //   BILINEAR (what Hugging Face's Gemma3ImageProcessor and splitdec use),
 //   x / 255, (x - 0.5) / 0.5, channels first: pixel_values [images, 3, S, S];

@@ -354,13 +354,14 @@ std::string vision_graph_layout(const FrontendConfig& c, VisionImages images) {
     }
     case VisionFrontend::Gemma4Encoder: {
       const std::string p = std::to_string(c.gemma4.patch);
-      if (images == VisionImages::Stacked)
-        return "pixel_values [num_images, num_patches, 3*" + p + "*" + p + "]: " + p +
-               " px patches in (row, col, channel) order, x / 255; image_position_ids [num_images, num_patches, 2]:" + grid +
-               " on the " + p + " px grid; image_features [num_images, num_soft_tokens, hidden] (GenAI's Gemma-4 processor; "
-               "num_images >= 1, all of image 0's patch count)";
-      return "pixel_values [num_patches, 3*" + p + "*" + p + "]: " + p + " px patches in (row, col, channel) order, x / 255; " +
-             "image_position_ids [num_patches, 2]:" + grid + " on the " + p + " px grid; one image per run";
+      const bool stacked = images == VisionImages::Stacked;
+      const std::string n = stacked ? "num_images, " : "";
+      return "pixel_values [" + n + "num_patches, 3*" + p + "*" + p + "]: " + p +
+             " px patches in (row, col, channel) order, x / 255; image_position_ids [" + n + "num_patches, 2]:" + grid +
+             " on the " + p + " px grid; " +
+             (stacked ? "image_features [num_images, num_soft_tokens, hidden] (GenAI's Gemma-4 processor: num_images >= 1, "
+                        "every image with image 0's patch count)"
+                      : "one image per run");
     }
     case VisionFrontend::None: break;
   }

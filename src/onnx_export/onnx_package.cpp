@@ -83,8 +83,8 @@ void check_genai_route(const OnnxExportOptions& o, const ModelConfig& c, const E
                      std::to_string(f->config.gemma4_pool) + " patches; GenAI's Gemma-4 processor counts 3 x 3 "
                      "(kPoolingKernelSize in gemma4_multimodal_processor.cpp)");
   require_tokenizer_files(o.model_dir);
-  require_image_token_strings(o.model_dir, image_token_strings(f->config.vision), c.boi_token_id, c.image_token_id,
-                              c.eoi_token_id);
+  require_image_token_strings(o.model_dir, genai_image_family(f->config.vision).tokens, c.boi_token_id,
+                              c.image_token_id, c.eoi_token_id);
 }
 
 namespace {
@@ -113,8 +113,9 @@ void add_media_sections(const ExportFrontends& f, GenaiRoute route, json& cfg, j
   }
   // GenAI's gemma4 type (an "MMM" model) refuses a speech config file
   // without a speech model, and its config names one by default
-  // (audio_processor_config.json): a package without speech clears it.
-  if (!f.has_audio() && route == GenaiRoute::Multimodal && f.config.vision == VisionFrontend::Gemma4Encoder)
+  // (audio_processor_config.json): cleared here, replaced below when there
+  // is a speech graph.
+  if (route == GenaiRoute::Multimodal && f.config.vision == VisionFrontend::Gemma4Encoder)
     model["speech"] = {{"config_filename", ""}};
   if (f.has_audio()) {
     model["speech"] = {{"filename", kOnnxSpeechFile},
@@ -190,9 +191,9 @@ json genai_config(const Model& model, const OnnxExportOptions& o, const ExportFr
                         {"outputs", decoder_outputs},
                         {"pipeline", pipeline}};
   const bool multimodal = o.genai_route == GenaiRoute::Multimodal;
-  // GenAI picks the processor by the model type.
-  const bool gemma4 = frontends && frontends->config.vision == VisionFrontend::Gemma4Encoder;
-  json m = {{"type", !multimodal ? "decoder-pipeline" : gemma4 ? "gemma4" : "gemma3"},
+  // GenAI picks the processor by the model type (check_genai_route made
+  // sure the multimodal route has a frontend it takes).
+  json m = {{"type", multimodal ? genai_image_family(frontends->config.vision).model_type : "decoder-pipeline"},
             {"bos_token_id", c.bos_token_id},
             {"eos_token_id", json(c.eos_token_ids)},
             {"pad_token_id", c.pad_token_id},
