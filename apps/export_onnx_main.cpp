@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   using namespace splitdec;
   CLI::App app{"splitdec export-onnx: write an ONNX Runtime package (split: prefill + GQA decode graphs)"};
   app.name("splitdec export-onnx");
-  std::string model_dir, out, policy, plan = "split", route = "pipeline";
+  std::string model_dir, out, policy, plan = "split", route = "pipeline", weights;
   int64_t max_length = 4096;
   app.add_option("-m,--model", model_dir, "model directory")->required();
   app.set_version_flag("--version", "splitdec " SPLITDEC_VERSION);
@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-length", max_length, "length of the shared KV buffers / context (default 4096)");
   app.add_option("--policy", policy, "mask policy (default: the model family's)");
   app.add_option("--plan", plan, "split | single (default split)");
+  app.add_option("--weights", weights,
+                 "convert the weights on load, as generate's --weights does (q8, q4, q8-f32act, q4-f32act); Q8_0 and "
+                 "Q4_0 matrices, converted or as the model holds them, are written as MatMulNBits blocks, the rest "
+                 "as f32 (default: the model's formats)");
   app.add_option("--genai-route", route,
                  "pipeline: a decoder-pipeline package, the caller binds media rows (default); multimodal: ONNX "
                  "Runtime GenAI's own Gemma-3 / Gemma-4 route (its processor and vision.onnx; stock GenAI runs --plan single, "
@@ -49,7 +53,8 @@ int main(int argc, char** argv) {
     check_onnx_export_options(o);  // before loading a model that may be large
     check_onnx_exportable(load_model_config(model_dir));
     if (o.genai_route == GenaiRoute::Multimodal) onnx_export::require_tokenizer_files(model_dir);
-    const Model model = Model::load(model_dir);
+    const WeightLoading loading = weight_loading_named(weights);  // before loading: a wrong name is quick to report
+    const Model model = Model::load(model_dir, {}, loading);
     // The media frontends' graphs, when the checkpoint has their weights.
     const onnx_export::ExportFrontends frontends = onnx_export::load_export_frontends(model_dir, model.config());
     const OnnxPackage pkg = export_onnx_package(model, out, o, &frontends);

@@ -568,6 +568,42 @@ TEST(Q8_0, EveryTableQuantizesActivationsAsTheGenericTable) {
   }
 }
 
+// Activations quantize as ONNX Runtime's int8 MatMulNBits path (MLAS's
+// QuantizeARow_CompInt8) does: s = amax / 127, q = round half to even of
+// x * (127 / amax), the inverse in one division. An exported package of
+// block weights then sees the same int8 activations (test_onnx_export). The
+// block below holds a value whose q differs under 1 / s, so the form is pinned.
+TEST(Q8_0, ActivationsQuantizeAsOnnxRuntimesInt8Path) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(0.5f, 2.f);
+  float amax = 0, pinned = 0;
+  for (int tries = 0; tries < 100000 && pinned == 0; ++tries) {
+    const float a = u(rng), inv = 127.f / a, two_step = 1.f / (a / 127.f);
+    if (inv == two_step) continue;
+    for (int k = 1; k < 126 && pinned == 0; ++k) {
+      const float x = (float(k) + 0.5f) / inv;
+      if (std::nearbyint(x * inv) != std::nearbyint(x * two_step)) amax = a, pinned = x;
+    }
+  }
+  ASSERT_NE(pinned, 0.f) << "no value found whose q depends on the form of the inverse";
+  std::vector<float> x = random_vec(rng, 64);
+  for (float& v : x) v *= 0.25f;  // below amax (>= 0.5): x[3] is block 0's max
+  x[3] = amax, x[17] = pinned;  // block 0: its max and the pinned value
+  for (const simd::KernelTable* t : simd::available()) {
+    SCOPED_TRACE(t->name);
+    std::vector<float> scale(2);
+    std::vector<int8_t> q(64);
+    t->quantize_q8_activations(x.data(), 64, 32, scale.data(), q.data());
+    for (int b = 0; b < 2; ++b) {
+      float m = 0;
+      for (int j = 0; j < 32; ++j) m = std::max(m, std::abs(x[size_t(32 * b + j)]));
+      EXPECT_EQ(scale[size_t(b)], m / 127.f);
+      for (int j = 0; j < 32; ++j)
+        EXPECT_EQ(q[size_t(32 * b + j)], int8_t(std::nearbyint(x[size_t(32 * b + j)] * (127.f / m)))) << b << " " << j;
+    }
+  }
+}
+
 // Edge values: a NaN activation reaches the output (as in the f32 path), a
 // block of subnormal-sized activations quantizes to zeros, and a weight
 // block beyond the f16 scale's range is refused rather than stored as inf.

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "model/gemma_model.h"
 #include "onnx_export/mask_graph.h"
+#include "onnx_export/nbits_weights.h"
 #include "onnx_export/onnx_graph.h"
 
 namespace splitdec::onnx_export {
@@ -58,8 +59,12 @@ class DecoderWriter {
                               })});
   }
 
-  // y = x W^T with W stored transposed ([in, out]) so that MatMul broadcasts over [B,S,in].
+  // y = x W^T. Float formats: W stored transposed ([in, out]) so that MatMul
+  // broadcasts over [B,S,in]. Q8_0 / Q4_0: MatMulNBits on the blocks as they
+  // are (nbits_weights.h), with int8 activations where splitdec quantizes
+  // them too (accuracy_level 4), else f32 ones (level 1).
   std::string linear(const std::string& x, const WeightMatrix& w, const std::string& name) {
+    if (has_nbits_form(w)) return nbits_matmul(x, w, name);
     return g_.op("MatMul", {x, g_.weight(name + ".weight_t", {w.in, w.out}, [&] {
                               std::vector<float> t(size_t(w.out) * size_t(w.in)), row(size_t(w.in));
                               for (int o = 0; o < w.out; ++o) {
@@ -68,6 +73,23 @@ class DecoderWriter {
                               }
                               return t;
                             })});
+  }
+
+  std::string nbits_matmul(const std::string& x, const WeightMatrix& w, const std::string& name) {
+    const auto [codes, scales] = nbits_tensors(w, name);
+    const std::vector<Attr> attrs = {{"K", int64_t(w.in)},
+                                     {"N", int64_t(w.out)},
+                                     {"bits", int64_t(nbits_bits(w))},
+                                     {"block_size", int64_t(kNbitsBlockSize)},
+                                     {"accuracy_level", int64_t(w.int8_activations ? 4 : 1)}};
+    return g_.node("MatMulNBits", {x, codes, scales}, 1, attrs, "com.microsoft")[0];
+  }
+
+  // The codes [out, blocks, blob] and scales [out, blocks] of a block matrix.
+  std::pair<std::string, std::string> nbits_tensors(const WeightMatrix& w, const std::string& name) {
+    const int64_t blocks = nbits_blocks(w);
+    return {g_.weight_u8(name + ".codes", {w.out, blocks, nbits_blob_bytes(w)}, [&] { return nbits_codes(w); }),
+            g_.weight(name + ".scales", {w.out, blocks}, [&] { return nbits_scales(w); })};
   }
 
   // cos/sin [B,S,1,hd] for one set of inverse frequencies, made once per graph.
@@ -149,8 +171,9 @@ class DecoderWriter {
     const int H = c_.hidden_size, V = c_.vocab_size;
     const std::string x = rms_norm(hidden, &m_.weights().final_norm, "final_norm.weight");
     const std::string flat = g_.op("Reshape", {x, g_.const_i64({-1, H}, {2})});
-    const std::string table = output_table();
-    std::string y = g_.node("Gemm", {flat, table}, 1, {{"transB", int64_t(1)}})[0];
+    const auto& [table_name, table] = output_table();
+    std::string y = has_nbits_form(table) ? nbits_matmul(flat, table, table_name)
+                                          : g_.node("Gemm", {flat, float_table(table_name, table)}, 1, {{"transB", int64_t(1)}})[0];
     const std::string shape = g_.op("Concat", {g_.op("Shape", {hidden}, {{"end", int64_t(2)}}), g_.const_i64(V)},
                                     {{"axis", int64_t(0)}});
     y = g_.op("Reshape", {y, shape});
@@ -189,14 +212,42 @@ class DecoderWriter {
     return g_.op("Reshape", {out, g_.const_i64({0, 0, LP}, {3})});
   }
 
-  std::string embedding_table() { return table("embed_tokens.weight", m_.weights().embed_tokens); }
-  std::string output_table() {
-    const auto& w = m_.weights();
-    return w.lm_head.out == 0 ? embedding_table() : table("lm_head.weight", w.lm_head);
+  // Rows E[ids] of the embedding table as f32 ([..., hidden] for ids [...]).
+  // A block table is gathered as codes and scales and dequantized in the
+  // graph (the values row_f32 gives), sharing its bytes with a tied LM head.
+  std::string embedding_rows(const std::string& ids) {
+    const WeightMatrix& e = m_.weights().embed_tokens;
+    const std::string name = "embed_tokens.weight";
+    if (!has_nbits_form(e)) return g_.op("Gather", {float_table(name, e), ids});
+    const auto [codes, scales] = nbits_tensors(e, name);
+    std::string q = g_.op("Gather", {codes, ids});  // [..., blocks, blob] uint8
+    int zero_point = 128;
+    if (nbits_bits(e) == 4) {  // value 2i is the low nibble of byte i, 2i + 1 the high one
+      const std::string low = g_.op("BitwiseAnd", {q, g_.const_u8(0x0f)});
+      const std::string high = g_.op("BitShift", {q, g_.const_u8(4)}, {{"direction", std::string("RIGHT")}});
+      const std::string last = g_.const_i64(-1);
+      const std::string pairs = g_.op("Concat", {g_.op("Unsqueeze", {low, last}), g_.op("Unsqueeze", {high, last})},
+                                      {{"axis", int64_t(-1)}});  // [..., blocks, 16, 2]
+      const std::string blocks = g_.const_i64({nbits_blocks(e), kNbitsBlockSize}, {2});
+      q = g_.op("Reshape", {pairs, g_.op("Concat", {g_.op("Shape", {ids}), blocks}, {{"axis", int64_t(0)}})});
+      zero_point = 8;
+    }
+    const std::string values = g_.op("Sub", {g_.op("Cast", {q}, {{"to", int64_t(kFloat)}}), g_.scalar_f32(float(zero_point))});
+    const std::string block_scales = g_.op("Unsqueeze", {g_.op("Gather", {scales, ids}), g_.const_i64(-1)});
+    const std::string shape = g_.op("Concat", {g_.op("Shape", {ids}), g_.const_i64(e.in)}, {{"axis", int64_t(0)}});
+    return g_.op("Reshape", {g_.op("Mul", {values, block_scales}), shape});
   }
 
  private:
-  std::string table(const std::string& name, const WeightMatrix& w) {
+  // The LM head's matrix and its tensor name: the embedding table when tied.
+  std::pair<std::string, const WeightMatrix&> output_table() const {
+    const auto& w = m_.weights();
+    if (w.lm_head.out == 0) return {"embed_tokens.weight", w.embed_tokens};
+    return {"lm_head.weight", w.lm_head};
+  }
+
+  // A [out, in] table as f32.
+  std::string float_table(const std::string& name, const WeightMatrix& w) {
     return g_.weight(name, {w.out, w.in}, [&] {
       std::vector<float> t(size_t(w.out) * size_t(w.in));
       for (int o = 0; o < w.out; ++o) w.row_f32(o, t.data() + size_t(o) * size_t(w.in));
@@ -354,7 +405,7 @@ void build_embedding(const Model& model, GraphBuilder& g, bool with_media) {
   DecoderWriter w(model, g);
   // Text rows: E[token] * sqrt(H), the scale rounded to the checkpoint dtype (Model::embed).
   const float scale = round_to_dtype(std::sqrt(float(H)), model.weights().dtype);
-  const std::string text = g.op("Mul", {g.op("Gather", {w.embedding_table(), names::kInputIds}), g.scalar_f32(scale)});
+  const std::string text = g.op("Mul", {w.embedding_rows(names::kInputIds), g.scalar_f32(scale)});
   if (!with_media) {
     g.node_named("Identity", {text}, {names::kInputsEmbeds});
     if (c.per_layer_dim > 0)

@@ -23,13 +23,22 @@ WeightFile::WeightFile(const std::string& dir, const std::string& file_name)
 WeightFile::Span WeightFile::add(const std::string& name, const TensorData& make) {
   if (auto it = written_.find(name); it != written_.end()) return it->second;
   const std::vector<float> data = make();
-  const int64_t bytes = int64_t(data.size() * sizeof(float));
+  return write(name, data.data(), int64_t(data.size() * sizeof(float)));
+}
+
+WeightFile::Span WeightFile::add_bytes(const std::string& name, const ByteData& make) {
+  if (auto it = written_.find(name); it != written_.end()) return it->second;
+  const std::vector<uint8_t> data = make();
+  return write(name, data.data(), int64_t(data.size()));
+}
+
+WeightFile::Span WeightFile::write(const std::string& name, const void* data, int64_t bytes) {
   const int64_t align = bytes >= kMapAlignment ? kMapAlignment : kSmallAlignment;
   const int64_t pad = (align - size_ % align) % align;
   static const char zeros[kMapAlignment] = {};
   out_.write(zeros, pad);
   Span s{size_ + pad, bytes};
-  out_.write(reinterpret_cast<const char*>(data.data()), bytes);
+  out_.write(static_cast<const char*>(data), bytes);
   if (!out_) throw InputError("write failed: " + path_ + " (disk full?)");
   size_ = s.offset + bytes;
   written_[name] = s;
@@ -132,6 +141,15 @@ std::string GraphBuilder::scalar_f32(float v) { return const_f32({v}, {}); }
 
 std::string GraphBuilder::scalar_i64(int64_t v) { return const_i64({v}, {}); }
 
+std::string GraphBuilder::const_u8(uint8_t v) {
+  onnx::TensorProto* t = graph_.add_initializer();
+  const std::string name = fresh("const");
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::UINT8);
+  t->add_int32_data(v);  // ONNX keeps uint8 values in int32_data
+  return name;
+}
+
 std::string GraphBuilder::gelu_tanh(const std::string& x) {
   const std::string x3 = op("Mul", {op("Mul", {x, x}), x});
   const std::string inner =
@@ -141,11 +159,20 @@ std::string GraphBuilder::gelu_tanh(const std::string& x) {
 }
 
 std::string GraphBuilder::weight(const std::string& name, const std::vector<int64_t>& dims, const TensorData& data) {
-  if (!weights_added_.insert(name).second) return name;
-  const WeightFile::Span span = weights_.add(name, data);
+  if (weights_added_.insert(name).second) external(name, onnx::TensorProto::FLOAT, dims, weights_.add(name, data));
+  return name;
+}
+
+std::string GraphBuilder::weight_u8(const std::string& name, const std::vector<int64_t>& dims, const ByteData& data) {
+  if (weights_added_.insert(name).second) external(name, onnx::TensorProto::UINT8, dims, weights_.add_bytes(name, data));
+  return name;
+}
+
+void GraphBuilder::external(const std::string& name, int elem_type, const std::vector<int64_t>& dims,
+                            WeightFile::Span span) {
   onnx::TensorProto* t = graph_.add_initializer();
   t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->set_data_type(elem_type);
   for (int64_t d : dims) t->add_dims(d);
   t->set_data_location(onnx::TensorProto::EXTERNAL);
   auto add_entry = [t](const std::string& k, const std::string& v) {
@@ -156,7 +183,6 @@ std::string GraphBuilder::weight(const std::string& name, const std::vector<int6
   add_entry("location", weights_.file_name());
   add_entry("offset", std::to_string(span.offset));
   add_entry("length", std::to_string(span.length));
-  return name;
 }
 
 void init_model(onnx::ModelProto& model, const std::string& graph_name) {

@@ -21,6 +21,8 @@ namespace splitdec::onnx_export {
 // decoder graph of a package refers to the same weights, and converting a
 // large one (bf16 to f32, a transpose) is done once.
 using TensorData = std::function<std::vector<float>()>;
+// Byte tensor contents (uint8 codes of block-quantized weights), made the same way.
+using ByteData = std::function<std::vector<uint8_t>()>;
 
 // The package's weights file. A tensor added twice under one name (every
 // layer weight in the prefill and decode graphs; the embedding table, which
@@ -32,11 +34,13 @@ class WeightFile {
     int64_t offset = 0, length = 0;
   };
   Span add(const std::string& name, const TensorData& data);
+  Span add_bytes(const std::string& name, const ByteData& data);
   const std::string& file_name() const { return file_name_; }
   int64_t bytes() const { return size_; }
   void close();
 
  private:
+  Span write(const std::string& name, const void* data, int64_t bytes);
   std::string path_, file_name_;
   std::ofstream out_;
   int64_t size_ = 0;
@@ -83,16 +87,21 @@ class GraphBuilder {
   std::string scalar_f32(float v);  // shape [] float
   std::string const_f32(const std::vector<float>& values, const std::vector<int64_t>& dims);
   std::string scalar_i64(int64_t v);  // shape [] int64
+  std::string const_u8(uint8_t v);    // shape [] uint8
   // HF gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), shared by the decoder and the towers.
   std::string gelu_tanh(const std::string& x);
   // A float tensor in the weights file.
   std::string weight(const std::string& name, const std::vector<int64_t>& dims, const TensorData& data);
+  // A uint8 tensor in the weights file.
+  std::string weight_u8(const std::string& name, const std::vector<int64_t>& dims, const ByteData& data);
 
   // A value name not used before in this graph.
   std::string new_name(const std::string& hint) { return fresh(hint); }
 
  private:
   std::string fresh(const std::string& hint);
+  // The initializer `name` pointing at `span` of the weights file.
+  void external(const std::string& name, int elem_type, const std::vector<int64_t>& dims, WeightFile::Span span);
   onnx::GraphProto& graph_;
   WeightFile& weights_;
   std::string scope_;

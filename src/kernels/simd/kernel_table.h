@@ -38,7 +38,8 @@ struct KernelTable {
   float (*dot_q8_q8)(const float* x_scale, const int8_t* x_q, const uint8_t* w, int n);
   void (*dot4_q8_q8)(const float* const x_scale[4], const int8_t* const x_q[4], const uint8_t* w, int n, float out[4]);
   // An activation row to that form: per `block` values (32, or 256 for the
-  // K-quants' Q8_K form; it divides n) s = max |x| / 127, q = round(x / s):
+  // K-quants' Q8_K form; it divides n) s = max |x| / 127, q = round half to
+  // even of x * (127 / max |x|) (ONNX Runtime's MLAS int8 form, bit for bit):
   // x_scale[n / block].
   void (*quantize_q8_activations)(const float* x, int n, int block, float* x_scale, int8_t* x_q);
   // Q4_0 weights (weight_matrix.h): n / 32 blocks of {f16 d, 16 bytes of

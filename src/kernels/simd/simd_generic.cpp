@@ -132,7 +132,10 @@ void quantize_q8_activations(const float* x, int n, int block, float* xs, int8_t
     bool nan = false;
     for (int j = 0; j < block; ++j) amax = std::max(amax, std::abs(xb[j])), nan |= xb[j] != xb[j];
     const float s = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.f;  // NaN propagates
-    const float inv = s >= std::numeric_limits<float>::min() ? 1.f / s : 0.f;
+    // 127 / amax in one division, not 1 / s: ONNX Runtime's int8 MatMulNBits
+    // (MLAS) forms it so, and the two differ by an ulp that can move a value
+    // on a half-integer to the next integer.
+    const float inv = s >= std::numeric_limits<float>::min() ? 127.f / amax : 0.f;
     xs[b] = s;
     for (int j = 0; j < block; ++j) {
       const float r = std::nearbyint(xb[j] * inv);

@@ -1,0 +1,78 @@
+#include "onnx_export/nbits_weights.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "core/dtype.h"
+
+namespace splitdec::onnx_export {
+
+namespace {
+// Bytes of one stored block: an f16 scale, then 32 int8 values (Q8_0) or 16
+// bytes of nibble pairs (Q4_0).
+constexpr size_t kScaleBytes = 2;
+
+void require_nbits(const WeightMatrix& w) {
+  if (!has_nbits_form(w))
+    throw std::logic_error(std::string("no MatMulNBits form for ") + weight_format_name(w.format) + " weights");
+}
+}  // namespace
+
+bool has_nbits_form(const WeightMatrix& w) { return w.format == WeightFormat::Q8_0 || w.format == WeightFormat::Q4_0; }
+
+int nbits_bits(const WeightMatrix& w) {
+  require_nbits(w);
+  return w.format == WeightFormat::Q8_0 ? 8 : 4;
+}
+
+int64_t nbits_blocks(const WeightMatrix& w) { return w.in / kNbitsBlockSize; }
+
+int64_t nbits_blob_bytes(const WeightMatrix& w) { return kNbitsBlockSize * nbits_bits(w) / 8; }
+
+std::vector<uint8_t> nbits_codes(const WeightMatrix& w) {
+  const bool q8 = nbits_bits(w) == 8;
+  const int64_t blocks = nbits_blocks(w), blob = nbits_blob_bytes(w);
+  const size_t stored_block = kScaleBytes + size_t(blob);
+  std::vector<uint8_t> codes(size_t(w.out) * size_t(blocks * blob)), row(w.row_bytes());
+  for (int o = 0; o < w.out; ++o) {
+    w.copy_row(o, row.data());  // the plain row layout, grouped rows too
+    uint8_t* dst = codes.data() + size_t(o) * size_t(blocks * blob);
+    for (int64_t b = 0; b < blocks; ++b, dst += blob) {
+      const uint8_t* q = row.data() + size_t(b) * stored_block + kScaleBytes;
+      if (q8) {
+        for (int j = 0; j < kNbitsBlockSize; ++j) dst[j] = uint8_t(q[j] ^ 0x80);  // int8 q -> q + 128
+      } else {
+        // Q4_0's value j is the low nibble of q[j % 16] for j < 16, the high one after.
+        auto nibble = [q](int j) { return j < 16 ? q[j] & 0x0f : q[j - 16] >> 4; };
+        for (int i = 0; i < kNbitsBlockSize / 2; ++i) dst[i] = uint8_t(nibble(2 * i) | nibble(2 * i + 1) << 4);
+      }
+    }
+  }
+  return codes;
+}
+
+std::vector<float> nbits_scales(const WeightMatrix& w) {
+  const int64_t blocks = nbits_blocks(w);
+  const size_t stored_block = kScaleBytes + size_t(nbits_blob_bytes(w));
+  std::vector<float> scales(size_t(w.out) * size_t(blocks));
+  std::vector<uint8_t> row(w.row_bytes());
+  for (int o = 0; o < w.out; ++o) {
+    w.copy_row(o, row.data());
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint16_t d;
+      std::memcpy(&d, row.data() + size_t(b) * stored_block, sizeof d);
+      scales[size_t(o) * size_t(blocks) + size_t(b)] = f16_to_f32(d);
+    }
+  }
+  return scales;
+}
+
+void nbits_dequantize_row(const uint8_t* codes, const float* scales, int bits, int in, float* out) {
+  const int zero_point = 1 << (bits - 1), per_byte = 8 / bits, mask = (1 << bits) - 1;
+  for (int k = 0; k < in; ++k) {
+    const int code = codes[k / per_byte] >> (bits * (k % per_byte)) & mask;
+    out[k] = float(code - zero_point) * scales[k / kNbitsBlockSize];
+  }
+}
+
+}  // namespace splitdec::onnx_export
