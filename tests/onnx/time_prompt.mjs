@@ -3,14 +3,15 @@
 // logits buffer), for the comparison with `splitdec generate` in
 // scripts/bench_onnx_prompt.sh:
 //
-//   node time_prompt.mjs PKG INPUT.json [--threads N] [--rounds R]
+//   node time_prompt.mjs PKG INPUT.json [--threads N] [--rounds R] [--ops]
 //
 // INPUT.json: {"tokens": [[ids...]]}, text only. Each round: a fresh KV (a
 // new pipeline over the same sessions) and one prompt run. Prints
 // {"prompt_tokens", "best_ms", "wall_ms"} on stdout: best_ms is the best
 // round's time inside ONNX Runtime (its profiler's model_run, summed over the
 // stages that ran), which is what a C/C++ caller such as GenAI pays;
-// wall_ms adds onnxruntime-node's copies of every output (the KV buffers
+// --ops adds last_round_op_ms, the kernel time per operator type in the last
+// round. wall_ms adds onnxruntime-node's copies of every output (the KV buffers
 // among them) and is printed for reference.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -46,6 +47,7 @@ async function main() {
   }
   // model_run durations per round, summed over the stages (one run each per round).
   const inside = new Array(rounds).fill(0);
+  const opMs = {};  // --ops: kernel time per operator type in the last round, over the stages
   for (const [k, session] of sessions.entries()) {
     session.endProfiling();
     const file = fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(path.basename(`${prefix}-${k}`) + '_')).map((f) => path.join(os.tmpdir(), f))[0];
@@ -54,9 +56,15 @@ async function main() {
     fs.unlinkSync(file);
     const runs = events.filter((e) => e.cat === 'Session' && e.name === 'model_run').sort((x, y) => x.ts - y.ts);
     runs.forEach((e, r) => (inside[r] += e.dur / 1000));
+    const last = runs[runs.length - 1];
+    for (const e of events)
+      if (last && e.cat === 'Node' && e.name.endsWith('_kernel_time') && e.ts >= last.ts && e.args && e.args.op_name)
+        opMs[e.args.op_name] = (opMs[e.args.op_name] || 0) + e.dur / 1000;
     await session.release();
   }
-  process.stdout.write(JSON.stringify({ prompt_tokens: ids.length, best_ms: Math.min(...inside), inside_ms: inside, wall_ms: wall }) + '\n');
+  const report = { prompt_tokens: ids.length, best_ms: Math.min(...inside), inside_ms: inside, wall_ms: wall };
+  if (rest.includes('--ops')) report.last_round_op_ms = opMs;
+  process.stdout.write(JSON.stringify(report) + '\n');
 }
 
 main().catch((e) => {
