@@ -40,6 +40,11 @@
 
 using namespace splitdec;
 using nlohmann::json;
+
+namespace splitdec::test {
+// tests/onnx_export_of_model.cpp: the split package of `model`, as export-onnx writes it.
+void export_split_package(const Model& model, const std::string& model_dir, const std::string& out_dir, int64_t max_length);
+}
 namespace fs = std::filesystem;
 
 namespace {
@@ -772,6 +777,43 @@ TEST_P(OnnxBlockWeightPackage, MatchesSplitdecOnTheSameWeights) {
         if (int8) std::printf("  %.0f%% of the positions within %.0e\n", 100 * share_within_f32_bound(r), kLogitTolerance);
       }
     }
+  }
+}
+
+// A 4-bit embedding table (a Q4_0 GGUF may hold one; splitdec's q4 keeps it
+// 8-bit) is gathered as nibbles and dequantized in the graph: Q4_0 text rows
+// and the tied LM head on the same codes, f32 activations so the bound is
+// the f32 packages'.
+TEST(OnnxBlockWeights, FourBitEmbeddingTableIsGatheredFromItsNibbles) {
+  REQUIRE_RUNTIME();
+  struct ExactGemm {
+    const bool saved = exact_gemm();
+    ExactGemm() { set_exact_gemm(true); }
+    ~ExactGemm() { set_exact_gemm(saved); }
+  } exact;
+  WeightLoading loading;
+  loading.format = loading.embedding_format = WeightFormat::Q4_0;
+  loading.f32_activations = true;
+  const Model m = Model::load(model_dir("tiny-gemma3"), {}, loading);
+  ASSERT_EQ(m.weights().embed_tokens.format, WeightFormat::Q4_0);
+  const fs::path pkg = temp_root() / "pkg-tiny-gemma3-q4-embedding";
+  test::export_split_package(m, model_dir("tiny-gemma3"), pkg.string(), kMaxLength);
+  const onnx::ModelProto embedding = load_graph(pkg / "embedding.onnx");
+  EXPECT_EQ(count_ops(embedding, "BitShift"), 1);
+  std::set<std::string> tensors;
+  for (const char* file : {"embedding.onnx", "decoder_decode.onnx"}) {
+    const onnx::ModelProto g = load_graph(pkg / file);
+    for (const auto& t : g.graph().initializer())
+      if (t.data_location() == onnx::TensorProto::EXTERNAL) tensors.insert(std::string(file) + ":" + t.name());
+  }
+  EXPECT_TRUE(tensors.count("embedding.onnx:embed_tokens.weight.codes"));
+  EXPECT_TRUE(tensors.count("decoder_decode.onnx:embed_tokens.weight.codes")) << "the tied LM head reads the same codes";
+  const auto all = cases(m.config());
+  for (size_t k : {size_t(0), size_t(3)}) {
+    const std::string what = "tiny-gemma3, Q4_0 embedding, " + all[k].name;
+    SCOPED_TRACE(what);
+    expect_report_ok(run_package(pkg.string(), make_case(m, m.config().default_policy, all[k].turns, kMaxLength), "q4-embedding"),
+                     true, what);
   }
 }
 
