@@ -30,12 +30,16 @@
 
 #include "core/npy.h"
 #include "io/safetensors.h"
+#include "kernels/cpu_context.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/linear.h"
+#include "kernels/simd/kernel_table.h"
 #include "media/image_file.h"
 #include "media/image_patches.h"
 #include "media/media_frontend.h"
 #include "model/gemma_model.h"
 #include "onnx_export/nbits_weights.h"
+#include "onnx_export/onnx_graph.h"
 #include "pipeline/session.h"
 
 using namespace splitdec;
@@ -267,12 +271,17 @@ json run_package(const std::string& pkg, const json& turns, const std::string& t
   return r;
 }
 
-void expect_report_ok(const json& r, bool split, const std::string& what, double tolerance = kLogitTolerance) {
+// tolerance: the bound on every logit; greedy: whether every position's
+// argmax must be splitdec's (not where rounding flips may move near ties).
+void expect_report_ok(const json& r, bool split, const std::string& what, double tolerance = kLogitTolerance,
+                      bool greedy = true) {
   ASSERT_FALSE(r.contains("error")) << what << ": " << r["error"].get<std::string>() << "\n" << r["stderr"].get<std::string>();
   std::printf("  %-60s max |logit diff| %.2e over %lld positions\n", what.c_str(), r["max_diff"].get<double>(),
               static_cast<long long>(r["final_length"].get<int64_t>()));
   EXPECT_LE(r["max_diff"].get<double>(), tolerance) << what << ": " << r.dump();
-  EXPECT_TRUE(r["argmax_match"].get<bool>()) << what;
+  if (greedy) {
+    EXPECT_TRUE(r["argmax_match"].get<bool>()) << what;
+  }
   EXPECT_TRUE(r["problems"].empty()) << what << ": " << r["problems"].dump();
   if (split) {
     EXPECT_TRUE(r["same_buffers"].get<bool>()) << what;
@@ -281,7 +290,9 @@ void expect_report_ok(const json& r, bool split, const std::string& what, double
     // TensorScatter logs this when it must copy the cache instead of writing in place.
     EXPECT_EQ(r["stderr"].get<std::string>().find("in-place optimization not activated"), std::string::npos) << what;
   }
-  EXPECT_TRUE(r["ok"].get<bool>()) << what << ": " << r.dump();
+  if (greedy) {
+    EXPECT_TRUE(r["ok"].get<bool>()) << what << ": " << r.dump();
+  }
 }
 
 onnx::ModelProto load_graph(const fs::path& file) {
@@ -682,21 +693,22 @@ TEST(OnnxBlockWeights, CodesAndScalesDequantizeToTheBlockValues) {
 // it is) holds them as MatMulNBits codes, about a quarter of the f32
 // package's decoder bytes or less, and runs in ONNX Runtime to splitdec's
 // logits on the same weights. With f32 activations (accuracy_level 1): within
-// the f32 packages' bound (the same values, summed in another order). With
-// int8 ones (level 4) both sides quantize each block of 32 activations the
-// same way (s = amax / 127, q = round(x * 127 / amax)), and most positions
-// agree to ~1e-6 too; but an activation that ONNX Runtime's float sums put
-// on the other side of a half-integer than splitdec's moves by one step, and
-// that step carries on through the KV (measured up to 0.12 on these tiny
-// random models, whose logits reach 30; a wrong code layout is off by whole
-// units, as the f32-activation runs would show first): all positions within
-// kInt8ActivationBound, the same greedy choices, and the share of positions
-// within the f32 bound printed. splitdec runs its exact path: its
+// the f32 packages' bound and the same greedy choices (the same values,
+// summed in another order). With int8 ones (level 4) both sides quantize
+// each block of 32 activations the same way (s = amax / 127, q = round(x *
+// 127 / amax); OnnxBlockWeights.MatMulNBitsGivesSplitdecsProductsOnRandomRows
+// holds one node to 2e-6), and most positions agree to ~1e-6; but an
+// activation that the two runtimes' float sums put on either side of a
+// half-integer moves one step, and the step carries on through the KV
+// (measured up to 0.12 on these prompts and 0.41 on others, on tiny random
+// models whose logits reach 30; which positions flip depends on the SIMD
+// kernels of both sides): every position within kInt8ActivationBound, and
+// the share within the f32 bound printed. splitdec runs its exact path: its
 // bf16-product prefill (issue 30's precision decision) would round the block
 // values to bf16.
 class OnnxBlockWeightPackage : public ::testing::TestWithParam<std::string> {};
 
-constexpr double kInt8ActivationBound = 0.25;
+constexpr double kInt8ActivationBound = 1.0;
 
 // The share of a report's positions (each prompt's last row, each step) within the f32 bound.
 double share_within_f32_bound(const json& r) {
@@ -773,7 +785,7 @@ TEST_P(OnnxBlockWeightPackage, MatchesSplitdecOnTheSameWeights) {
         const json turns = make_case(m, c.default_policy, all[k].turns, kMaxLength);
         const double bound = int8 ? kInt8ActivationBound : kLogitTolerance;
         const json r = run_package(pkg.string(), turns, "blocks", bound);
-        expect_report_ok(r, plan == "split", what, bound);
+        expect_report_ok(r, plan == "split", what, bound, /*greedy=*/!int8);
         if (int8) std::printf("  %.0f%% of the positions within %.0e\n", 100 * share_within_f32_bound(r), kLogitTolerance);
       }
     }
@@ -945,6 +957,75 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& w
   }
   return scale == 0 ? diff : diff / scale;
 }
+
+}  // namespace
+
+// One MatMulNBits node, as the packages write it, against splitdec's
+// linear() on the same block weights and random activation rows, for every
+// SIMD table: with int8 activations (accuracy_level 4) both quantize each
+// row's blocks the same way and sum the same integers, so only the float
+// steps after them differ (no model in between to carry a rounding flip
+// on); with f32 activations (level 1) the products are the same values.
+// One row (ONNX Runtime's GEMV kernels) and several (its GEMM ones).
+TEST(OnnxBlockWeights, MatMulNBitsGivesSplitdecsProductsOnRandomRows) {
+  REQUIRE_RUNTIME();
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  struct Shape {
+    int rows, out, in;
+  };
+  for (WeightFormat format : {WeightFormat::Q8_0, WeightFormat::Q4_0})
+    for (const Shape& sh : {Shape{1, 40, 64}, Shape{3, 48, 256}, Shape{17, 64, 96}})
+      for (bool int8 : {true, false}) {
+        const std::string tag = std::string(weight_format_name(format)) + "-" + std::to_string(sh.rows) + "x" +
+                                std::to_string(sh.out) + "x" + std::to_string(sh.in) + (int8 ? "-int8" : "-f32");
+        SCOPED_TRACE(tag);
+        std::vector<float> wf(size_t(sh.out) * size_t(sh.in)), x(size_t(sh.rows) * size_t(sh.in));
+        for (float& v : wf) v = normal(rng) * 0.1f;
+        for (float& v : x) v = normal(rng) * (rng() % 16 == 0 ? 20.f : 1.f);  // some outlier activations
+        WeightMatrix w = WeightMatrix::from_f32(format, sh.out, sh.in, wf.data());
+        w.int8_activations = int8;
+        w.group_rows();  // as the loader stores block weights with int8 activations
+        const fs::path dir = temp_root() / ("nbits-node-" + tag);
+        fs::create_directories(dir);
+        {
+          onnx::ModelProto model;
+          onnx_export::init_model(model, "matmul_nbits");
+          onnx_export::WeightFile weights(dir.string(), "weights.data");
+          onnx_export::GraphBuilder g(*model.mutable_graph(), weights);
+          g.input("x", onnx::TensorProto::FLOAT, {int64_t(sh.rows), int64_t(sh.in)});
+          const int64_t blocks = onnx_export::nbits_blocks(w);
+          const std::string codes = g.weight_u8("codes", {sh.out, blocks, onnx_export::nbits_blob_bytes(w)},
+                                                [&] { return onnx_export::nbits_codes(w); });
+          const std::string scales = g.weight("scales", {sh.out, blocks}, [&] { return onnx_export::nbits_scales(w); });
+          g.node_named("MatMulNBits", {"x", codes, scales}, {"y"},
+                       {{"K", int64_t(sh.in)}, {"N", int64_t(sh.out)}, {"bits", int64_t(onnx_export::nbits_bits(w))},
+                        {"block_size", int64_t(onnx_export::kNbitsBlockSize)}, {"accuracy_level", int64_t(int8 ? 4 : 1)}},
+                       "com.microsoft");
+          g.output("y", onnx::TensorProto::FLOAT, {int64_t(sh.rows), int64_t(sh.out)});
+          weights.close();
+          onnx_export::save_model(model, (dir / "node.onnx").string());
+        }
+        const auto got = run_media_graph(dir / "node.onnx", {{"x", {{sh.rows, sh.in}, x, {}}}}, "nbits-" + tag);
+        const std::vector<float>& ort = got.at("y").data;
+        // ONNX Runtime takes f32 activations at level 4 where MLAS has no
+        // int8 kernel for the CPU and bit width: then it must give those.
+        WeightMatrix w_f32 = WeightMatrix::from_f32(format, sh.out, sh.in, wf.data());
+        for (const simd::KernelTable* t : simd::available()) {
+          SCOPED_TRACE(t->name);
+          std::vector<float> want(size_t(sh.rows) * size_t(sh.out)), want_f32(want.size());
+          linear(x.data(), sh.rows, w, want.data(), /*rows_independent=*/true, CpuContext::with_table(*t));
+          linear(x.data(), sh.rows, w_f32, want_f32.data(), /*rows_independent=*/true, CpuContext::with_table(*t));
+          if (int8 && relative_error(ort, want) > 2e-6 && relative_error(ort, want_f32) <= 2e-6) {
+            std::printf("  %s: ONNX Runtime took f32 activations (no int8 kernel here)\n", tag.c_str());
+            continue;
+          }
+          EXPECT_LE(relative_error(ort, want), 2e-6);
+        }
+      }
+}
+
+namespace {
 
 std::shared_ptr<const MediaFrontend> frontend(const std::string& preset) {
   static std::map<std::string, std::shared_ptr<const MediaFrontend>> loaded;
