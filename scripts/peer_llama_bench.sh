@@ -19,7 +19,9 @@
 # Rows: prefill 512 (one sequence, one chunk of 512 on both sides), decode 64
 # tokens at depth 512 and 4096, and 64 tokens for 4, 8 and 16 sequences of
 # 512 (aggregate tokens/s); SHORT=1 keeps prefill 512 and decode @512. Peak
-# RSS of each side's prefill-512 run. PRESET=gemma4-e2b (with LAYERS 20 or
+# RSS of each side's prefill-512 run. DEPTHS (default 4096) and BATCHES
+# (default "4 8 16") choose the deeper decode rows and the sequence counts:
+# DEPTHS="4096 16384" adds decode at 16K. PRESET=gemma4-e2b (with LAYERS 20 or
 # more, so its KV-shared layers start after a full layer) measures Gemma-4's
 # per-layer embeddings and KV sharing. KV=f16 (or bf16, q8) stores
 # splitdec's KV cache that way (default f32; llama.cpp's default is f16).
@@ -45,7 +47,9 @@ ids() {  # ids LENGTH SEQUENCES > file
     for (let s = 0; s < b; ++s) { const t = [2]; for (let i = 1; i < n; ++i) t.push(1000 + ((i + 31 * s) * 7919) % 200000); seqs.push(t); }
     process.stdout.write(JSON.stringify({tokens: seqs}))' "$1" "$2"
 }
-for shape in 512:1 4096:1 512:4 512:8 512:16; do ids "${shape%:*}" "${shape#*:}" > "$work/ids_${shape/:/_}.json"; done
+depths=(${DEPTHS-4096})
+batches=(${BATCHES-4 8 16})
+for shape in 512:1 "${depths[@]/%/:1}" "${batches[@]/#/512:}"; do ids "${shape%:*}" "${shape#*:}" > "$work/ids_${shape/:/_}.json"; done
 decode=64
 
 # splitdec: tokens/s of one field of generate's --json (prefill or decode, summed over sequences).
@@ -89,8 +93,10 @@ for ty in "${types[@]}"; do
     row "$ty" "$r" "prefill 512" "$(sd "$g" "$work/ids_512_1.json" prefill --chunk 512)" "$(lb "$g" -p 512 -n 0)"
     row "$ty" "$r" "decode @512" "$(sd "$g" "$work/ids_512_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 512)"
     [ "${SHORT:-0}" = 1 ] && continue
-    row "$ty" "$r" "decode @4096" "$(sd "$g" "$work/ids_4096_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d 4096)"
-    for b in 4 8 16; do
+    for d in "${depths[@]}"; do
+      row "$ty" "$r" "decode @$d" "$(sd "$g" "$work/ids_${d}_1.json" decode)" "$(lb "$g" -p 0 -n "$decode" -d "$d")"
+    done
+    for b in "${batches[@]}"; do
       row "$ty" "$r" "$b sequences" "$(sd "$g" "$work/ids_512_$b.json" decode)" "$(lbb "$g" "$b")"
     done
   done
