@@ -310,6 +310,22 @@ int count_ops(const onnx::ModelProto& m, const std::string& op) {
 
 constexpr int64_t kMaxLength = 96;
 
+// A test instance's name from its preset ("tiny-gemma3" -> tiny_gemma3).
+std::string preset_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+// splitdec's exact f32-product prefill while it lives: the block-weight
+// tests compare block values that its bf16 products would round.
+struct ExactGemmGuard {
+  const bool saved = exact_gemm();
+  ExactGemmGuard() { set_exact_gemm(true); }
+  ~ExactGemmGuard() { set_exact_gemm(saved); }
+};
+
 class OnnxPackage : public ::testing::TestWithParam<std::string> {};
 
 }  // namespace
@@ -643,12 +659,7 @@ TEST_P(OnnxPackage, TooFewMediaRowsIsAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4", "tiny-gemma4-ple"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+                         preset_test_name);
 
 // Q8_0 / Q4_0 weights as MatMulNBits codes and scales (nbits_weights.h):
 // dequantized as ONNX Runtime does, they give splitdec's values bit for bit,
@@ -723,11 +734,7 @@ double share_within_f32_bound(const json& r) {
 
 TEST_P(OnnxBlockWeightPackage, MatchesSplitdecOnTheSameWeights) {
   REQUIRE_RUNTIME();
-  struct ExactGemm {  // splitdec's f32-product prefill for this test only
-    const bool saved = exact_gemm();
-    ExactGemm() { set_exact_gemm(true); }
-    ~ExactGemm() { set_exact_gemm(saved); }
-  } exact;
+  const ExactGemmGuard exact;
   const std::string preset = GetParam();
   const ModelConfig& c = model(preset).config();
   const std::string policy = mask_policy_name(c.default_policy);
@@ -798,11 +805,7 @@ TEST_P(OnnxBlockWeightPackage, MatchesSplitdecOnTheSameWeights) {
 // the f32 packages'.
 TEST(OnnxBlockWeights, FourBitEmbeddingTableIsGatheredFromItsNibbles) {
   REQUIRE_RUNTIME();
-  struct ExactGemm {
-    const bool saved = exact_gemm();
-    ExactGemm() { set_exact_gemm(true); }
-    ~ExactGemm() { set_exact_gemm(saved); }
-  } exact;
+  const ExactGemmGuard exact;
   WeightLoading loading;
   loading.format = loading.embedding_format = WeightFormat::Q4_0;
   loading.f32_activations = true;
@@ -830,12 +833,7 @@ TEST(OnnxBlockWeights, FourBitEmbeddingTableIsGatheredFromItsNibbles) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, OnnxBlockWeightPackage, ::testing::Values("tiny-gemma3", "tiny-gemma4-ple"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+                         preset_test_name);
 
 TEST(OnnxExportErrors, UnrepresentableExportsNameTheFeatureAndTheReason) {
   const std::string dir = model_dir("tiny-gemma3");

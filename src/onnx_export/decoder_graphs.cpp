@@ -217,9 +217,8 @@ class DecoderWriter {
   // graph (the values row_f32 gives), sharing its bytes with a tied LM head.
   std::string embedding_rows(const std::string& ids) {
     const WeightMatrix& e = m_.weights().embed_tokens;
-    const std::string name = "embed_tokens.weight";
-    if (!has_nbits_form(e)) return g_.op("Gather", {float_table(name, e), ids});
-    const auto [codes, scales] = nbits_tensors(e, name);
+    if (!has_nbits_form(e)) return g_.op("Gather", {float_table(kEmbeddingName, e), ids});
+    const auto [codes, scales] = nbits_tensors(e, kEmbeddingName);
     std::string q = g_.op("Gather", {codes, ids});  // [..., blocks, blob] uint8
     int zero_point = 128;
     if (nbits_bits(e) == 4) {  // value 2i is the low nibble of byte i, 2i + 1 the high one
@@ -239,10 +238,12 @@ class DecoderWriter {
   }
 
  private:
+  static constexpr const char* kEmbeddingName = "embed_tokens.weight";  // shared by the embedding and a tied LM head
+
   // The LM head's matrix and its tensor name: the embedding table when tied.
   std::pair<std::string, const WeightMatrix&> output_table() const {
     const auto& w = m_.weights();
-    if (w.lm_head.out == 0) return {"embed_tokens.weight", w.embed_tokens};
+    if (w.lm_head.out == 0) return {kEmbeddingName, w.embed_tokens};
     return {"lm_head.weight", w.lm_head};
   }
 
