@@ -96,10 +96,11 @@ inline int32_t pack_int16_pair(int32_t first, int32_t second) {
 
 // out[r * 16 + i] = x[r] . row i of the group, for `rows` (1 to
 // kMaxGroupDotRows) activation rows; n weights per row (a multiple of 32).
-// Why 4: an 8-row pass on 512-bit vectors (tried 2026-12-05) did not move
-// an 8-sequence decode step on the EPYC VM and ran q8_0 prefill at 427-440
-// GFLOP/s against 469-523 in passes of 4 (bench --only linear).
-constexpr int kMaxGroupDotRows = 4;
+// Why 8: the Q4_0 / Q8_0 kernels meet each block with all of a call's rows
+// before the next (row_groups_x86.inc's dot_rows), so an 8-sequence decode
+// step reads the weights in one pass; the K-quant kernels take the rows in
+// fours.
+constexpr int kMaxGroupDotRows = 8;
 using GroupDot = void (*)(const Q8Row* x, int rows, const uint8_t* group, int n, float* out);
 
 struct RowGroupKernels {
