@@ -7,7 +7,8 @@
 # defaults: build 4 32 "1 4 8 16". The model is a gemma3-1b-shaped preset
 # (random weights, bf16) cut to LAYERS layers to keep a run to minutes.
 # PLANS="split" runs only that plan; WEIGHTS=q8 (or any serve --weights)
-# converts the weights at load.
+# converts the weights at load; KV=f16 (or bf16, q8) stores the KV cache
+# that way (default f32; llama.cpp's default is f16).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -23,7 +24,7 @@ echo "| plan | clients | requests | tokens | tokens/s | TTFT p50 ms | TTFT p99 m
 echo "|---|---|---|---|---|---|---|---|---|"
 for plan in ${PLANS:-split single}; do
   "$bin" serve --model "$work/model" --port 0 --plan "$plan" --max-sequences 16 --max-length 512 \
-    ${WEIGHTS:+--weights "$WEIGHTS"} > "$work/out" 2> "$work/err" &
+    ${WEIGHTS:+--weights "$WEIGHTS"} ${KV:+--kv-dtype "$KV"} > "$work/out" 2> "$work/err" &
   echo $! > "$work/pid"
   for _ in $(seq 600); do grep -q http:// "$work/out" 2>/dev/null && break; sleep 0.1; done
   port="$(sed -n 's/.*http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$work/out" | head -1)"
